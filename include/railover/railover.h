@@ -1,0 +1,277 @@
+/*
+ * Railover public API.
+ *
+ * Railover gives an application reliable, sequenced message connections that
+ * survive the failure of the rail (RDMA, TCP) they run on.  Every message is
+ * retained by the sender until the peer acknowledges it, so a connection can
+ * move to another rail and resend exactly what the peer lacks.
+ *
+ * Object model:
+ *   rov_context_t   configuration (from the environment), the rails, the
+ *                   progress engine and its file descriptor.
+ *   rov_endpoint_t  listens on every configured rail and exports an opaque
+ *                   address blob that a peer passes to rov_conn_connect().
+ *   rov_conn_t      one reliable connection to one peer endpoint.
+ *
+ * Threading: a context and everything created from it must be used by one
+ * thread at a time (the caller serialises).  Nothing blocks except
+ * rov_context_wait(), which blocks at most for the timeout it is given.
+ * Callbacks run only inside rov_progress()/rov_context_wait() and inside the
+ * destroy/close calls that document it; a callback may call rov_conn_send()
+ * and rov_conn_close() but must not destroy the context or the endpoint.
+ *
+ * Errors: every call that can fail returns rov_status_t: ROV_OK (0),
+ * ROV_INPROGRESS (1), or a negative ROV_ERR_* code; rov_status_str() names it.
+ * The function that first detects a problem logs it (RAILOVER_LOG); callers
+ * need not log again.
+ */
+#ifndef RAILOVER_RAILOVER_H
+#define RAILOVER_RAILOVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ROV_VERSION_MAJOR 0
+#define ROV_VERSION_MINOR 1
+#define ROV_VERSION_PATCH 0
+
+/** Library version string, e.g. "0.1.0". */
+const char *rov_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                              */
+
+typedef int rov_status_t;
+
+enum {
+    ROV_OK = 0,
+    ROV_INPROGRESS = 1,        /* accepted; completion reported later */
+    ROV_ERR_NOMEM = -1,        /* allocation failed */
+    ROV_ERR_INVAL = -2,        /* invalid argument or configuration value */
+    ROV_ERR_AGAIN = -3,        /* window full: progress, then retry */
+    ROV_ERR_IO = -4,           /* system call or device failure */
+    ROV_ERR_PROTO = -5,        /* peer violated the wire protocol */
+    ROV_ERR_CLOSED = -6,       /* connection closed or closing */
+    ROV_ERR_UNREACHABLE = -7,  /* no rail could reach the peer */
+    ROV_ERR_REFUSED = -8,      /* peer refused the connection */
+    ROV_ERR_RESET = -9,        /* rail connection reset / failed */
+    ROV_ERR_TIMEDOUT = -10,    /* operation timed out */
+    ROV_ERR_MSGSIZE = -11,     /* message larger than RAILOVER_MAX_MSG */
+    ROV_ERR_NOT_FOUND = -12,   /* no such rail, device or interface */
+    ROV_ERR_UNSUPPORTED = -13, /* not built in or not available here */
+    ROV_ERR_BUSY = -14,        /* object in a state that forbids the call */
+    ROV_ERR_CANCELED = -15,    /* operation canceled by close/destroy */
+};
+
+/** Static, human readable name of a status ("ok", "window full", ...). */
+const char *rov_status_str(rov_status_t status);
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                             */
+
+/*
+ * Configuration is read from RAILOVER_* environment variables (see
+ * docs/configuration in README.md).  A malformed value is rejected with
+ * ROV_ERR_INVAL and a message naming the variable, the value and what is
+ * accepted; nothing is silently clamped.
+ */
+typedef struct rov_config rov_config_t;
+
+/** Parse the environment into a new configuration.  On ROV_ERR_INVAL, an
+ * explanation is written to the log and, if err_buf is not NULL, copied into
+ * err_buf (truncated to err_len).  *config_p is set only on ROV_OK. */
+rov_status_t rov_config_read(char *err_buf, size_t err_len, rov_config_t **config_p);
+
+/** Set one variable by name (e.g. "RAILOVER_RAILS") as if it were in the
+ * environment.  ROV_ERR_NOT_FOUND for an unknown name, ROV_ERR_INVAL (with a
+ * message in err_buf) for a bad value; the configuration is unchanged then. */
+rov_status_t rov_config_set(rov_config_t *config, const char *name, const char *value,
+                            char *err_buf, size_t err_len);
+
+/** Print the effective configuration, one "NAME=value  # meaning" per line. */
+void rov_config_print(const rov_config_t *config, FILE *stream);
+
+void rov_config_free(rov_config_t *config);
+
+/* ------------------------------------------------------------------------ */
+/* Context                                                                   */
+
+typedef struct rov_context rov_context_t;
+typedef struct rov_endpoint rov_endpoint_t;
+typedef struct rov_conn rov_conn_t;
+
+/** Events reported to the application's event callback. */
+typedef enum rov_event_type {
+    ROV_EVENT_CONN_ACCEPTED,    /* a peer connected to one of our endpoints */
+    ROV_EVENT_CONN_ESTABLISHED, /* our rov_conn_connect() completed */
+    ROV_EVENT_CONN_RAIL_SWITCH, /* the connection moved to another rail */
+    ROV_EVENT_CONN_RAIL_DOWN,   /* a rail of the connection failed */
+    ROV_EVENT_CONN_PEER_CLOSED, /* the peer called rov_conn_close() */
+    ROV_EVENT_CONN_CLOSED,      /* close finished; the handle is now invalid */
+    ROV_EVENT_CONN_ERROR,       /* the connection failed; retained data lost */
+} rov_event_type_t;
+
+typedef struct rov_event {
+    rov_event_type_t type;
+    rov_conn_t *conn;
+    rov_status_t status;  /* cause, for RAIL_DOWN and ERROR */
+    int rail_from;        /* RAIL_SWITCH / RAIL_DOWN: rail index, or -1 */
+    int rail_to;          /* RAIL_SWITCH: new rail index */
+    const char *reason;   /* static text: why, e.g. "requested by api" */
+} rov_event_t;
+
+/** Called inside progress for each event.  ROV_EVENT_CONN_CLOSED and
+ * ROV_EVENT_CONN_ERROR are the last events of a connection; after
+ * CONN_CLOSED returns the handle is freed, after CONN_ERROR the application
+ * must still call rov_conn_close() to free it. */
+typedef void (*rov_event_cb_t)(void *arg, const rov_event_t *event);
+
+/** Called inside progress for every message, in send order, exactly once.
+ * data is valid only during the call and is read-only. */
+typedef void (*rov_recv_cb_t)(void *arg, rov_conn_t *conn, uint32_t tag,
+                              const void *data, size_t len);
+
+typedef struct rov_context_params {
+    const rov_config_t *config; /* NULL: read the environment */
+    rov_recv_cb_t recv_cb;      /* required */
+    rov_event_cb_t event_cb;    /* optional */
+    void *arg;                  /* passed to both callbacks */
+} rov_context_params_t;
+
+/** Create a context and open every rail in RAILOVER_RAILS.  Copies the
+ * configuration.  A rail that cannot be opened (missing device, interface
+ * without an address) fails the call with its status and a log line naming
+ * the rail; ROV_ERR_INVAL for a bad environment value. */
+rov_status_t rov_context_create(const rov_context_params_t *params,
+                                rov_context_t **context_p);
+
+/** Close every connection at once (without flushing: unacknowledged data is
+ * dropped, pending sends complete with ROV_ERR_CANCELED), then endpoints and
+ * rails, and free the context.  Use rov_conn_close() first for a graceful
+ * shutdown. */
+void rov_context_destroy(rov_context_t *context);
+
+/** Make progress without blocking: read rails, deliver messages, run timers,
+ * send acknowledgements.  Returns the number of frames handled (>= 0). */
+int rov_progress(rov_context_t *context);
+
+/** A file descriptor that becomes readable when rov_progress() has work.  Use
+ * with poll/epoll (level-triggered), then call rov_progress(). */
+int rov_context_fd(const rov_context_t *context);
+
+/** Block up to timeout_ms (-1: forever) for work, then progress.  Wakes
+ * early for internal timers.  Returns like rov_progress(). */
+int rov_context_wait(rov_context_t *context, int timeout_ms);
+
+/** Number of configured rails and the name of rail i ("tcp@lo", ...). */
+int rov_context_rail_count(const rov_context_t *context);
+const char *rov_context_rail_name(const rov_context_t *context, int rail);
+
+/* ------------------------------------------------------------------------ */
+/* Endpoint                                                                  */
+
+/** Listen on every rail.  Connections from peers are reported with
+ * ROV_EVENT_CONN_ACCEPTED. */
+rov_status_t rov_endpoint_create(rov_context_t *context, rov_endpoint_t **endpoint_p);
+
+/** Copy the address blob into buf.  *len_p is the buffer size on entry and the
+ * blob size on return; ROV_ERR_MSGSIZE (with *len_p set) if buf is too small.
+ * The blob is opaque, position independent and safe to send to any peer. */
+rov_status_t rov_endpoint_address(const rov_endpoint_t *endpoint, void *buf, size_t *len_p);
+
+/** Stop listening.  Connections already made stay up. */
+void rov_endpoint_destroy(rov_endpoint_t *endpoint);
+
+/* ------------------------------------------------------------------------ */
+/* Connection                                                                */
+
+/** Start connecting to the peer endpoint whose address blob is given.  Does
+ * not block: sends may be posted at once and are sent when the connection is
+ * established (ROV_EVENT_CONN_ESTABLISHED).  ROV_ERR_INVAL for a malformed
+ * blob, ROV_ERR_UNREACHABLE when the blob shares no rail with this context. */
+rov_status_t rov_conn_connect(rov_endpoint_t *endpoint, const void *addr, size_t addr_len,
+                              rov_conn_t **conn_p);
+
+/** Send completion: called once per send that returned ROV_INPROGRESS, or
+ * that asked for ROV_SEND_NOTIFY_DELIVERED, inside progress.  status is
+ * ROV_OK when the peer has received the message, ROV_ERR_CANCELED /
+ * ROV_ERR_CLOSED when the connection went away first. */
+typedef void (*rov_send_cb_t)(void *arg, rov_status_t status);
+
+enum {
+    /* Call cb when the peer has the message, even if the data was copied. */
+    ROV_SEND_NOTIFY_DELIVERED = 1u << 0,
+    /* Never keep a reference to buf: copy it, whatever its size. */
+    ROV_SEND_COPY = 1u << 1,
+};
+
+typedef struct rov_send_params {
+    unsigned flags;    /* ROV_SEND_* */
+    rov_send_cb_t cb;  /* required when the send may return ROV_INPROGRESS */
+    void *arg;
+} rov_send_params_t;
+
+/**
+ * Send len bytes (0 allowed) with a user tag.  Never blocks.
+ *
+ * Messages up to RAILOVER_EAGER_LIMIT bytes (or with ROV_SEND_COPY) are
+ * copied: the call returns ROV_OK and buf is free at once.  Larger ones are
+ * sent zero-copy: the call returns ROV_INPROGRESS and buf must stay unchanged
+ * until params->cb runs, which is when the peer has acknowledged the message
+ * (a resend after a rail switch may read it again until then).
+ *
+ * ROV_ERR_AGAIN: the connection's window (RAILOVER_WINDOW_MSGS /
+ * RAILOVER_WINDOW_BYTES) is full; nothing was taken, call rov_progress() and
+ * retry.  ROV_ERR_MSGSIZE: len > RAILOVER_MAX_MSG.  ROV_ERR_CLOSED: the
+ * connection is closing, closed or failed.  ROV_ERR_INVAL: zero-copy send
+ * without a callback.
+ */
+rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf, size_t len,
+                           const rov_send_params_t *params);
+
+/** Graceful close: no new sends; everything already sent is delivered and
+ * acknowledged, the peer is told (ROV_EVENT_CONN_PEER_CLOSED there), and
+ * ROV_EVENT_CONN_CLOSED ends the handle here.  Returns ROV_INPROGRESS, or
+ * ROV_OK when the handle was freed at once (a failed connection). */
+rov_status_t rov_conn_close(rov_conn_t *conn);
+
+/** Move the connection to rail `rail` (index into RAILOVER_RAILS): connect or
+ * reuse that rail, exchange last-received sequence numbers with the peer,
+ * resend what it lacks, and continue there.  reason is a static string
+ * reported with ROV_EVENT_CONN_RAIL_SWITCH.  ROV_OK if already there,
+ * ROV_INPROGRESS when started, ROV_ERR_UNREACHABLE if the peer has no such
+ * rail, ROV_ERR_BUSY while the connection is not established. */
+rov_status_t rov_conn_switch(rov_conn_t *conn, int rail, const char *reason);
+
+/** Index of the rail the connection sends on now. */
+int rov_conn_rail(const rov_conn_t *conn);
+
+void rov_conn_set_user(rov_conn_t *conn, void *user);
+void *rov_conn_get_user(const rov_conn_t *conn);
+
+typedef struct rov_conn_stats {
+    uint64_t msgs_sent, bytes_sent;         /* user messages, first transmission */
+    uint64_t msgs_recv, bytes_recv;         /* delivered to the application */
+    uint64_t msgs_resent, bytes_resent;     /* retransmitted after a switch */
+    uint64_t dups_dropped;                  /* duplicates discarded */
+    uint64_t reordered;                     /* early arrivals buffered */
+    uint64_t acks_sent, acks_recv;          /* stand-alone ack frames */
+    uint64_t window_full;                   /* sends refused with ROV_ERR_AGAIN */
+    uint64_t switches;                      /* completed rail switches */
+    uint64_t retained_msgs, retained_bytes; /* now: sent, not yet acknowledged */
+    uint64_t tx_seq, rx_seq;                /* last sequence sent / delivered */
+    int rail;                               /* current rail index */
+} rov_conn_stats_t;
+
+void rov_conn_stats(const rov_conn_t *conn, rov_conn_stats_t *stats_p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

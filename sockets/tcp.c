@@ -1,0 +1,794 @@
+/*
+ * The TCP rail: non-blocking sockets, epoll, explicit framing.
+ *
+ * Frames are found in the byte stream with rov_wire_peek(), so garbage is
+ * rejected on its first bytes.  Frames up to the receive buffer size are
+ * handed up in place; larger ones are read straight into a frame buffer.
+ * Sends go out with one sendmsg(); what the kernel does not take is queued
+ * (referenced when the transport gives a cookie, copied otherwise) and
+ * flushed on EPOLLOUT.
+ *
+ * Address format (ROV_RAIL_ADDR_MAX bytes at most): u8 family (4 or 6),
+ * u16 port (network order), then 4 or 16 address bytes (network order).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "transport/log.h"
+#include "transport/rail.h"
+#include "transport/wire.h"
+
+/* Poll channels directly (no epoll_wait) while there are at most this many. */
+#define TCP_DIRECT_POLL_MAX 8
+#define TCP_READS_PER_POLL 16
+
+struct tcp_txq {
+    struct tcp_txq *next;
+    struct iovec iov[2];
+    int iovcnt;
+    void *cookie;    /* transport's, or NULL when copied */
+    uint8_t copy[];  /* the copied frame remainder */
+};
+
+struct tcp_chan {
+    struct rov_chan base;
+    struct tcp_rail *rail;
+    struct rov_watch watch;
+    uint32_t events;
+    bool connecting, dead;
+    uint8_t *buf;           /* receive staging: [off, len) unparsed */
+    size_t cap, off, len;
+    uint8_t *big;           /* frame larger than buf being read */
+    size_t big_cap, big_len, big_need;
+    struct tcp_txq *txq_head, *txq_tail;
+    struct tcp_chan *next;  /* rail's list (live) or graveyard (dead) */
+};
+
+struct tcp_rail {
+    struct rov_rail base;
+    struct sockaddr_storage local; /* address to bind, port 0 */
+    socklen_t local_len;
+    char ifname[IF_NAMESIZE];
+    int listen_fd;
+    struct rov_watch lwatch;
+    uint8_t addr[ROV_RAIL_ADDR_MAX];
+    size_t addr_len;
+    size_t rxbuf;
+    struct tcp_chan *chans, *graveyard;
+    int nchans;
+};
+
+static rov_status_t errno_status(int err)
+{
+    switch (err) {
+    case ECONNREFUSED: return ROV_ERR_REFUSED;
+    case ETIMEDOUT: return ROV_ERR_TIMEDOUT;
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case EHOSTDOWN:
+    case ENETDOWN: return ROV_ERR_UNREACHABLE;
+    case ECONNRESET:
+    case ECONNABORTED:
+    case EPIPE: return ROV_ERR_RESET;
+    case ENOMEM:
+    case ENOBUFS: return ROV_ERR_NOMEM;
+    default: return ROV_ERR_IO;
+    }
+}
+
+static const char *errno_why(int err)
+{
+    switch (err) {
+    case ECONNREFUSED: return "tcp: connection refused";
+    case ETIMEDOUT: return "tcp: connection timed out";
+    case EHOSTUNREACH: return "tcp: host unreachable";
+    case ENETUNREACH: return "tcp: network unreachable";
+    case EHOSTDOWN: return "tcp: host down";
+    case ENETDOWN: return "tcp: network down";
+    case ECONNRESET: return "tcp: connection reset by peer";
+    case ECONNABORTED: return "tcp: connection aborted";
+    case EPIPE: return "tcp: broken pipe";
+    default: return "tcp: socket error";
+    }
+}
+
+/* Addresses ------------------------------------------------------------------ */
+
+static size_t encode_addr(const struct sockaddr_storage *ss, uint8_t *out)
+{
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+
+        out[0] = 4;
+        memcpy(out + 1, &sin->sin_port, 2);
+        memcpy(out + 3, &sin->sin_addr, 4);
+        return 7;
+    } else {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+
+        out[0] = 6;
+        memcpy(out + 1, &sin6->sin6_port, 2);
+        memcpy(out + 3, &sin6->sin6_addr, 16);
+        return 19;
+    }
+}
+
+static rov_status_t decode_addr(const void *addr, size_t len, struct sockaddr_storage *ss,
+                                socklen_t *sslen_p)
+{
+    const uint8_t *p = addr;
+
+    memset(ss, 0, sizeof(*ss));
+    if (len == 7 && p[0] == 4) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+
+        sin->sin_family = AF_INET;
+        memcpy(&sin->sin_port, p + 1, 2);
+        memcpy(&sin->sin_addr, p + 3, 4);
+        *sslen_p = sizeof(*sin);
+    } else if (len == 19 && p[0] == 6) {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+
+        sin6->sin6_family = AF_INET6;
+        memcpy(&sin6->sin6_port, p + 1, 2);
+        memcpy(&sin6->sin6_addr, p + 3, 16);
+        *sslen_p = sizeof(*sin6);
+    } else {
+        return ROV_ERR_INVAL;
+    }
+    return ROV_OK;
+}
+
+static void tcp_addr_str(const void *addr, size_t len, char *buf, size_t buf_len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    char ip[INET6_ADDRSTRLEN] = "?";
+
+    if (decode_addr(addr, len, &ss, &sl) != ROV_OK) {
+        snprintf(buf, buf_len, "<bad tcp address>");
+        return;
+    }
+    if (ss.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip, sizeof(ip));
+    else
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, ip, sizeof(ip));
+    snprintf(buf, buf_len, ss.ss_family == AF_INET ? "%s:%u" : "[%s]:%u", ip,
+             ntohs(((struct sockaddr_in *)&ss)->sin_port));
+}
+
+/* Pick the local address: an IP literal, or an interface's first address
+ * (IPv4 preferred), or with no argument the first non-loopback interface. */
+static rov_status_t resolve_local(struct tcp_rail *r, const char *arg)
+{
+    struct sockaddr_in *sin = (struct sockaddr_in *)&r->local;
+    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&r->local;
+    struct ifaddrs *ifs, *ifa, *best = NULL;
+
+    memset(&r->local, 0, sizeof(r->local));
+    if (*arg && inet_pton(AF_INET, arg, &sin->sin_addr) == 1) {
+        sin->sin_family = AF_INET;
+        r->local_len = sizeof(*sin);
+        return ROV_OK;
+    }
+    if (*arg && inet_pton(AF_INET6, arg, &sin6->sin6_addr) == 1) {
+        sin6->sin6_family = AF_INET6;
+        r->local_len = sizeof(*sin6);
+        return ROV_OK;
+    }
+    if (getifaddrs(&ifs) < 0) {
+        rov_error("tcp", "getifaddrs: %m");
+        return ROV_ERR_IO;
+    }
+    for (ifa = ifs; ifa; ifa = ifa->ifa_next) {
+        int fam = ifa->ifa_addr ? ifa->ifa_addr->sa_family : -1;
+
+        if (fam != AF_INET && fam != AF_INET6)
+            continue;
+        if (fam == AF_INET6 &&
+            IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr))
+            continue;
+        if (*arg ? strcmp(ifa->ifa_name, arg) != 0
+                 : (ifa->ifa_flags & IFF_LOOPBACK) || !(ifa->ifa_flags & IFF_UP))
+            continue;
+        if (!best || (fam == AF_INET && best->ifa_addr->sa_family != AF_INET))
+            best = ifa;
+    }
+    if (!best && !*arg) {
+        /* No network at all: loopback still lets processes of one host talk. */
+        freeifaddrs(ifs);
+        return resolve_local(r, "127.0.0.1");
+    }
+    if (!best) {
+        freeifaddrs(ifs);
+        rov_error("tcp", "interface '%s' does not exist or has no IP address", arg);
+        return ROV_ERR_NOT_FOUND;
+    }
+    snprintf(r->ifname, sizeof(r->ifname), "%s", best->ifa_name);
+    if (best->ifa_addr->sa_family == AF_INET) {
+        *sin = *(struct sockaddr_in *)best->ifa_addr;
+        sin->sin_port = 0;
+        r->local_len = sizeof(*sin);
+    } else {
+        *sin6 = *(struct sockaddr_in6 *)best->ifa_addr;
+        sin6->sin6_port = 0;
+        r->local_len = sizeof(*sin6);
+    }
+    freeifaddrs(ifs);
+    return ROV_OK;
+}
+
+/* Channels -------------------------------------------------------------------- */
+
+static void chan_cb(struct rov_watch *w, uint32_t events);
+
+static void set_events(struct tcp_chan *c, uint32_t events)
+{
+    if (c->events == events)
+        return;
+    c->events = events;
+    rov_ctx_watch_mod(c->rail->base.ctx, &c->watch, events);
+}
+
+static struct tcp_chan *chan_new(struct tcp_rail *r, int fd, bool connecting)
+{
+    struct tcp_chan *c = calloc(1, sizeof(*c));
+    int one = 1;
+
+    if (!c)
+        return NULL;
+    c->buf = malloc(r->rxbuf);
+    if (!c->buf) {
+        free(c);
+        return NULL;
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    c->rail = r;
+    c->cap = r->rxbuf;
+    c->connecting = connecting;
+    c->watch.fd = fd;
+    c->watch.cb = chan_cb;
+    c->events = connecting ? EPOLLOUT : EPOLLIN;
+    if (rov_ctx_watch(r->base.ctx, &c->watch, c->events) != ROV_OK) {
+        free(c->buf);
+        free(c);
+        return NULL;
+    }
+    c->next = r->chans;
+    r->chans = c;
+    r->nchans++;
+    return c;
+}
+
+static void txq_release(struct tcp_chan *c)
+{
+    while (c->txq_head) {
+        struct tcp_txq *q = c->txq_head;
+
+        c->txq_head = q->next;
+        if (q->cookie)
+            rov_rail_send_done(&c->base, q->cookie);
+        free(q);
+    }
+    c->txq_tail = NULL;
+}
+
+static void tcp_chan_close(struct rov_chan *chan)
+{
+    struct tcp_chan *c = (struct tcp_chan *)chan;
+    struct tcp_rail *r = c->rail;
+
+    if (c->dead)
+        return;
+    c->dead = true;
+    rov_ctx_unwatch(r->base.ctx, &c->watch);
+    close(c->watch.fd);
+    for (struct tcp_chan **pp = &r->chans; *pp; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    }
+    r->nchans--;
+    txq_release(c);
+    /* Freed later: an epoll batch or a read loop may still point at it. */
+    c->next = r->graveyard;
+    r->graveyard = c;
+}
+
+static void bury(struct tcp_rail *r)
+{
+    while (r->graveyard) {
+        struct tcp_chan *c = r->graveyard;
+
+        r->graveyard = c->next;
+        free(c->buf);
+        free(c->big);
+        free(c);
+    }
+}
+
+static void fail(struct tcp_chan *c, rov_status_t st, const char *why)
+{
+    if (c->dead)
+        return;
+    /* Stop reading and writing; the transport closes the channel. */
+    set_events(c, 0);
+    rov_rail_failed(&c->base, st, why);
+}
+
+static size_t iov_total(const struct iovec *iov, int n)
+{
+    size_t t = 0;
+
+    for (int i = 0; i < n; i++)
+        t += iov[i].iov_len;
+    return t;
+}
+
+/* Queue the part of iov not yet written (skip bytes). */
+static rov_status_t enqueue(struct tcp_chan *c, const struct iovec *iov, int iovcnt, size_t skip,
+                            void *cookie)
+{
+    size_t rest = iov_total(iov, iovcnt) - skip;
+    struct tcp_txq *q = malloc(sizeof(*q) + (cookie ? 0 : rest));
+
+    if (!q)
+        return ROV_ERR_NOMEM;
+    q->next = NULL;
+    q->cookie = cookie;
+    q->iovcnt = 0;
+    if (cookie) {
+        for (int i = 0; i < iovcnt; i++) {
+            if (skip >= iov[i].iov_len) {
+                skip -= iov[i].iov_len;
+                continue;
+            }
+            q->iov[q->iovcnt].iov_base = (uint8_t *)iov[i].iov_base + skip;
+            q->iov[q->iovcnt].iov_len = iov[i].iov_len - skip;
+            q->iovcnt++;
+            skip = 0;
+        }
+    } else {
+        size_t off = 0;
+
+        for (int i = 0; i < iovcnt; i++) {
+            if (skip >= iov[i].iov_len) {
+                skip -= iov[i].iov_len;
+                continue;
+            }
+            memcpy(q->copy + off, (uint8_t *)iov[i].iov_base + skip, iov[i].iov_len - skip);
+            off += iov[i].iov_len - skip;
+            skip = 0;
+        }
+        q->iov[0].iov_base = q->copy;
+        q->iov[0].iov_len = rest;
+        q->iovcnt = 1;
+    }
+    if (c->txq_tail)
+        c->txq_tail->next = q;
+    else
+        c->txq_head = q;
+    c->txq_tail = q;
+    set_events(c, c->events | EPOLLOUT);
+    return cookie ? ROV_INPROGRESS : ROV_OK;
+}
+
+static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt)
+{
+    struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
+    ssize_t n;
+
+    do {
+        n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    return n;
+}
+
+static rov_status_t tcp_send(struct rov_chan *chan, const struct iovec *iov, int iovcnt,
+                             void *cookie)
+{
+    struct tcp_chan *c = (struct tcp_chan *)chan;
+    size_t total;
+    ssize_t n;
+
+    if (c->dead)
+        return ROV_ERR_RESET;
+    if (c->txq_head)
+        return enqueue(c, iov, iovcnt, 0, cookie);
+    total = iov_total(iov, iovcnt);
+    n = write_iov(c->watch.fd, iov, iovcnt);
+    if (n == (ssize_t)total)
+        return ROV_OK;
+    if (n < 0) {
+        if (errno != EAGAIN) {
+            int err = errno;
+
+            rov_debug("tcp", "sendmsg on fd %d: %s", c->watch.fd, strerror(err));
+            set_events(c, 0);
+            return errno_status(err);
+        }
+        n = 0;
+    }
+    return enqueue(c, iov, iovcnt, (size_t)n, cookie);
+}
+
+static void flush_txq(struct tcp_chan *c)
+{
+    while (c->txq_head) {
+        struct tcp_txq *q = c->txq_head;
+        size_t total = iov_total(q->iov, q->iovcnt);
+        ssize_t n = write_iov(c->watch.fd, q->iov, q->iovcnt);
+
+        if (n < 0) {
+            if (errno == EAGAIN)
+                return;
+            fail(c, errno_status(errno), errno_why(errno));
+            return;
+        }
+        if ((size_t)n < total) {
+            /* Advance the queued iov past what went out. */
+            size_t skip = (size_t)n;
+            int j = 0;
+
+            for (int i = 0; i < q->iovcnt; i++) {
+                if (skip >= q->iov[i].iov_len) {
+                    skip -= q->iov[i].iov_len;
+                    continue;
+                }
+                q->iov[j].iov_base = (uint8_t *)q->iov[i].iov_base + skip;
+                q->iov[j].iov_len = q->iov[i].iov_len - skip;
+                skip = 0;
+                j++;
+            }
+            q->iovcnt = j;
+            return;
+        }
+        c->txq_head = q->next;
+        if (!c->txq_head)
+            c->txq_tail = NULL;
+        if (q->cookie)
+            rov_rail_send_done(&c->base, q->cookie);
+        free(q);
+        if (c->dead)
+            return;
+    }
+    set_events(c, c->events & ~(uint32_t)EPOLLOUT);
+    rov_rail_writable(&c->base);
+}
+
+/* Hand up every whole frame in [off, len).  Returns false if the channel
+ * died (protocol error or closed by the transport during an upcall). */
+static bool parse_frames(struct tcp_chan *c)
+{
+    size_t max_payload = c->rail->base.max_frame - ROV_WIRE_HDR_LEN;
+
+    while (c->len > c->off) {
+        size_t flen, avail = c->len - c->off;
+        const char *why = "";
+        rov_status_t st = rov_wire_peek(c->buf + c->off, avail, max_payload, &flen, &why);
+
+        if (st == ROV_INPROGRESS)
+            break;
+        if (st != ROV_OK) {
+            fail(c, ROV_ERR_PROTO, why);
+            return false;
+        }
+        if (flen <= avail) {
+            rov_rail_recv(&c->base, c->buf + c->off, flen);
+            if (c->dead)
+                return false;
+            c->off += flen;
+            continue;
+        }
+        if (flen > c->cap) {
+            /* Too large for the staging buffer: read the rest in place. */
+            if (flen > c->big_cap) {
+                uint8_t *nb = realloc(c->big, flen);
+
+                if (!nb) {
+                    fail(c, ROV_ERR_NOMEM, "tcp: no memory for a large frame");
+                    return false;
+                }
+                c->big = nb;
+                c->big_cap = flen;
+            }
+            memcpy(c->big, c->buf + c->off, avail);
+            c->big_len = avail;
+            c->big_need = flen;
+            c->off = c->len = 0;
+        }
+        break;
+    }
+    if (c->off == c->len) {
+        c->off = c->len = 0;
+    } else if (c->off > 0 && c->len == c->cap) {
+        memmove(c->buf, c->buf + c->off, c->len - c->off);
+        c->len -= c->off;
+        c->off = 0;
+    }
+    return true;
+}
+
+/* Read what is ready.  Returns the number of reads that returned data. */
+static int read_chan(struct tcp_chan *c)
+{
+    int got = 0;
+
+    for (int i = 0; i < TCP_READS_PER_POLL && !c->dead; i++) {
+        bool big = c->big_need != 0;
+        uint8_t *dst = big ? c->big + c->big_len : c->buf + c->len;
+        size_t want = big ? c->big_need - c->big_len : c->cap - c->len;
+        ssize_t n = recv(c->watch.fd, dst, want, MSG_DONTWAIT);
+
+        if (n == 0) {
+            fail(c, ROV_ERR_RESET, (c->len > c->off || big) ?
+                 "tcp: peer closed the connection in the middle of a frame" :
+                 "tcp: peer closed the connection");
+            break;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN)
+                fail(c, errno_status(errno), errno_why(errno));
+            break;
+        }
+        got++;
+        if (big) {
+            c->big_len += (size_t)n;
+            if (c->big_len == c->big_need) {
+                c->big_need = 0;
+                rov_rail_recv(&c->base, c->big, c->big_len);
+            }
+        } else {
+            c->len += (size_t)n;
+            if (!parse_frames(c))
+                break;
+        }
+        if ((size_t)n < want)
+            break; /* drained the socket */
+    }
+    return got;
+}
+
+static void finish_connect(struct tcp_chan *c)
+{
+    int err = 0;
+    socklen_t len = sizeof(err);
+
+    if (getsockopt(c->watch.fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+        err = errno;
+    if (err) {
+        rov_debug("tcp", "connect on fd %d: %s", c->watch.fd, strerror(err));
+        fail(c, errno_status(err), errno_why(err));
+        return;
+    }
+    c->connecting = false;
+    set_events(c, EPOLLIN | (c->txq_head ? EPOLLOUT : 0));
+    rov_rail_connected(&c->base);
+}
+
+static void chan_cb(struct rov_watch *w, uint32_t events)
+{
+    struct tcp_chan *c = rov_container_of(w, struct tcp_chan, watch);
+
+    if (c->dead)
+        return;
+    if (c->connecting) {
+        if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+            finish_connect(c);
+        return;
+    }
+    if ((events & EPOLLOUT) && c->txq_head)
+        flush_txq(c);
+    if (!c->dead && (events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+        read_chan(c);
+}
+
+/* Rail ops ------------------------------------------------------------------- */
+
+static rov_status_t tcp_open(rov_context_t *ctx, const struct rov_rail_spec *spec,
+                             const struct rov_config *config, struct rov_rail **rail_p)
+{
+    struct tcp_rail *r = calloc(1, sizeof(*r));
+    rov_status_t st;
+
+    if (!r)
+        return ROV_ERR_NOMEM;
+    st = resolve_local(r, spec->arg[0] ? spec->arg : config->tcp_if);
+    if (st != ROV_OK) {
+        rov_error("tcp", "cannot open rail %s", spec->name);
+        free(r);
+        return st;
+    }
+    r->base.ctx = ctx;
+    r->listen_fd = -1;
+    r->rxbuf = config->tcp_rxbuf;
+    *rail_p = &r->base;
+    return ROV_OK;
+}
+
+static void accept_cb(struct rov_watch *w, uint32_t events)
+{
+    struct tcp_rail *r = rov_container_of(w, struct tcp_rail, lwatch);
+
+    for (;;) {
+        int fd = accept4(r->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct tcp_chan *c;
+
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+                rov_log_ratelimited(ROV_LOG_WARN, "tcp", "accept on %s: %m", r->base.spec->name);
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            return;
+        }
+        c = chan_new(r, fd, false);
+        if (!c) {
+            rov_log_ratelimited(ROV_LOG_WARN, "tcp", "no memory for an accepted connection");
+            close(fd);
+            continue;
+        }
+        rov_rail_accepted(&r->base, &c->base);
+    }
+}
+
+static rov_status_t tcp_listen(struct rov_rail *rail, void *addr, size_t *len_p)
+{
+    struct tcp_rail *r = (struct tcp_rail *)rail;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    int one = 1;
+
+    if (r->listen_fd < 0) {
+        int fd = socket(r->local.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+        if (fd < 0) {
+            rov_error("tcp", "socket: %m");
+            return ROV_ERR_IO;
+        }
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, (struct sockaddr *)&r->local, r->local_len) < 0 || listen(fd, 512) < 0 ||
+            getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+            rov_error("tcp", "cannot listen on rail %s: %m", rail->spec->name);
+            close(fd);
+            return ROV_ERR_IO;
+        }
+        r->listen_fd = fd;
+        r->lwatch.fd = fd;
+        r->lwatch.cb = accept_cb;
+        if (rov_ctx_watch(rail->ctx, &r->lwatch, EPOLLIN) != ROV_OK) {
+            close(fd);
+            r->listen_fd = -1;
+            return ROV_ERR_IO;
+        }
+        r->addr_len = encode_addr(&ss, r->addr);
+        if (rov_log_level >= ROV_LOG_DEBUG) {
+            char s[64];
+
+            tcp_addr_str(r->addr, r->addr_len, s, sizeof(s));
+            rov_debug("tcp", "rail %s listening on %s", rail->spec->name, s);
+        }
+    }
+    memcpy(addr, r->addr, r->addr_len);
+    *len_p = r->addr_len;
+    return ROV_OK;
+}
+
+static void tcp_unlisten(struct rov_rail *rail)
+{
+    struct tcp_rail *r = (struct tcp_rail *)rail;
+
+    if (r->listen_fd < 0)
+        return;
+    rov_ctx_unwatch(rail->ctx, &r->lwatch);
+    close(r->listen_fd);
+    r->listen_fd = -1;
+}
+
+static rov_status_t tcp_connect(struct rov_rail *rail, const void *addr, size_t len,
+                                struct rov_chan **chan_p)
+{
+    struct tcp_rail *r = (struct tcp_rail *)rail;
+    struct sockaddr_storage peer;
+    socklen_t pl;
+    struct tcp_chan *c;
+    int fd;
+
+    if (decode_addr(addr, len, &peer, &pl) != ROV_OK) {
+        rov_error("tcp", "malformed peer address for rail %s", rail->spec->name);
+        return ROV_ERR_INVAL;
+    }
+    if (peer.ss_family != r->local.ss_family) {
+        rov_error("tcp", "peer address family differs from rail %s", rail->spec->name);
+        return ROV_ERR_UNREACHABLE;
+    }
+    fd = socket(peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        rov_error("tcp", "socket: %m");
+        return ROV_ERR_IO;
+    }
+    /* Leave through the rail's own interface address. */
+    if (bind(fd, (struct sockaddr *)&r->local, r->local_len) < 0) {
+        rov_error("tcp", "bind to the address of rail %s: %m", rail->spec->name);
+        close(fd);
+        return ROV_ERR_IO;
+    }
+    if (connect(fd, (struct sockaddr *)&peer, pl) < 0 && errno != EINPROGRESS) {
+        int err = errno;
+
+        rov_debug("tcp", "connect: %s", strerror(err));
+        close(fd);
+        return errno_status(err);
+    }
+    c = chan_new(r, fd, true);
+    if (!c) {
+        close(fd);
+        return ROV_ERR_NOMEM;
+    }
+    *chan_p = &c->base;
+    return ROV_OK;
+}
+
+static int tcp_progress(struct rov_rail *rail)
+{
+    struct tcp_rail *r = (struct tcp_rail *)rail;
+    struct tcp_chan *c, *next;
+    int polled = 0;
+
+    bury(r);
+    if (r->nchans == 0 || r->nchans > TCP_DIRECT_POLL_MAX)
+        return 0;
+    for (c = r->chans; c; c = next) {
+        next = c->next;
+        if (c->connecting || c->dead || !(c->events & EPOLLIN))
+            continue;
+        if (c->txq_head)
+            flush_txq(c);
+        if (!c->dead)
+            read_chan(c);
+        polled++;
+        if (next && next->dead)
+            break; /* the list changed under us; epoll covers the rest */
+    }
+    return polled;
+}
+
+static void tcp_close(struct rov_rail *rail)
+{
+    struct tcp_rail *r = (struct tcp_rail *)rail;
+
+    while (r->chans)
+        tcp_chan_close(&r->chans->base);
+    tcp_unlisten(rail);
+    bury(r);
+    free(r);
+}
+
+static const struct rov_rail_ops tcp_ops = {
+    .name = "tcp",
+    .open = tcp_open,
+    .close = tcp_close,
+    .listen = tcp_listen,
+    .unlisten = tcp_unlisten,
+    .connect = tcp_connect,
+    .send = tcp_send,
+    .chan_close = tcp_chan_close,
+    .progress = tcp_progress,
+    .addr_str = tcp_addr_str,
+};
+
+ROV_RAIL_REGISTER(tcp_ops)

@@ -1,0 +1,408 @@
+#include "transport/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/log.h"
+
+#define KiB (1024ull)
+#define MiB (1024ull * KiB)
+#define GiB (1024ull * MiB)
+#define NS_PER_MS 1000000ull
+#define NS_PER_S 1000000000ull
+
+static void errf(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void errf(char *err, size_t err_len, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!err || !err_len)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+}
+
+/* Parse the leading unsigned integer of s; *end_p is where it stopped. */
+static rov_status_t parse_number(const char *s, uint64_t *out_p, const char **end_p,
+                                 char *err, size_t err_len)
+{
+    char *end;
+    unsigned long long v;
+
+    if (!isdigit((unsigned char)*s)) {
+        errf(err, err_len, "'%s' is not a non-negative integer", s);
+        return ROV_ERR_INVAL;
+    }
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno == ERANGE) {
+        errf(err, err_len, "'%s' is out of range", s);
+        return ROV_ERR_INVAL;
+    }
+    *out_p = v;
+    *end_p = end;
+    return ROV_OK;
+}
+
+static rov_status_t check_range(const char *s, uint64_t v, uint64_t min, uint64_t max,
+                                char *err, size_t err_len)
+{
+    if (v < min || v > max) {
+        errf(err, err_len, "'%s' is outside [%" PRIu64 ", %" PRIu64 "]", s, min, max);
+        return ROV_ERR_INVAL;
+    }
+    return ROV_OK;
+}
+
+static rov_status_t scale(const char *s, uint64_t v, uint64_t mult, uint64_t *out_p,
+                          char *err, size_t err_len)
+{
+    if (mult && v > UINT64_MAX / mult) {
+        errf(err, err_len, "'%s' is out of range", s);
+        return ROV_ERR_INVAL;
+    }
+    *out_p = v * mult;
+    return ROV_OK;
+}
+
+rov_status_t rov_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out_p,
+                           char *err, size_t err_len)
+{
+    const char *end;
+    uint64_t v;
+
+    if (parse_number(s, &v, &end, err, err_len))
+        return ROV_ERR_INVAL;
+    if (*end) {
+        errf(err, err_len, "'%s' is not a non-negative integer", s);
+        return ROV_ERR_INVAL;
+    }
+    if (check_range(s, v, min, max, err, err_len))
+        return ROV_ERR_INVAL;
+    *out_p = v;
+    return ROV_OK;
+}
+
+struct unit {
+    const char *suffix;
+    uint64_t mult;
+};
+
+static rov_status_t parse_with_units(const char *s, const struct unit *units, int bare_ok,
+                                     uint64_t min, uint64_t max, uint64_t *out_p,
+                                     const char *what, char *err, size_t err_len)
+{
+    const char *end;
+    uint64_t v, r;
+
+    if (parse_number(s, &v, &end, err, err_len))
+        return ROV_ERR_INVAL;
+    if (*end == '\0' && bare_ok) {
+        r = v;
+    } else {
+        const struct unit *u;
+
+        for (u = units; u->suffix; u++)
+            if (strcmp(end, u->suffix) == 0)
+                break;
+        if (!u->suffix) {
+            errf(err, err_len, "'%s' is not a %s", s, what);
+            return ROV_ERR_INVAL;
+        }
+        if (scale(s, v, u->mult, &r, err, err_len))
+            return ROV_ERR_INVAL;
+    }
+    if (check_range(s, r, min, max, err, err_len))
+        return ROV_ERR_INVAL;
+    *out_p = r;
+    return ROV_OK;
+}
+
+rov_status_t rov_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out_p,
+                            char *err, size_t err_len)
+{
+    static const struct unit units[] = {
+        {"k", KiB}, {"K", KiB}, {"KiB", KiB}, {"m", MiB}, {"M", MiB}, {"MiB", MiB},
+        {"g", GiB}, {"G", GiB}, {"GiB", GiB}, {"B", 1},   {NULL, 0},
+    };
+    return parse_with_units(s, units, 1, min, max, out_p,
+                            "size (bytes, or with k, M, G / KiB, MiB, GiB)", err, err_len);
+}
+
+rov_status_t rov_parse_duration(const char *s, uint64_t min_ns, uint64_t max_ns,
+                                uint64_t *out_ns_p, char *err, size_t err_len)
+{
+    static const struct unit units[] = {
+        {"ns", 1}, {"us", 1000}, {"ms", NS_PER_MS}, {"s", NS_PER_S}, {NULL, 0},
+    };
+    return parse_with_units(s, units, 0, min_ns, max_ns, out_ns_p,
+                            "duration (a number with unit ns, us, ms or s, e.g. 250ms)", err,
+                            err_len);
+}
+
+static int valid_token(const char *s, size_t n, int allow_punct)
+{
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (!(isalnum(c) || c == '_' || (allow_punct && strchr("-.:/", c))))
+            return 0;
+    }
+    return 1;
+}
+
+rov_status_t rov_parse_rails(const char *s, struct rov_rail_spec *rails, unsigned *nrails_p,
+                             char *err, size_t err_len)
+{
+    unsigned n = 0;
+    const char *p = s;
+
+    if (!*s) {
+        errf(err, err_len, "empty rail list");
+        return ROV_ERR_INVAL;
+    }
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        const char *at = memchr(p, '@', len);
+        size_t klen = at ? (size_t)(at - p) : len;
+        size_t alen = at ? len - klen - 1 : 0;
+        struct rov_rail_spec *r = &rails[n];
+
+        if (n == ROV_MAX_RAILS) {
+            errf(err, err_len, "more than %d rails", ROV_MAX_RAILS);
+            return ROV_ERR_INVAL;
+        }
+        if (!valid_token(p, klen, 0) || klen >= sizeof(r->kind)) {
+            errf(err, err_len, "rail '%.*s' is not of the form kind or kind@argument",
+                 (int)len, p);
+            return ROV_ERR_INVAL;
+        }
+        if (at && (!valid_token(at + 1, alen, 1) || alen >= sizeof(r->arg))) {
+            errf(err, err_len, "rail '%.*s' has a bad argument after '@'", (int)len, p);
+            return ROV_ERR_INVAL;
+        }
+        memcpy(r->kind, p, klen);
+        r->kind[klen] = '\0';
+        memcpy(r->arg, at ? at + 1 : "", alen);
+        r->arg[alen] = '\0';
+        snprintf(r->name, sizeof(r->name), "%s%s%s", r->kind, alen ? "@" : "", r->arg);
+        for (unsigned i = 0; i < n; i++) {
+            if (strcmp(rails[i].name, r->name) == 0) {
+                errf(err, err_len, "rail '%s' is listed twice", r->name);
+                return ROV_ERR_INVAL;
+            }
+        }
+        n++;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    *nrails_p = n;
+    return ROV_OK;
+}
+
+void rov_config_defaults(struct rov_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    rov_parse_rails("tcp", c->rails, &c->nrails, NULL, 0);
+    c->log_level = ROV_LOG_WARN;
+    c->window_msgs = 1024;
+    c->window_bytes = 16 * MiB;
+    c->eager_limit = 8 * KiB;
+    c->max_msg = 64 * MiB;
+    c->reorder_msgs = 256;
+    c->ack_delay_ns = 200 * 1000;
+    c->tcp_rxbuf = 256 * KiB;
+}
+
+enum var_type { V_RAILS, V_IFNAME, V_LOG, V_COUNT, V_SIZE, V_DURATION };
+
+struct var {
+    const char *name;
+    enum var_type type;
+    size_t offset;
+    uint64_t min, max;
+    const char *help;
+};
+
+#define OFF(f) offsetof(struct rov_config, f)
+
+static const struct var vars[] = {
+    {"RAILOVER_RAILS", V_RAILS, OFF(rails), 0, 0,
+     "rails in order of preference: kind[@arg],... (tcp@IFACE)"},
+    {"RAILOVER_TCP_IF", V_IFNAME, OFF(tcp_if), 0, 0,
+     "interface of tcp rails without @IFACE (empty: first non-loopback)"},
+    {"RAILOVER_LOG", V_LOG, OFF(log_level), 0, 0, "error, warn, info, debug or trace"},
+    {"RAILOVER_WINDOW_MSGS", V_COUNT, OFF(window_msgs), 1, 1u << 20,
+     "unacknowledged messages per connection"},
+    {"RAILOVER_WINDOW_BYTES", V_SIZE, OFF(window_bytes), 4 * KiB, 64 * GiB,
+     "unacknowledged bytes per connection"},
+    {"RAILOVER_EAGER_LIMIT", V_SIZE, OFF(eager_limit), 0, 1 * MiB,
+     "largest message copied at send; larger ones are zero-copy"},
+    {"RAILOVER_MAX_MSG", V_SIZE, OFF(max_msg), 1 * KiB, 1 * GiB,
+     "largest message; larger frames from a peer are a protocol error"},
+    {"RAILOVER_REORDER_MSGS", V_COUNT, OFF(reorder_msgs), 1, 1u << 16,
+     "early arrivals buffered per connection"},
+    {"RAILOVER_ACK_DELAY", V_DURATION, OFF(ack_delay_ns), 1000, 1000 * NS_PER_MS,
+     "longest wait before a stand-alone acknowledgement"},
+    {"RAILOVER_TCP_RXBUF", V_SIZE, OFF(tcp_rxbuf), 4 * KiB, 64 * MiB,
+     "receive staging buffer per tcp channel"},
+};
+
+static rov_status_t set_var(struct rov_config *c, const struct var *v, const char *value,
+                            char *err, size_t err_len)
+{
+    char why[256] = "";
+    void *field = (char *)c + v->offset;
+    rov_status_t st = ROV_OK;
+
+    switch (v->type) {
+    case V_RAILS: {
+        struct rov_rail_spec rails[ROV_MAX_RAILS];
+        unsigned n;
+
+        st = rov_parse_rails(value, rails, &n, why, sizeof(why));
+        if (st == ROV_OK) {
+            memcpy(c->rails, rails, sizeof(rails));
+            c->nrails = n;
+        }
+        break;
+    }
+    case V_IFNAME:
+        if (*value && (!valid_token(value, strlen(value), 1) ||
+                       strlen(value) >= ROV_RAIL_ARG_MAX)) {
+            snprintf(why, sizeof(why), "'%s' is not an interface name", value);
+            st = ROV_ERR_INVAL;
+        } else {
+            snprintf(field, ROV_RAIL_ARG_MAX, "%s", value);
+        }
+        break;
+    case V_LOG: {
+        int level = rov_log_level_parse(value);
+
+        if (level < 0) {
+            snprintf(why, sizeof(why), "'%s' is not a log level", value);
+            st = ROV_ERR_INVAL;
+        } else {
+            *(int *)field = level;
+        }
+        break;
+    }
+    case V_COUNT:
+        st = rov_parse_u64(value, v->min, v->max, field, why, sizeof(why));
+        break;
+    case V_SIZE:
+        st = rov_parse_size(value, v->min, v->max, field, why, sizeof(why));
+        break;
+    case V_DURATION:
+        st = rov_parse_duration(value, v->min, v->max, field, why, sizeof(why));
+        break;
+    }
+    if (st != ROV_OK)
+        errf(err, err_len, "%s: %s (%s)", v->name, why, v->help);
+    return st;
+}
+
+static rov_status_t check_consistency(const struct rov_config *c, char *err, size_t err_len)
+{
+    if (c->eager_limit > c->max_msg) {
+        errf(err, err_len, "RAILOVER_EAGER_LIMIT (%" PRIu64 ") exceeds RAILOVER_MAX_MSG (%" PRIu64
+             ")", c->eager_limit, c->max_msg);
+        return ROV_ERR_INVAL;
+    }
+    return ROV_OK;
+}
+
+rov_status_t rov_config_set(rov_config_t *config, const char *name, const char *value,
+                            char *err_buf, size_t err_len)
+{
+    struct rov_config tmp = *config;
+
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        if (strcmp(vars[i].name, name) != 0)
+            continue;
+        if (set_var(&tmp, &vars[i], value, err_buf, err_len) ||
+            check_consistency(&tmp, err_buf, err_len))
+            return ROV_ERR_INVAL;
+        *config = tmp;
+        return ROV_OK;
+    }
+    errf(err_buf, err_len, "unknown configuration variable %s", name);
+    return ROV_ERR_NOT_FOUND;
+}
+
+rov_status_t rov_config_read(char *err_buf, size_t err_len, rov_config_t **config_p)
+{
+    char err[512];
+    struct rov_config *c = malloc(sizeof(*c));
+
+    if (!c)
+        return ROV_ERR_NOMEM;
+    rov_config_defaults(c);
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *value = getenv(vars[i].name);
+
+        if (value && set_var(c, &vars[i], value, err, sizeof(err)))
+            goto bad;
+    }
+    if (check_consistency(c, err, sizeof(err)))
+        goto bad;
+    *config_p = c;
+    return ROV_OK;
+bad:
+    rov_error("config", "%s", err);
+    errf(err_buf, err_len, "%s", err);
+    free(c);
+    return ROV_ERR_INVAL;
+}
+
+static void print_value(const struct rov_config *c, const struct var *v, FILE *f)
+{
+    const void *field = (const char *)c + v->offset;
+
+    switch (v->type) {
+    case V_RAILS:
+        for (unsigned i = 0; i < c->nrails; i++)
+            fprintf(f, "%s%s", i ? "," : "", c->rails[i].name);
+        break;
+    case V_IFNAME:
+        fputs(field, f);
+        break;
+    case V_LOG:
+        fputs(rov_log_level_name(*(const int *)field), f);
+        break;
+    case V_COUNT:
+    case V_SIZE:
+        fprintf(f, "%" PRIu64, *(const uint64_t *)field);
+        break;
+    case V_DURATION:
+        fprintf(f, "%" PRIu64 "us", *(const uint64_t *)field / 1000);
+        break;
+    }
+}
+
+void rov_config_print(const rov_config_t *config, FILE *f)
+{
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        fprintf(f, "%s=", vars[i].name);
+        print_value(config, &vars[i], f);
+        fprintf(f, "  # %s\n", vars[i].help);
+    }
+}
+
+void rov_config_free(rov_config_t *config)
+{
+    free(config);
+}

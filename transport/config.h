@@ -1,0 +1,50 @@
+/* Configuration: RAILOVER_* variables, parsed and validated in one place. */
+#ifndef ROV_CONFIG_H
+#define ROV_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "railover/railover.h"
+
+#define ROV_MAX_RAILS 8
+#define ROV_RAIL_ARG_MAX 64
+
+/* One entry of RAILOVER_RAILS: "kind" or "kind@arg" (tcp@eth0). */
+struct rov_rail_spec {
+    char kind[16];
+    char arg[ROV_RAIL_ARG_MAX];   /* empty: the kind's default (RAILOVER_TCP_IF) */
+    char name[16 + ROV_RAIL_ARG_MAX + 1];
+};
+
+struct rov_config {
+    struct rov_rail_spec rails[ROV_MAX_RAILS];
+    unsigned nrails;
+    char tcp_if[ROV_RAIL_ARG_MAX]; /* empty: first non-loopback IPv4 interface */
+    int log_level;
+    uint64_t window_msgs;
+    uint64_t window_bytes;
+    uint64_t eager_limit;
+    uint64_t max_msg;
+    uint64_t reorder_msgs;
+    uint64_t ack_delay_ns;
+    uint64_t tcp_rxbuf;
+};
+
+/* Value parsers, exported for the unit tests.  Each returns ROV_OK or
+ * ROV_ERR_INVAL with a reason in err (size err_len). */
+rov_status_t rov_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out_p,
+                           char *err, size_t err_len);
+/* Sizes: plain bytes or with k/K/KiB/m/M/MiB/g/G/GiB (binary multiples). */
+rov_status_t rov_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out_p,
+                            char *err, size_t err_len);
+/* Durations: a number with unit ns, us, ms, s (e.g. "250ms", "2s"). */
+rov_status_t rov_parse_duration(const char *s, uint64_t min_ns, uint64_t max_ns,
+                                uint64_t *out_ns_p, char *err, size_t err_len);
+rov_status_t rov_parse_rails(const char *s, struct rov_rail_spec *rails, unsigned *nrails_p,
+                             char *err, size_t err_len);
+
+/* Defaults for every field. */
+void rov_config_defaults(struct rov_config *config);
+
+#endif

@@ -1,0 +1,860 @@
+/*
+ * The connection protocol: sequence numbers, retention until acknowledged,
+ * acknowledgements, in-order exactly-once delivery, channel handshakes and
+ * the rail switch.  Rail-agnostic: it sees channels, never sockets or QPs.
+ *
+ * Switch invariant: a side sends data on a channel only after it has learnt
+ * the peer's last-received sequence on that channel (HELLO/HELLO_ACK/SWITCH
+ * carry it in their ack field) and rewound its transmit pointer there.  Every
+ * channel therefore carries a contiguous run of sequence numbers starting at
+ * or below what the receiver expects, so duplicates are dropped and nothing
+ * is early; the reorder buffer and RESEND cover anything else.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/core.h"
+#include "transport/log.h"
+
+static const char *const state_names[] = {
+    [ROV_CONN_CONNECTING] = "connecting", [ROV_CONN_ESTABLISHED] = "established",
+    [ROV_CONN_CLOSING] = "closing",       [ROV_CONN_FAILED] = "failed",
+    [ROV_CONN_DEAD] = "dead",
+};
+
+static void conn_set_state(struct rov_conn *conn, enum rov_conn_state state, const char *why)
+{
+    rov_debug("conn", "conn %llu: %s -> %s (%s)", (unsigned long long)conn->id,
+              state_names[conn->state], state_names[state], why);
+    conn->state = state;
+    if (state == ROV_CONN_DEAD)
+        conn->ctx->reap = true;
+}
+
+static int ep_cmp(const struct rov_conn *conn)
+{
+    return memcmp(conn->ctx->ep_id, conn->peer.ep_id, ROV_EP_ID_LEN);
+}
+
+static bool chan_ready(const struct rov_chan *chan)
+{
+    return chan && chan->state == ROV_CHAN_OPEN && chan->handshaken;
+}
+
+static int peer_rail(const struct rov_conn *conn, int rail)
+{
+    const char *kind = conn->ctx->rails[rail]->ops->name;
+
+    for (unsigned i = 0; i < conn->peer.nrails; i++)
+        if ((int)conn->peer.rails[i].index == rail && strcmp(conn->peer.rails[i].kind, kind) == 0)
+            return (int)i;
+    return -1;
+}
+
+struct rov_conn *rov_conn_new(rov_context_t *ctx)
+{
+    struct rov_conn *conn = calloc(1, sizeof(*conn));
+
+    if (!conn)
+        return NULL;
+    if (rov_reorder_init(&conn->reorder, ctx->config.reorder_msgs) != ROV_OK) {
+        free(conn);
+        return NULL;
+    }
+    conn->ctx = ctx;
+    conn->id = ctx->next_conn_id++;
+    conn->tx_rail = -1;
+    conn->state = ROV_CONN_CONNECTING;
+    rov_retain_init(&conn->tx, ctx->config.window_msgs, ctx->config.window_bytes);
+    conn->next = ctx->conns;
+    if (ctx->conns)
+        ctx->conns->prev = conn;
+    ctx->conns = conn;
+    return conn;
+}
+
+static rov_status_t set_peer_addr(struct rov_conn *conn, const void *blob, size_t len,
+                                  const char **why_p)
+{
+    if (len > sizeof(conn->peer_blob)) {
+        *why_p = "address blob too long";
+        return ROV_ERR_INVAL;
+    }
+    memcpy(conn->peer_blob, blob, len);
+    conn->peer_blob_len = len;
+    return rov_wire_addr_decode(conn->peer_blob, len, &conn->peer, why_p);
+}
+
+/* Frames out ----------------------------------------------------------------- */
+
+static void ack_sent(struct rov_conn *conn)
+{
+    conn->rx_acked = conn->rx_seq;
+    conn->rx_unacked_msgs = 0;
+    conn->rx_unacked_bytes = 0;
+    if (conn->in_ack_list)
+        rov_conn_ack_unlink(conn);
+}
+
+void rov_conn_ack_unlink(struct rov_conn *conn)
+{
+    rov_context_t *ctx = conn->ctx;
+
+    if (conn->ack_prev)
+        conn->ack_prev->ack_next = conn->ack_next;
+    else
+        ctx->ack_head = conn->ack_next;
+    if (conn->ack_next)
+        conn->ack_next->ack_prev = conn->ack_prev;
+    else
+        ctx->ack_tail = conn->ack_prev;
+    conn->ack_next = conn->ack_prev = NULL;
+    conn->in_ack_list = false;
+}
+
+static void ack_schedule(struct rov_conn *conn)
+{
+    rov_context_t *ctx = conn->ctx;
+
+    if (conn->in_ack_list)
+        return;
+    conn->ack_deadline_ns = ctx->now_ns + ctx->config.ack_delay_ns;
+    conn->ack_prev = ctx->ack_tail;
+    conn->ack_next = NULL;
+    if (ctx->ack_tail)
+        ctx->ack_tail->ack_next = conn;
+    else
+        ctx->ack_head = conn;
+    ctx->ack_tail = conn;
+    conn->in_ack_list = true;
+    rov_ctx_arm_ticker(ctx);
+}
+
+/* Send a control frame; the rail copies it if it cannot go out at once. */
+static rov_status_t send_ctrl(struct rov_chan *chan, uint8_t type, uint32_t flags,
+                              const void *payload, size_t len)
+{
+    struct rov_conn *conn = chan->conn;
+    uint8_t hdrbuf[ROV_WIRE_HDR_LEN];
+    struct rov_wire_hdr hdr = {
+        .type = type, .len = (uint32_t)len, .seq = 0,
+        .ack = conn ? conn->rx_seq : 0, .tag = flags,
+    };
+    struct iovec iov[2] = {{hdrbuf, sizeof(hdrbuf)}, {(void *)payload, len}};
+    rov_status_t st;
+
+    rov_wire_encode(hdrbuf, &hdr);
+    st = chan->rail->ops->send(chan, iov, len ? 2 : 1, NULL);
+    if (st < 0) {
+        rov_conn_chan_failed(chan, st, "send of a control frame failed");
+        return st;
+    }
+    if (conn)
+        ack_sent(conn);
+    return ROV_OK;
+}
+
+static void send_hello(struct rov_chan *chan, uint8_t type, uint32_t flags, bool with_addr)
+{
+    struct rov_conn *conn = chan->conn;
+    rov_context_t *ctx = conn->ctx;
+    uint8_t buf[ROV_WIRE_HELLO_FIXED + sizeof(ctx->endpoint->blob)];
+    struct rov_wire_hello h = {
+        .conn_id = conn->id, .peer_conn_id = conn->peer_id,
+        .rail = (uint16_t)chan->rail->index,
+    };
+
+    memcpy(h.ep_id, ctx->ep_id, ROV_EP_ID_LEN);
+    if (with_addr && ctx->endpoint) {
+        h.addr = ctx->endpoint->blob;
+        h.addr_len = ctx->endpoint->blob_len;
+    }
+    send_ctrl(chan, type, flags, buf, rov_wire_hello_encode(buf, &h));
+}
+
+/* Any open, handshaken channel of the connection, the sending one first. */
+static struct rov_chan *any_ready_chan(struct rov_conn *conn)
+{
+    if (conn->tx_rail >= 0 && chan_ready(conn->chans[conn->tx_rail]))
+        return conn->chans[conn->tx_rail];
+    for (int i = 0; i < conn->ctx->nrails; i++)
+        if (chan_ready(conn->chans[i]))
+            return conn->chans[i];
+    return NULL;
+}
+
+void rov_conn_send_ack(struct rov_conn *conn)
+{
+    struct rov_chan *chan = any_ready_chan(conn);
+
+    if (chan && send_ctrl(chan, ROV_FT_ACK, 0, NULL, 0) == ROV_OK)
+        conn->stats.acks_sent++;
+    else if (conn->in_ack_list)
+        rov_conn_ack_unlink(conn); /* piggybacks on the next frame instead */
+}
+
+static void maybe_send_close(struct rov_conn *conn, struct rov_chan *chan)
+{
+    if (conn->state != ROV_CONN_CLOSING || conn->close_sent || conn->tx.count)
+        return;
+    if (send_ctrl(chan, ROV_FT_CLOSE, 0, NULL, 0) != ROV_OK)
+        return;
+    conn->close_sent = true;
+    conn->close_first = !conn->peer_closed;
+}
+
+void rov_conn_push(struct rov_conn *conn)
+{
+    struct rov_chan *chan;
+    struct rov_msg *m;
+
+    if (conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CLOSING)
+        return;
+    if (conn->tx_rail < 0 || conn->tx_sync)
+        return;
+    chan = conn->chans[conn->tx_rail];
+    if (!chan_ready(chan))
+        return;
+    while ((m = conn->tx.next_tx) != NULL) {
+        struct rov_wire_hdr hdr = {
+            .type = ROV_FT_DATA, .len = (uint32_t)m->len, .seq = m->seq,
+            .ack = conn->rx_seq, .tag = m->tag,
+        };
+        struct iovec iov[2];
+        int iovcnt;
+        rov_status_t st;
+
+        rov_wire_encode(m->hdr, &hdr);
+        if (m->flags & ROV_MSG_COPIED) {
+            /* hdr and payload are adjacent: one contiguous frame */
+            iov[0].iov_base = m->hdr;
+            iov[0].iov_len = ROV_WIRE_HDR_LEN + m->len;
+            iovcnt = 1;
+        } else {
+            iov[0].iov_base = m->hdr;
+            iov[0].iov_len = ROV_WIRE_HDR_LEN;
+            iov[1].iov_base = (void *)m->data;
+            iov[1].iov_len = m->len;
+            iovcnt = m->len ? 2 : 1;
+        }
+        st = chan->rail->ops->send(chan, iov, iovcnt, m);
+        if (st == ROV_ERR_AGAIN)
+            break;
+        if (st < 0) {
+            rov_conn_chan_failed(chan, st, "send failed");
+            return;
+        }
+        if (st == ROV_INPROGRESS)
+            m->rail_refs++;
+        if (m->flags & ROV_MSG_SENT_ONCE) {
+            conn->stats.msgs_resent++;
+            conn->stats.bytes_resent += m->len;
+        }
+        m->flags |= ROV_MSG_SENT_ONCE;
+        conn->tx.next_tx = m->next;
+        ack_sent(conn);
+    }
+    maybe_send_close(conn, chan);
+}
+
+/* Connection life cycle ------------------------------------------------------- */
+
+static void close_all_chans(struct rov_conn *conn)
+{
+    for (int i = 0; i < conn->ctx->nrails; i++)
+        if (conn->chans[i])
+            rov_ctx_chan_close(conn->chans[i]);
+}
+
+static void cancel_retained(struct rov_conn *conn, rov_status_t status)
+{
+    struct rov_msg *m = rov_retain_drain(&conn->tx);
+
+    while (m) {
+        struct rov_msg *next = m->next;
+
+        if (m->cb && (!(m->flags & ROV_MSG_COPIED) || (m->flags & ROV_MSG_NOTIFY)))
+            m->cb(m->arg, status);
+        m->flags |= ROV_MSG_ACKED;
+        if (m->rail_refs == 0)
+            free(m);
+        m = next;
+    }
+}
+
+void rov_conn_abort(struct rov_conn *conn, rov_status_t status)
+{
+    close_all_chans(conn);
+    cancel_retained(conn, status);
+    if (conn->in_ack_list)
+        rov_conn_ack_unlink(conn);
+}
+
+static void conn_fail(struct rov_conn *conn, rov_status_t status, const char *why)
+{
+    if (conn->state == ROV_CONN_FAILED || conn->state == ROV_CONN_DEAD)
+        return;
+    rov_warn("conn", "conn %llu failed: %s (%s)", (unsigned long long)conn->id, why,
+             rov_status_str(status));
+    conn_set_state(conn, ROV_CONN_FAILED, why);
+    rov_conn_abort(conn, ROV_ERR_CLOSED);
+    rov_ctx_event(conn->ctx, ROV_EVENT_CONN_ERROR, conn, status, conn->tx_rail, -1, why);
+}
+
+static void conn_finish_close(struct rov_conn *conn)
+{
+    rov_conn_abort(conn, ROV_ERR_CLOSED);
+    conn_set_state(conn, ROV_CONN_DEAD, "closed");
+    rov_ctx_event(conn->ctx, ROV_EVENT_CONN_CLOSED, conn, ROV_OK, conn->tx_rail, -1, "closed");
+}
+
+void rov_conn_free(struct rov_conn *conn)
+{
+    rov_context_t *ctx = conn->ctx;
+
+    rov_conn_abort(conn, ROV_ERR_CANCELED);
+    if (conn->prev)
+        conn->prev->next = conn->next;
+    else
+        ctx->conns = conn->next;
+    if (conn->next)
+        conn->next->prev = conn->prev;
+    rov_reorder_fini(&conn->reorder);
+    free(conn);
+}
+
+static rov_status_t open_chan(struct rov_conn *conn, int rail)
+{
+    int pr = peer_rail(conn, rail);
+    struct rov_chan *chan;
+    rov_status_t st;
+
+    if (pr < 0)
+        return ROV_ERR_UNREACHABLE;
+    chan = rov_ctx_chan_connect(conn->ctx->rails[rail], conn->peer.rails[pr].addr,
+                                conn->peer.rails[pr].addr_len, &st);
+    if (!chan)
+        return st;
+    if (conn->chans[rail])
+        rov_ctx_chan_close(conn->chans[rail]);
+    chan->conn = conn;
+    conn->chans[rail] = chan;
+    return ROV_OK;
+}
+
+/* Open the first rail at or after `from` that both sides have. */
+static rov_status_t open_first_rail(struct rov_conn *conn, int from)
+{
+    rov_status_t st = ROV_ERR_UNREACHABLE;
+
+    for (int i = from; i < conn->ctx->nrails; i++) {
+        st = open_chan(conn, i);
+        if (st == ROV_OK) {
+            conn->tx_rail = i;
+            conn->tx_sync = true;
+            return ROV_OK;
+        }
+    }
+    return st;
+}
+
+rov_status_t rov_conn_connect(rov_endpoint_t *ep, const void *addr, size_t addr_len,
+                              rov_conn_t **conn_p)
+{
+    rov_context_t *ctx = ep->ctx;
+    struct rov_conn *conn;
+    const char *why = "";
+    rov_status_t st;
+
+    if (!addr)
+        return ROV_ERR_INVAL;
+    conn = rov_conn_new(ctx);
+    if (!conn)
+        return ROV_ERR_NOMEM;
+    st = set_peer_addr(conn, addr, addr_len, &why);
+    if (st != ROV_OK) {
+        rov_error("conn", "cannot connect: %s", why);
+        goto err;
+    }
+    st = open_first_rail(conn, 0);
+    if (st != ROV_OK) {
+        rov_error("conn", "cannot connect: no rail of this context reaches the peer (%s)",
+                  rov_status_str(st));
+        st = ROV_ERR_UNREACHABLE;
+        goto err;
+    }
+    *conn_p = conn;
+    return ROV_OK;
+err:
+    conn->state = ROV_CONN_DEAD;
+    rov_conn_free(conn);
+    return st;
+}
+
+rov_status_t rov_conn_close(rov_conn_t *conn)
+{
+    switch (conn->state) {
+    case ROV_CONN_FAILED:
+        conn_set_state(conn, ROV_CONN_DEAD, "closed after failure");
+        return ROV_OK;
+    case ROV_CONN_CONNECTING:
+    case ROV_CONN_ESTABLISHED:
+        conn_set_state(conn, ROV_CONN_CLOSING, "close requested");
+        rov_conn_push(conn);
+        return ROV_INPROGRESS;
+    case ROV_CONN_CLOSING:
+        return ROV_INPROGRESS;
+    case ROV_CONN_DEAD:
+        break;
+    }
+    return ROV_ERR_BUSY;
+}
+
+rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf, size_t len,
+                           const rov_send_params_t *params)
+{
+    const struct rov_config *cfg = &conn->ctx->config;
+    unsigned flags = params ? params->flags : 0;
+    int copy = len <= cfg->eager_limit || (flags & ROV_SEND_COPY);
+    struct rov_msg *m;
+
+    if ((conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CONNECTING) ||
+        conn->peer_closed)
+        return ROV_ERR_CLOSED;
+    if (len > cfg->max_msg)
+        return ROV_ERR_MSGSIZE;
+    if ((!copy || (flags & ROV_SEND_NOTIFY_DELIVERED)) && (!params || !params->cb))
+        return ROV_ERR_INVAL;
+    if (len && !buf)
+        return ROV_ERR_INVAL;
+    if (!rov_retain_has_room(&conn->tx, len)) {
+        conn->stats.window_full++;
+        return ROV_ERR_AGAIN;
+    }
+    m = rov_retain_msg_alloc(buf, len, copy);
+    if (!m)
+        return ROV_ERR_NOMEM;
+    m->tag = tag;
+    if (params) {
+        m->cb = params->cb;
+        m->arg = params->arg;
+        if (flags & ROV_SEND_NOTIFY_DELIVERED)
+            m->flags |= ROV_MSG_NOTIFY;
+    }
+    rov_retain_push(&conn->tx, m);
+    conn->stats.msgs_sent++;
+    conn->stats.bytes_sent += len;
+    rov_conn_push(conn);
+    return copy ? ROV_OK : ROV_INPROGRESS;
+}
+
+/* The switch ----------------------------------------------------------------- */
+
+static void move_tx(struct rov_conn *conn, int rail, const char *reason)
+{
+    int from = conn->tx_rail;
+
+    conn->tx_rail = rail;
+    conn->stats.switches++;
+    rov_info("conn", "conn %llu: rail %s -> %s (%s)", (unsigned long long)conn->id,
+             rov_context_rail_name(conn->ctx, from), rov_context_rail_name(conn->ctx, rail),
+             reason);
+    rov_ctx_event(conn->ctx, ROV_EVENT_CONN_RAIL_SWITCH, conn, ROV_OK, from, rail, reason);
+}
+
+rov_status_t rov_conn_switch(rov_conn_t *conn, int rail, const char *reason)
+{
+    struct rov_chan *chan;
+    rov_status_t st;
+
+    if (conn->state != ROV_CONN_ESTABLISHED)
+        return ROV_ERR_BUSY;
+    if (rail < 0 || rail >= conn->ctx->nrails || peer_rail(conn, rail) < 0)
+        return ROV_ERR_UNREACHABLE;
+    if (conn->tx_rail == rail)
+        return conn->tx_sync ? ROV_INPROGRESS : ROV_OK;
+    chan = conn->chans[rail];
+    if (!chan || chan->state == ROV_CHAN_CLOSED) {
+        st = open_chan(conn, rail);
+        if (st != ROV_OK)
+            return st;
+    }
+    move_tx(conn, rail, reason ? reason : "requested");
+    conn->tx_sync = true;
+    chan = conn->chans[rail];
+    /* A channel still connecting announces the move in its HELLO. */
+    if (chan_ready(chan))
+        send_ctrl(chan, ROV_FT_SWITCH, ROV_HF_SWITCH | ROV_HF_REPLY, NULL, 0);
+    return ROV_INPROGRESS;
+}
+
+/* The peer has everything up to `last` and receives on chan's rail now. */
+static void peer_synced(struct rov_conn *conn, uint64_t last)
+{
+    rov_retain_rewind(&conn->tx, last);
+    conn->tx_sync = false;
+    rov_conn_push(conn);
+}
+
+/* The peer asks us to move to chan's rail (HELLO or SWITCH with SWITCH flag).
+ * Returns whether we follow; the caller answers, then calls peer_synced(). */
+static bool peer_moves(struct rov_conn *conn, struct rov_chan *chan)
+{
+    int rail = chan->rail->index;
+
+    if (conn->tx_rail != rail) {
+        /* Both sides moving to different rails at once: the smaller endpoint
+         * id wins, the other follows it. */
+        if (conn->tx_sync && chan_ready(conn->chans[conn->tx_rail]) && ep_cmp(conn) < 0)
+            return false;
+        move_tx(conn, rail, "peer moved");
+    }
+    return true;
+}
+
+/* Frames in ------------------------------------------------------------------ */
+
+static void deliver(struct rov_conn *conn, uint32_t tag, const void *data, size_t len)
+{
+    conn->rx_seq++;
+    conn->stats.msgs_recv++;
+    conn->stats.bytes_recv += len;
+    conn->rx_unacked_msgs++;
+    conn->rx_unacked_bytes += len;
+    conn->ctx->recv_cb(conn->ctx->arg, conn, tag, data, len);
+}
+
+static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
+                        const uint8_t *payload)
+{
+    const struct rov_config *cfg = &conn->ctx->config;
+
+    if (hdr->seq <= conn->rx_seq) {
+        conn->stats.dups_dropped++;
+        ack_schedule(conn); /* the peer resent: it may lack our ack */
+        return;
+    }
+    if (hdr->seq > conn->rx_seq + 1) {
+        rov_status_t st = rov_reorder_insert(&conn->reorder, conn->rx_seq + 1, hdr->seq,
+                                             hdr->tag, payload, hdr->len);
+        struct rov_chan *chan = any_ready_chan(conn);
+
+        if (st == ROV_OK)
+            conn->stats.reordered++;
+        rov_debug("conn", "conn %llu: early seq %llu, expected %llu", (unsigned long long)conn->id,
+                  (unsigned long long)hdr->seq, (unsigned long long)conn->rx_seq + 1);
+        if (conn->resend_asked != conn->rx_seq + 1 && chan) {
+            conn->resend_asked = conn->rx_seq + 1;
+            send_ctrl(chan, ROV_FT_RESEND, 0, NULL, 0);
+        }
+        return;
+    }
+    deliver(conn, hdr->tag, payload, hdr->len);
+    while (conn->reorder.count && conn->state != ROV_CONN_DEAD) {
+        struct rov_reorder_slot s;
+
+        if (!rov_reorder_take(&conn->reorder, conn->rx_seq + 1, &s))
+            break;
+        deliver(conn, s.tag, s.data, s.len);
+        free(s.data);
+    }
+    if (conn->state == ROV_CONN_DEAD || conn->state == ROV_CONN_FAILED)
+        return;
+    if (conn->rx_unacked_msgs >= (cfg->window_msgs + 3) / 4 ||
+        conn->rx_unacked_bytes >= cfg->window_bytes / 4)
+        rov_conn_send_ack(conn);
+    else if (conn->rx_seq != conn->rx_acked)
+        ack_schedule(conn);
+}
+
+static void protocol_error(struct rov_chan *chan, const char *why)
+{
+    rov_conn_chan_failed(chan, ROV_ERR_PROTO, why);
+}
+
+/* Release what the peer's cumulative ack covers.  False when the channel or
+ * connection is gone afterwards (protocol error, or a callback closed it). */
+static bool apply_ack(struct rov_conn *conn, struct rov_chan *chan, uint64_t ack)
+{
+    struct rov_msg *acked, *m;
+
+    if (ack <= rov_retain_acked(&conn->tx))
+        return true;
+    if (rov_retain_ack(&conn->tx, ack, &acked) != ROV_OK) {
+        protocol_error(chan, "acknowledgement of data never sent");
+        return false;
+    }
+    for (m = acked; m; m = acked) {
+        acked = m->next;
+        m->flags |= ROV_MSG_ACKED;
+        if (m->cb && (!(m->flags & ROV_MSG_COPIED) || (m->flags & ROV_MSG_NOTIFY)))
+            m->cb(m->arg, ROV_OK);
+        if (m->rail_refs == 0)
+            free(m);
+    }
+    return conn->state != ROV_CONN_DEAD && chan->conn == conn;
+}
+
+static struct rov_conn *find_conn(rov_context_t *ctx, uint64_t id)
+{
+    for (struct rov_conn *c = ctx->conns; c; c = c->next)
+        if (c->id == id)
+            return c;
+    return NULL;
+}
+
+/* HELLO on an accepted channel: a new connection, or a new channel (switch,
+ * reconnect) of an existing one. */
+static void handle_hello(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
+                         const uint8_t *payload)
+{
+    rov_context_t *ctx = chan->rail->ctx;
+    int rail = chan->rail->index;
+    struct rov_wire_hello h;
+    struct rov_conn *conn;
+    struct rov_chan *old;
+    const char *why = "";
+    bool follow;
+
+    if (rov_wire_hello_decode(payload, hdr->len, &h, &why) != ROV_OK)
+        return protocol_error(chan, why);
+    if (h.rail != rail)
+        return protocol_error(chan, "hello names another rail than the one it came on");
+    if (h.peer_conn_id == 0) {
+        if (!h.addr)
+            return protocol_error(chan, "first hello without an address");
+        conn = rov_conn_new(ctx);
+        if (!conn) {
+            rov_error("conn", "out of memory accepting a connection");
+            rov_ctx_chan_close(chan);
+            return;
+        }
+        if (set_peer_addr(conn, h.addr, h.addr_len, &why) != ROV_OK ||
+            memcmp(conn->peer.ep_id, h.ep_id, ROV_EP_ID_LEN) != 0) {
+            conn->state = ROV_CONN_DEAD;
+            rov_conn_free(conn);
+            return protocol_error(chan, why[0] ? why : "hello address of another endpoint");
+        }
+        conn->peer_id = h.conn_id;
+        conn->tx_rail = rail;
+        conn->chans[rail] = chan;
+        chan->conn = conn;
+        chan->handshaken = 1;
+        conn_set_state(conn, ROV_CONN_ESTABLISHED, "accepted");
+        send_hello(chan, ROV_FT_HELLO_ACK, 0, false);
+        rov_ctx_event(ctx, ROV_EVENT_CONN_ACCEPTED, conn, ROV_OK, -1, rail, "accepted");
+        return;
+    }
+    conn = find_conn(ctx, h.peer_conn_id);
+    if (!conn || conn->peer_id != h.conn_id ||
+        memcmp(conn->peer.ep_id, h.ep_id, ROV_EP_ID_LEN) != 0)
+        return protocol_error(chan, "hello for an unknown connection");
+    if (conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CLOSING) {
+        rov_ctx_chan_close(chan);
+        return;
+    }
+    old = conn->chans[rail];
+    if (old && old->outbound && !old->handshaken && ep_cmp(conn) < 0) {
+        /* Both sides connected this rail at once: keep the channel of the
+         * smaller endpoint id.  The peer drops this one. */
+        chan->parked = 1;
+        return;
+    }
+    if (old)
+        rov_ctx_chan_close(old);
+    conn->chans[rail] = chan;
+    chan->conn = conn;
+    chan->handshaken = 1;
+    if (!apply_ack(conn, chan, hdr->ack))
+        return;
+    follow = (hdr->tag & ROV_HF_SWITCH) && peer_moves(conn, chan);
+    send_hello(chan, ROV_FT_HELLO_ACK, follow ? ROV_HF_SWITCH : 0, false);
+    if (follow && chan->conn == conn)
+        peer_synced(conn, hdr->ack);
+}
+
+static void handle_hello_ack(struct rov_conn *conn, struct rov_chan *chan,
+                             const struct rov_wire_hdr *hdr, const uint8_t *payload)
+{
+    int rail = chan->rail->index;
+    struct rov_wire_hello h;
+    const char *why = "";
+
+    if (!chan->outbound || chan->handshaken)
+        return protocol_error(chan, "unexpected hello ack");
+    if (rov_wire_hello_decode(payload, hdr->len, &h, &why) != ROV_OK)
+        return protocol_error(chan, why);
+    if (h.peer_conn_id != conn->id || memcmp(h.ep_id, conn->peer.ep_id, ROV_EP_ID_LEN) != 0 ||
+        (conn->peer_id && h.conn_id != conn->peer_id))
+        return protocol_error(chan, "hello ack from the wrong connection");
+    chan->handshaken = 1;
+    if (conn->state == ROV_CONN_CONNECTING) {
+        conn->peer_id = h.conn_id;
+        conn_set_state(conn, ROV_CONN_ESTABLISHED, "hello acknowledged");
+        conn->tx_sync = false;
+        rov_ctx_event(conn->ctx, ROV_EVENT_CONN_ESTABLISHED, conn, ROV_OK, -1, rail,
+                      "connected");
+    } else if (conn->tx_rail == rail && conn->tx_sync) {
+        if (hdr->tag & ROV_HF_SWITCH)
+            peer_synced(conn, hdr->ack);
+        else /* opened before we moved here: announce the move now */
+            send_ctrl(chan, ROV_FT_SWITCH, ROV_HF_SWITCH | ROV_HF_REPLY, NULL, 0);
+    }
+    rov_conn_push(conn);
+}
+
+static void handle_switch(struct rov_conn *conn, struct rov_chan *chan,
+                          const struct rov_wire_hdr *hdr)
+{
+    int rail = chan->rail->index;
+    bool own_pending = conn->tx_sync && conn->tx_rail == rail;
+
+    if (!(hdr->tag & ROV_HF_REPLY)) {
+        /* An answer to our SWITCH. */
+        if (conn->tx_rail == rail && conn->tx_sync)
+            peer_synced(conn, hdr->ack);
+        return;
+    }
+    if (!peer_moves(conn, chan))
+        return;
+    /* Our own pending SWITCH on this channel already answers the peer. */
+    if (!own_pending && send_ctrl(chan, ROV_FT_SWITCH, ROV_HF_SWITCH, NULL, 0) != ROV_OK)
+        return;
+    peer_synced(conn, hdr->ack);
+}
+
+static void handle_close(struct rov_conn *conn)
+{
+    conn->peer_closed = true;
+    if (conn->close_sent) {
+        conn_finish_close(conn);
+        return;
+    }
+    rov_ctx_event(conn->ctx, ROV_EVENT_CONN_PEER_CLOSED, conn, ROV_OK, conn->tx_rail, -1,
+                  "peer closed");
+}
+
+void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
+                       const uint8_t *payload)
+{
+    struct rov_conn *conn = chan->conn;
+
+    if (chan->parked)
+        return;
+    if (!conn) {
+        if (hdr->type != ROV_FT_HELLO)
+            return protocol_error(chan, "first frame on a channel is not a hello");
+        return handle_hello(chan, hdr, payload);
+    }
+    if (conn->state == ROV_CONN_DEAD || conn->state == ROV_CONN_FAILED)
+        return;
+    if (hdr->type == ROV_FT_HELLO)
+        return protocol_error(chan, "second hello on a channel");
+    if (hdr->type != ROV_FT_HELLO_ACK && !chan->handshaken)
+        return protocol_error(chan, "frame before the handshake");
+
+    /* Cumulative ack, valid whichever channel it came on. */
+    if (!apply_ack(conn, chan, hdr->ack))
+        return;
+
+    switch (hdr->type) {
+    case ROV_FT_DATA:
+        handle_data(conn, hdr, payload);
+        break;
+    case ROV_FT_ACK:
+        conn->stats.acks_recv++;
+        break;
+    case ROV_FT_HELLO_ACK:
+        handle_hello_ack(conn, chan, hdr, payload);
+        return;
+    case ROV_FT_SWITCH:
+        handle_switch(conn, chan, hdr);
+        return;
+    case ROV_FT_RESEND:
+        rov_retain_rewind(&conn->tx, hdr->ack);
+        break;
+    case ROV_FT_CLOSE:
+        handle_close(conn);
+        return;
+    }
+    if (conn->tx.next_tx || conn->state == ROV_CONN_CLOSING)
+        rov_conn_push(conn);
+}
+
+void rov_conn_chan_connected(struct rov_chan *chan)
+{
+    struct rov_conn *conn = chan->conn;
+
+    if (!conn)
+        return;
+    if (conn->state == ROV_CONN_CONNECTING)
+        send_hello(chan, ROV_FT_HELLO, 0, true);
+    else
+        send_hello(chan, ROV_FT_HELLO,
+                   conn->tx_rail == chan->rail->index ? ROV_HF_SWITCH | ROV_HF_REPLY : 0, false);
+}
+
+void rov_conn_chan_failed(struct rov_chan *chan, rov_status_t status, const char *why)
+{
+    struct rov_conn *conn = chan->conn;
+    int rail = chan->rail->index;
+    bool parked = chan->parked;
+
+    if (chan->state == ROV_CHAN_CLOSED)
+        return;
+    if (status == ROV_ERR_PROTO)
+        rov_warn("conn", "closing %s channel%s: protocol error: %s", chan->rail->spec->name,
+                 conn ? "" : " (no connection yet)", why);
+    else
+        rov_log(conn && conn->state == ROV_CONN_ESTABLISHED ? ROV_LOG_INFO : ROV_LOG_DEBUG,
+                "conn", "%s channel of conn %llu closed: %s (%s)", chan->rail->spec->name,
+                conn ? (unsigned long long)conn->id : 0ull, why, rov_status_str(status));
+    rov_ctx_chan_close(chan);
+    if (!conn || parked || conn->state == ROV_CONN_DEAD || conn->state == ROV_CONN_FAILED)
+        return;
+    if (conn->state == ROV_CONN_CLOSING && conn->close_sent && conn->peer_closed) {
+        conn_finish_close(conn);
+        return;
+    }
+    if (status == ROV_ERR_PROTO) {
+        conn_fail(conn, status, why);
+        return;
+    }
+    if (conn->state == ROV_CONN_CONNECTING && rail == conn->tx_rail) {
+        if (open_first_rail(conn, rail + 1) != ROV_OK)
+            conn_fail(conn, ROV_ERR_UNREACHABLE, "no rail reaches the peer");
+        return;
+    }
+    if (rail != conn->tx_rail)
+        return;
+    rov_ctx_event(conn->ctx, ROV_EVENT_CONN_RAIL_DOWN, conn, status, rail, -1, why);
+    /* The event handler may have moved the connection; if not, it is lost. */
+    if (conn->state != ROV_CONN_DEAD && conn->state != ROV_CONN_FAILED &&
+        conn->tx_rail == rail && !conn->chans[rail])
+        conn_fail(conn, status, why);
+}
+
+int rov_conn_rail(const rov_conn_t *conn)
+{
+    return conn->tx_rail;
+}
+
+void rov_conn_set_user(rov_conn_t *conn, void *user)
+{
+    conn->user = user;
+}
+
+void *rov_conn_get_user(const rov_conn_t *conn)
+{
+    return conn->user;
+}
+
+void rov_conn_stats(const rov_conn_t *conn, rov_conn_stats_t *st)
+{
+    *st = conn->stats;
+    st->retained_msgs = conn->tx.count;
+    st->retained_bytes = conn->tx.bytes;
+    st->tx_seq = conn->tx.next_seq - 1;
+    st->rx_seq = conn->rx_seq;
+    st->rail = conn->tx_rail;
+}

@@ -1,0 +1,462 @@
+/* Context, endpoint and progress engine; the rail upcalls land here. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/core.h"
+#include "transport/log.h"
+
+#define EPOLL_BATCH 64
+/* With busy polling, rails poll their hot channels directly; the epoll set
+ * (accepts, connects, writability, timers) is checked every Nth call. */
+#define EPOLL_EVERY 8
+
+uint64_t rov_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+rov_status_t rov_ctx_watch(rov_context_t *ctx, struct rov_watch *watch, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = watch};
+
+    if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, watch->fd, &ev) < 0) {
+        rov_error("core", "epoll_ctl(add fd %d): %m", watch->fd);
+        return ROV_ERR_IO;
+    }
+    return ROV_OK;
+}
+
+rov_status_t rov_ctx_watch_mod(rov_context_t *ctx, struct rov_watch *watch, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = watch};
+
+    if (epoll_ctl(ctx->epfd, EPOLL_CTL_MOD, watch->fd, &ev) < 0) {
+        rov_error("core", "epoll_ctl(mod fd %d): %m", watch->fd);
+        return ROV_ERR_IO;
+    }
+    return ROV_OK;
+}
+
+void rov_ctx_unwatch(rov_context_t *ctx, struct rov_watch *watch)
+{
+    epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, watch->fd, NULL);
+}
+
+void rov_ctx_event(rov_context_t *ctx, rov_event_type_t type, struct rov_conn *conn,
+                   rov_status_t status, int from, int to, const char *reason)
+{
+    rov_event_t ev = {
+        .type = type, .conn = conn, .status = status,
+        .rail_from = from, .rail_to = to, .reason = reason,
+    };
+
+    if (ctx->event_cb)
+        ctx->event_cb(ctx->arg, &ev);
+}
+
+/* Delayed acks: a periodic timerfd runs while acks are owed, so a caller
+ * sleeping on rov_context_fd() wakes to send them. */
+static void set_ticker(rov_context_t *ctx, bool on)
+{
+    uint64_t ns = ctx->config.ack_delay_ns;
+    struct itimerspec its = {{0, 0}, {0, 0}};
+
+    if (on) {
+        its.it_interval.tv_sec = (time_t)(ns / 1000000000ull);
+        its.it_interval.tv_nsec = (long)(ns % 1000000000ull);
+        its.it_value = its.it_interval;
+    }
+    timerfd_settime(ctx->ticker.fd, 0, &its, NULL);
+    ctx->ticker_armed = on;
+    ctx->idle_ticks = 0;
+}
+
+void rov_ctx_arm_ticker(rov_context_t *ctx)
+{
+    if (!ctx->ticker_armed)
+        set_ticker(ctx, true);
+}
+
+static void ticker_cb(struct rov_watch *w, uint32_t events)
+{
+    rov_context_t *ctx = rov_container_of(w, rov_context_t, ticker);
+    uint64_t expirations;
+
+    (void)!read(w->fd, &expirations, sizeof(expirations));
+    if (ctx->ack_head)
+        ctx->idle_ticks = 0;
+    else if (++ctx->idle_ticks > 2)
+        set_ticker(ctx, false);
+}
+
+static void flush_due_acks(rov_context_t *ctx)
+{
+    while (ctx->ack_head && ctx->ack_head->ack_deadline_ns <= ctx->now_ns)
+        rov_conn_send_ack(ctx->ack_head);
+}
+
+static void reap(rov_context_t *ctx)
+{
+    struct rov_conn *c, *next;
+
+    ctx->reap = false;
+    for (c = ctx->conns; c; c = next) {
+        next = c->next;
+        if (c->state == ROV_CONN_DEAD)
+            rov_conn_free(c);
+    }
+}
+
+static int dispatch(rov_context_t *ctx, int timeout_ms)
+{
+    struct epoll_event evs[EPOLL_BATCH];
+    int n = epoll_wait(ctx->epfd, evs, EPOLL_BATCH, timeout_ms);
+
+    for (int i = 0; i < n; i++) {
+        struct rov_watch *w = evs[i].data.ptr;
+
+        w->cb(w, evs[i].events);
+    }
+    return n < 0 ? 0 : n;
+}
+
+static int progress(rov_context_t *ctx, int timeout_ms)
+{
+    int polled = 0;
+
+    ctx->frames = 0;
+    ctx->now_ns = rov_now_ns();
+    for (int i = 0; i < ctx->nrails; i++)
+        polled += ctx->rails[i]->ops->progress(ctx->rails[i]);
+    if (timeout_ms != 0 || polled == 0 || ++ctx->poll_count % EPOLL_EVERY == 0) {
+        dispatch(ctx, ctx->frames ? 0 : timeout_ms);
+        ctx->now_ns = rov_now_ns();
+    }
+    if (ctx->ack_head)
+        flush_due_acks(ctx);
+    if (ctx->reap)
+        reap(ctx);
+    return ctx->frames;
+}
+
+int rov_progress(rov_context_t *ctx)
+{
+    return progress(ctx, 0);
+}
+
+int rov_context_wait(rov_context_t *ctx, int timeout_ms)
+{
+    int n = rov_progress(ctx);
+
+    if (n > 0 || timeout_ms == 0)
+        return n;
+    if (ctx->ack_head) {
+        uint64_t now = rov_now_ns(), due = ctx->ack_head->ack_deadline_ns;
+        int ms = due > now ? (int)((due - now + 999999) / 1000000) : 0;
+
+        if (timeout_ms < 0 || ms < timeout_ms)
+            timeout_ms = ms;
+    }
+    return progress(ctx, timeout_ms);
+}
+
+int rov_context_fd(const rov_context_t *ctx)
+{
+    return ctx->epfd;
+}
+
+int rov_context_rail_count(const rov_context_t *ctx)
+{
+    return ctx->nrails;
+}
+
+const char *rov_context_rail_name(const rov_context_t *ctx, int rail)
+{
+    return rail >= 0 && rail < ctx->nrails ? ctx->rails[rail]->spec->name : "none";
+}
+
+rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_t **ctx_p)
+{
+    rov_context_t *ctx;
+    rov_config_t *envcfg = NULL;
+    rov_status_t st;
+
+    if (!params || !params->recv_cb)
+        return ROV_ERR_INVAL;
+    ctx = calloc(1, sizeof(*ctx));
+    if (!ctx)
+        return ROV_ERR_NOMEM;
+    if (params->config) {
+        ctx->config = *params->config;
+    } else {
+        st = rov_config_read(NULL, 0, &envcfg);
+        if (st != ROV_OK)
+            goto err_free;
+        ctx->config = *envcfg;
+        rov_config_free(envcfg);
+    }
+    rov_log_set_level(ctx->config.log_level);
+    ctx->recv_cb = params->recv_cb;
+    ctx->event_cb = params->event_cb;
+    ctx->arg = params->arg;
+    ctx->next_conn_id = 1;
+    if (getrandom(ctx->ep_id, sizeof(ctx->ep_id), 0) != (ssize_t)sizeof(ctx->ep_id)) {
+        rov_error("core", "getrandom: %m");
+        st = ROV_ERR_IO;
+        goto err_free;
+    }
+    ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (ctx->epfd < 0) {
+        rov_error("core", "epoll_create1: %m");
+        st = ROV_ERR_IO;
+        goto err_free;
+    }
+    ctx->ticker.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    ctx->ticker.cb = ticker_cb;
+    if (ctx->ticker.fd < 0) {
+        rov_error("core", "timerfd_create: %m");
+        st = ROV_ERR_IO;
+        goto err_epoll;
+    }
+    st = rov_ctx_watch(ctx, &ctx->ticker, EPOLLIN);
+    if (st != ROV_OK)
+        goto err_ticker;
+    for (unsigned i = 0; i < ctx->config.nrails; i++) {
+        const struct rov_rail_spec *spec = &ctx->config.rails[i];
+        const struct rov_rail_ops *ops = rov_rail_lookup(spec->kind);
+        struct rov_rail *rail;
+
+        if (!ops) {
+            char kinds[128];
+
+            rov_rail_kinds(kinds, sizeof(kinds));
+            rov_error("core", "rail '%s' in RAILOVER_RAILS is not available in this build "
+                      "(available: %s)", spec->name, kinds);
+            st = ROV_ERR_NOT_FOUND;
+            goto err_rails;
+        }
+        st = ops->open(ctx, spec, &ctx->config, &rail);
+        if (st != ROV_OK)
+            goto err_rails; /* the rail logged why */
+        rail->ops = ops;
+        rail->ctx = ctx;
+        rail->spec = spec;
+        rail->index = (int)i;
+        rail->max_frame = ROV_WIRE_HDR_LEN + ctx->config.max_msg;
+        ctx->rails[ctx->nrails++] = rail;
+        rov_debug("core", "rail %u: %s open", i, spec->name);
+    }
+    *ctx_p = ctx;
+    return ROV_OK;
+
+err_rails:
+    while (ctx->nrails > 0) {
+        struct rov_rail *rail = ctx->rails[--ctx->nrails];
+
+        rail->ops->close(rail);
+    }
+err_ticker:
+    close(ctx->ticker.fd);
+err_epoll:
+    close(ctx->epfd);
+err_free:
+    free(ctx);
+    return st;
+}
+
+void rov_context_destroy(rov_context_t *ctx)
+{
+    if (!ctx)
+        return;
+    while (ctx->conns) {
+        struct rov_conn *c = ctx->conns;
+
+        if (c->state != ROV_CONN_DEAD && c->state != ROV_CONN_FAILED)
+            rov_conn_abort(c, ROV_ERR_CANCELED);
+        rov_conn_free(c);
+    }
+    while (ctx->chans)
+        rov_ctx_chan_close(ctx->chans);
+    if (ctx->endpoint)
+        rov_endpoint_destroy(ctx->endpoint);
+    while (ctx->nrails > 0) {
+        struct rov_rail *rail = ctx->rails[--ctx->nrails];
+
+        rail->ops->close(rail);
+    }
+    close(ctx->ticker.fd);
+    close(ctx->epfd);
+    free(ctx);
+}
+
+/* Endpoint ------------------------------------------------------------------ */
+
+rov_status_t rov_endpoint_create(rov_context_t *ctx, rov_endpoint_t **ep_p)
+{
+    struct rov_wire_addr wa;
+    uint8_t addrs[ROV_MAX_RAILS][ROV_RAIL_ADDR_MAX];
+    rov_endpoint_t *ep;
+    rov_status_t st;
+
+    if (ctx->endpoint) {
+        rov_error("core", "a context has at most one endpoint");
+        return ROV_ERR_BUSY;
+    }
+    ep = calloc(1, sizeof(*ep));
+    if (!ep)
+        return ROV_ERR_NOMEM;
+    ep->ctx = ctx;
+    memcpy(wa.ep_id, ctx->ep_id, ROV_EP_ID_LEN);
+    wa.nrails = (unsigned)ctx->nrails;
+    for (int i = 0; i < ctx->nrails; i++) {
+        struct rov_rail *rail = ctx->rails[i];
+        size_t len = ROV_RAIL_ADDR_MAX;
+
+        st = rail->ops->listen(rail, addrs[i], &len);
+        if (st != ROV_OK) {
+            while (i-- > 0)
+                ctx->rails[i]->ops->unlisten(ctx->rails[i]);
+            free(ep);
+            return st;
+        }
+        wa.rails[i].index = (unsigned)i;
+        snprintf(wa.rails[i].kind, sizeof(wa.rails[i].kind), "%s", rail->ops->name);
+        wa.rails[i].addr = addrs[i];
+        wa.rails[i].addr_len = len;
+    }
+    ep->blob_len = rov_wire_addr_encode(ep->blob, sizeof(ep->blob), &wa);
+    ctx->endpoint = ep;
+    *ep_p = ep;
+    return ROV_OK;
+}
+
+rov_status_t rov_endpoint_address(const rov_endpoint_t *ep, void *buf, size_t *len_p)
+{
+    size_t cap = *len_p;
+
+    *len_p = ep->blob_len;
+    if (cap < ep->blob_len)
+        return ROV_ERR_MSGSIZE;
+    memcpy(buf, ep->blob, ep->blob_len);
+    return ROV_OK;
+}
+
+void rov_endpoint_destroy(rov_endpoint_t *ep)
+{
+    rov_context_t *ctx = ep->ctx;
+
+    for (int i = 0; i < ctx->nrails; i++)
+        ctx->rails[i]->ops->unlisten(ctx->rails[i]);
+    ctx->endpoint = NULL;
+    free(ep);
+}
+
+/* Channels and upcalls -------------------------------------------------------- */
+
+static void chan_track(rov_context_t *ctx, struct rov_chan *chan)
+{
+    chan->next = ctx->chans;
+    ctx->chans = chan;
+}
+
+void rov_ctx_chan_close(struct rov_chan *chan)
+{
+    rov_context_t *ctx = chan->rail->ctx;
+    struct rov_conn *conn = chan->conn;
+
+    for (struct rov_chan **pp = &ctx->chans; *pp; pp = &(*pp)->next) {
+        if (*pp == chan) {
+            *pp = chan->next;
+            break;
+        }
+    }
+    if (conn && conn->chans[chan->rail->index] == chan)
+        conn->chans[chan->rail->index] = NULL;
+    chan->state = ROV_CHAN_CLOSED;
+    chan->conn = NULL;
+    chan->rail->ops->chan_close(chan);
+}
+
+struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, size_t len,
+                                      rov_status_t *st_p)
+{
+    struct rov_chan *chan = NULL;
+
+    *st_p = rail->ops->connect(rail, addr, len, &chan);
+    if (*st_p != ROV_OK)
+        return NULL;
+    chan->rail = rail;
+    chan->state = ROV_CHAN_CONNECTING;
+    chan->conn = NULL;
+    chan->outbound = 1;
+    chan->handshaken = 0;
+    chan->parked = 0;
+    chan_track(rail->ctx, chan);
+    return chan;
+}
+
+void rov_rail_accepted(struct rov_rail *rail, struct rov_chan *chan)
+{
+    chan->rail = rail;
+    chan->state = ROV_CHAN_OPEN;
+    chan->conn = NULL;
+    chan->outbound = 0;
+    chan->handshaken = 0;
+    chan->parked = 0;
+    chan_track(rail->ctx, chan);
+}
+
+void rov_rail_connected(struct rov_chan *chan)
+{
+    if (chan->state != ROV_CHAN_CONNECTING)
+        return;
+    chan->state = ROV_CHAN_OPEN;
+    rov_conn_chan_connected(chan);
+}
+
+void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len)
+{
+    rov_context_t *ctx = chan->rail->ctx;
+    struct rov_wire_hdr hdr;
+    const char *why = "";
+
+    if (chan->state != ROV_CHAN_OPEN)
+        return;
+    ctx->frames++;
+    if (rov_wire_decode(frame, len, ctx->config.max_msg, &hdr, &why) != ROV_OK ||
+        ROV_WIRE_HDR_LEN + (size_t)hdr.len != len) {
+        rov_conn_chan_failed(chan, ROV_ERR_PROTO, why[0] ? why : "frame length mismatch");
+        return;
+    }
+    rov_conn_on_frame(chan, &hdr, (const uint8_t *)frame + ROV_WIRE_HDR_LEN);
+}
+
+void rov_rail_send_done(struct rov_chan *chan, void *cookie)
+{
+    struct rov_msg *m = cookie;
+
+    if (--m->rail_refs == 0 && (m->flags & ROV_MSG_ACKED))
+        free(m);
+}
+
+void rov_rail_writable(struct rov_chan *chan)
+{
+    if (chan->conn && chan->state == ROV_CHAN_OPEN)
+        rov_conn_push(chan->conn);
+}
+
+void rov_rail_failed(struct rov_chan *chan, rov_status_t status, const char *why)
+{
+    if (chan->state == ROV_CHAN_CLOSED)
+        return;
+    rov_conn_chan_failed(chan, status, why);
+}

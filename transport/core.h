@@ -1,0 +1,102 @@
+/* Internal objects of the transport: context, endpoint, connection. */
+#ifndef ROV_CORE_H
+#define ROV_CORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "railover/railover.h"
+#include "transport/config.h"
+#include "transport/rail.h"
+#include "transport/retain.h"
+#include "transport/wire.h"
+
+enum rov_conn_state {
+    ROV_CONN_CONNECTING,  /* HELLO sent, waiting for HELLO_ACK */
+    ROV_CONN_ESTABLISHED, /* data flows */
+    ROV_CONN_CLOSING,     /* rov_conn_close(): flushing, then CLOSE */
+    ROV_CONN_FAILED,      /* unrecoverable; waiting for rov_conn_close() */
+    ROV_CONN_DEAD,        /* freed at the next safe point */
+};
+
+struct rov_endpoint {
+    rov_context_t *ctx;
+    uint8_t blob[512];
+    size_t blob_len;
+};
+
+struct rov_conn {
+    rov_context_t *ctx;
+    uint64_t id;                      /* ours, non-zero */
+    uint64_t peer_id;                 /* the peer's, 0 until known */
+    enum rov_conn_state state;
+    struct rov_wire_addr peer;        /* decoded peer address (points into peer_blob) */
+    uint8_t peer_blob[512];
+    size_t peer_blob_len;
+    struct rov_chan *chans[ROV_MAX_RAILS]; /* adopted channel per rail */
+    int tx_rail;                      /* rail we send on */
+    bool tx_sync;                     /* wait for the peer's last-received before data */
+    bool close_sent, peer_closed, close_first;
+    bool in_ack_list;
+    uint64_t ack_deadline_ns;
+    struct rov_conn *ack_next, *ack_prev;
+
+    struct rov_retain tx;             /* retained sends */
+    uint64_t rx_seq;                  /* last delivered in order */
+    uint64_t rx_acked;                /* last ack value we sent */
+    uint64_t rx_unacked_msgs, rx_unacked_bytes;
+    uint64_t resend_asked;            /* rx_seq when we last asked for a resend */
+    struct rov_reorder reorder;
+
+    rov_conn_stats_t stats;
+    void *user;
+    struct rov_conn *next, *prev;     /* context's list */
+};
+
+struct rov_context {
+    struct rov_config config;
+    rov_recv_cb_t recv_cb;
+    rov_event_cb_t event_cb;
+    void *arg;
+    int epfd;
+    struct rov_watch ticker;          /* timerfd for delayed acks */
+    bool ticker_armed;
+    unsigned idle_ticks;
+    struct rov_rail *rails[ROV_MAX_RAILS];
+    int nrails;
+    uint8_t ep_id[ROV_EP_ID_LEN];
+    rov_endpoint_t *endpoint;         /* at most one listening endpoint */
+    struct rov_conn *conns;           /* all live connections */
+    struct rov_conn *ack_head, *ack_tail; /* conns owing an ack, by deadline */
+    struct rov_chan *chans;           /* every channel not yet closed */
+    uint64_t next_conn_id;
+    uint64_t now_ns;                  /* clock at the start of this progress call */
+    unsigned poll_count;
+    int frames;                       /* frames handled in this progress call */
+    bool reap;                        /* dead objects wait to be freed */
+};
+
+uint64_t rov_now_ns(void);
+
+/* conn.c: the connection protocol */
+struct rov_conn *rov_conn_new(rov_context_t *ctx);
+void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
+                       const uint8_t *payload);
+void rov_conn_chan_connected(struct rov_chan *chan);
+void rov_conn_chan_failed(struct rov_chan *chan, rov_status_t status, const char *why);
+void rov_conn_push(struct rov_conn *conn);
+void rov_conn_send_ack(struct rov_conn *conn);
+void rov_conn_abort(struct rov_conn *conn, rov_status_t status);
+void rov_conn_free(struct rov_conn *conn);
+void rov_conn_ack_unlink(struct rov_conn *conn);
+
+/* context.c: channel bookkeeping */
+void rov_ctx_chan_close(struct rov_chan *chan);
+/* Connect a new outbound channel on rail; NULL with *st_p set on failure. */
+struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, size_t len,
+                                      rov_status_t *st_p);
+void rov_ctx_event(rov_context_t *ctx, rov_event_type_t type, struct rov_conn *conn,
+                   rov_status_t status, int from, int to, const char *reason);
+void rov_ctx_arm_ticker(rov_context_t *ctx);
+
+#endif

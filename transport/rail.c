@@ -1,0 +1,69 @@
+#include "transport/rail.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/log.h"
+
+#define MAX_KINDS 16
+
+static struct rov_rail_ops registry[MAX_KINDS];
+static int nkinds;
+
+static void stub_unlisten(struct rov_rail *rail)
+{
+}
+
+static int stub_progress(struct rov_rail *rail)
+{
+    return 0;
+}
+
+static void stub_addr_str(const void *addr, size_t len, char *buf, size_t buf_len)
+{
+    snprintf(buf, buf_len, "<%zu bytes>", len);
+}
+
+void rov_rail_register(const struct rov_rail_ops *ops)
+{
+    struct rov_rail_ops *r;
+
+    if (!ops->name || !ops->open || !ops->close || !ops->listen || !ops->connect ||
+        !ops->send || !ops->chan_close) {
+        /* A bug in the rail, found before any traffic. */
+        fprintf(stderr, "railover: rail '%s' lacks a mandatory op; not registered\n",
+                ops->name ? ops->name : "?");
+        abort();
+    }
+    if (nkinds == MAX_KINDS || rov_rail_lookup(ops->name)) {
+        fprintf(stderr, "railover: cannot register rail '%s' (duplicate or table full)\n",
+                ops->name);
+        abort();
+    }
+    r = &registry[nkinds++];
+    *r = *ops;
+    if (!r->unlisten)
+        r->unlisten = stub_unlisten;
+    if (!r->progress)
+        r->progress = stub_progress;
+    if (!r->addr_str)
+        r->addr_str = stub_addr_str;
+}
+
+const struct rov_rail_ops *rov_rail_lookup(const char *kind)
+{
+    for (int i = 0; i < nkinds; i++)
+        if (strcmp(registry[i].name, kind) == 0)
+            return &registry[i];
+    return NULL;
+}
+
+void rov_rail_kinds(char *buf, size_t len)
+{
+    size_t off = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < nkinds && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? "," : "", registry[i].name);
+}

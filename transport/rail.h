@@ -1,0 +1,160 @@
+/*
+ * The rail-ops interface: what a rail (TCP, verbs, UCX, ...) provides to the
+ * transport, and the upcalls through which it reports back.
+ *
+ * A rail is a message pipe to a peer that is reliable and ordered while it is
+ * healthy and may lose the tail of its traffic when it fails.  It knows
+ * nothing of sequence numbers, acknowledgements or failover: it carries whole
+ * frames (see wire.h) and reports what happens to its channels.
+ *
+ * Objects: a rail instance (struct rov_rail, one per RAILOVER_RAILS entry)
+ * and its channels (struct rov_chan, one connection to one peer).  A rail
+ * embeds struct rov_rail / struct rov_chan first in its own structures and
+ * recovers them with rov_container_of().
+ *
+ * Every op runs in the progress thread.  No op blocks.
+ */
+#ifndef ROV_RAIL_H
+#define ROV_RAIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "railover/railover.h"
+#include "transport/config.h"
+
+#define rov_container_of(ptr, type, member) \
+    ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+#define ROV_RAIL_ADDR_MAX 128
+
+struct rov_conn;
+
+/* Called by the progress engine when a watched descriptor is ready. */
+struct rov_watch {
+    int fd;
+    void (*cb)(struct rov_watch *watch, uint32_t events);
+};
+
+struct rov_rail {
+    const struct rov_rail_ops *ops;
+    rov_context_t *ctx;
+    const struct rov_rail_spec *spec; /* kind, argument, display name */
+    int index;                        /* position in RAILOVER_RAILS */
+    size_t max_frame;                 /* header + RAILOVER_MAX_MSG */
+};
+
+enum rov_chan_state {
+    ROV_CHAN_CONNECTING, /* outbound, connect in progress */
+    ROV_CHAN_OPEN,       /* frames flow */
+    ROV_CHAN_CLOSED,     /* failed or closed; only chan_close is allowed */
+};
+
+struct rov_chan {
+    struct rov_rail *rail;
+    /* Owned by the transport; rails must not touch what follows. */
+    enum rov_chan_state state;
+    struct rov_conn *conn;     /* bound connection, NULL until HELLO */
+    unsigned outbound : 1;     /* we connected it */
+    unsigned handshaken : 1;   /* HELLO/HELLO_ACK exchange complete */
+    unsigned parked : 1;       /* lost a connect race; ignored until closed */
+    struct rov_chan *next;     /* context's list of channels */
+};
+
+struct rov_rail_ops {
+    const char *name; /* kind in RAILOVER_RAILS, e.g. "tcp" */
+
+    /** Open an instance for spec (spec->arg selects interface/device).
+     * Allocates and returns the rail object with base fields left for the
+     * caller.  ROV_ERR_NOT_FOUND for a missing device or interface. */
+    rov_status_t (*open)(rov_context_t *ctx, const struct rov_rail_spec *spec,
+                         const struct rov_config *config, struct rov_rail **rail_p);
+
+    /** Close every channel (without upcalls) and free the rail. */
+    void (*close)(struct rov_rail *rail);
+
+    /** Start listening (idempotent) and write this rail's address, at most
+     * ROV_RAIL_ADDR_MAX bytes, into addr.  Inbound channels are reported
+     * with rov_rail_accepted(). */
+    rov_status_t (*listen)(struct rov_rail *rail, void *addr, size_t *len_p);
+
+    /** Stop listening.  Optional. */
+    void (*unlisten)(struct rov_rail *rail);
+
+    /** Start connecting to a peer address (from the peer's listen).  Never
+     * blocks: completion is rov_rail_connected() or rov_rail_failed().
+     * ROV_ERR_INVAL for a malformed address. */
+    rov_status_t (*connect)(struct rov_rail *rail, const void *addr, size_t len,
+                            struct rov_chan **chan_p);
+
+    /**
+     * Send one frame (iov[0] starts with the header) on an OPEN channel.
+     * ROV_OK: sent or copied; the memory is free again.
+     * ROV_INPROGRESS: the rail still references the memory; it calls
+     *   rov_rail_send_done(chan, cookie) when done.  Never returned when
+     *   cookie is NULL (the rail copies what it cannot send at once).
+     * ROV_ERR_AGAIN: the rail's queue is full; nothing was taken; the rail
+     *   calls rov_rail_writable() when it can take more.
+     * other negative: the channel failed; the rail reports nothing more for
+     *   it except send_done for frames it still referenced.
+     */
+    rov_status_t (*send)(struct rov_chan *chan, const struct iovec *iov, int iovcnt,
+                         void *cookie);
+
+    /** Close a channel and free it.  Frames still queued are dropped and
+     * their cookies released with rov_rail_send_done() before it returns.
+     * May be called from inside an upcall on the same channel. */
+    void (*chan_close)(struct rov_chan *chan);
+
+    /** Busy-poll fast path, called on every rov_progress(): handle what is
+     * ready without waiting.  Optional.  Returns how many channels it polled
+     * directly; 0 tells the engine to rely on epoll for this rail. */
+    int (*progress)(struct rov_rail *rail);
+
+    /** Human-readable form of a rail address, for logs.  Optional. */
+    void (*addr_str)(const void *addr, size_t len, char *buf, size_t buf_len);
+};
+
+/* Registry ----------------------------------------------------------------- */
+
+/** Register a rail kind; mandatory ops are checked here, optional ones get
+ * stubs.  Rails register from a constructor (ROV_RAIL_REGISTER). */
+void rov_rail_register(const struct rov_rail_ops *ops);
+const struct rov_rail_ops *rov_rail_lookup(const char *kind);
+/** Comma-separated list of registered kinds, for `railover info`. */
+void rov_rail_kinds(char *buf, size_t len);
+
+#define ROV_RAIL_REGISTER(ops)                                               \
+    static void __attribute__((constructor)) rov_rail_register_##ops(void) \
+    {                                                                        \
+        rov_rail_register(&ops);                                             \
+    }
+
+/* Services of the progress engine for rails -------------------------------- */
+
+/** Watch fd for EPOLLIN/EPOLLOUT (level-triggered); events may be changed
+ * with rov_ctx_watch_mod and removed with rov_ctx_unwatch before close(). */
+rov_status_t rov_ctx_watch(rov_context_t *ctx, struct rov_watch *watch, uint32_t events);
+rov_status_t rov_ctx_watch_mod(rov_context_t *ctx, struct rov_watch *watch, uint32_t events);
+void rov_ctx_unwatch(rov_context_t *ctx, struct rov_watch *watch);
+
+/* Upcalls: rail -> transport ------------------------------------------------ */
+
+/** New inbound channel, already OPEN.  The rail allocated it. */
+void rov_rail_accepted(struct rov_rail *rail, struct rov_chan *chan);
+/** Outbound connect completed. */
+void rov_rail_connected(struct rov_chan *chan);
+/** One whole frame (header + payload), valid during the call.  The frame has
+ * passed rov_wire_peek(). */
+void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len);
+/** A frame sent with ROV_INPROGRESS is no longer referenced. */
+void rov_rail_send_done(struct rov_chan *chan, void *cookie);
+/** The rail can take sends again after ROV_ERR_AGAIN. */
+void rov_rail_writable(struct rov_chan *chan);
+/** The channel failed (EOF, reset, protocol error, provider error).  The rail
+ * sends and receives nothing more on it; the transport will chan_close it.
+ * why is a static string naming the cause precisely. */
+void rov_rail_failed(struct rov_chan *chan, rov_status_t status, const char *why);
+
+#endif

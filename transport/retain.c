@@ -1,0 +1,152 @@
+#include "transport/retain.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void rov_retain_init(struct rov_retain *r, uint64_t max_msgs, uint64_t max_bytes)
+{
+    memset(r, 0, sizeof(*r));
+    r->next_seq = 1;
+    r->max_msgs = max_msgs;
+    r->max_bytes = max_bytes;
+}
+
+struct rov_msg *rov_retain_msg_alloc(const void *data, size_t len, int copy)
+{
+    struct rov_msg *m = malloc(sizeof(*m) + (copy ? len : 0));
+
+    if (!m)
+        return NULL;
+    m->next = NULL;
+    m->seq = 0;
+    m->tag = 0;
+    m->flags = copy ? ROV_MSG_COPIED : 0;
+    m->len = len;
+    m->cb = NULL;
+    m->arg = NULL;
+    m->rail_refs = 0;
+    if (copy) {
+        if (len)
+            memcpy(m->payload, data, len);
+        m->data = m->payload;
+    } else {
+        m->data = data;
+    }
+    return m;
+}
+
+void rov_retain_push(struct rov_retain *r, struct rov_msg *msg)
+{
+    msg->seq = r->next_seq++;
+    msg->next = NULL;
+    if (r->tail)
+        r->tail->next = msg;
+    else
+        r->head = msg;
+    r->tail = msg;
+    if (!r->next_tx)
+        r->next_tx = msg;
+    r->count++;
+    r->bytes += msg->len;
+}
+
+rov_status_t rov_retain_ack(struct rov_retain *r, uint64_t ack, struct rov_msg **acked_p)
+{
+    struct rov_msg *first = r->head, *last = NULL;
+
+    *acked_p = NULL;
+    if (ack >= r->next_seq)
+        return ROV_ERR_PROTO;
+    while (r->head && r->head->seq <= ack) {
+        last = r->head;
+        r->head = last->next;
+        r->count--;
+        r->bytes -= last->len;
+        if (r->next_tx == last)
+            r->next_tx = last->next;
+    }
+    if (!last)
+        return ROV_OK;
+    last->next = NULL;
+    if (!r->head)
+        r->tail = NULL;
+    *acked_p = first;
+    return ROV_OK;
+}
+
+void rov_retain_rewind(struct rov_retain *r, uint64_t peer_last)
+{
+    struct rov_msg *m = r->head;
+
+    while (m && m->seq <= peer_last)
+        m = m->next;
+    r->next_tx = m;
+}
+
+struct rov_msg *rov_retain_drain(struct rov_retain *r)
+{
+    struct rov_msg *all = r->head;
+
+    r->head = r->tail = r->next_tx = NULL;
+    r->count = r->bytes = 0;
+    return all;
+}
+
+rov_status_t rov_reorder_init(struct rov_reorder *ro, uint64_t cap)
+{
+    ro->slots = calloc(cap, sizeof(*ro->slots));
+    ro->cap = cap;
+    ro->count = 0;
+    return ro->slots ? ROV_OK : ROV_ERR_NOMEM;
+}
+
+void rov_reorder_fini(struct rov_reorder *ro)
+{
+    for (uint64_t i = 0; ro->slots && i < ro->cap; i++)
+        free(ro->slots[i].data);
+    free(ro->slots);
+    ro->slots = NULL;
+    ro->count = 0;
+}
+
+rov_status_t rov_reorder_insert(struct rov_reorder *ro, uint64_t expected, uint64_t seq,
+                                uint32_t tag, const void *data, size_t len)
+{
+    struct rov_reorder_slot *s;
+
+    if (seq <= expected || seq - expected >= ro->cap)
+        return ROV_ERR_AGAIN;
+    s = &ro->slots[seq % ro->cap];
+    if (s->seq == seq)
+        return ROV_INPROGRESS;
+    /* Anything else in the slot is older than expected: stale, replace it. */
+    free(s->data);
+    if (s->seq)
+        ro->count--;
+    s->seq = 0;
+    s->data = malloc(len ? len : 1);
+    if (!s->data)
+        return ROV_ERR_NOMEM;
+    memcpy(s->data, data, len);
+    s->seq = seq;
+    s->tag = tag;
+    s->len = len;
+    ro->count++;
+    return ROV_OK;
+}
+
+bool rov_reorder_take(struct rov_reorder *ro, uint64_t seq, struct rov_reorder_slot *slot_p)
+{
+    struct rov_reorder_slot *s;
+
+    if (ro->count == 0)
+        return false;
+    s = &ro->slots[seq % ro->cap];
+    if (s->seq != seq)
+        return false;
+    *slot_p = *s;
+    s->seq = 0;
+    s->data = NULL;
+    ro->count--;
+    return true;
+}

@@ -1,0 +1,30 @@
+#include "railover/railover.h"
+
+const char *rov_version(void)
+{
+    return ROV_VERSION_STRING;
+}
+
+const char *rov_status_str(rov_status_t status)
+{
+    switch (status) {
+    case ROV_OK: return "ok";
+    case ROV_INPROGRESS: return "in progress";
+    case ROV_ERR_NOMEM: return "out of memory";
+    case ROV_ERR_INVAL: return "invalid argument";
+    case ROV_ERR_AGAIN: return "window full, retry after progress";
+    case ROV_ERR_IO: return "input/output error";
+    case ROV_ERR_PROTO: return "protocol violation by peer";
+    case ROV_ERR_CLOSED: return "connection closed";
+    case ROV_ERR_UNREACHABLE: return "peer unreachable";
+    case ROV_ERR_REFUSED: return "connection refused";
+    case ROV_ERR_RESET: return "connection reset";
+    case ROV_ERR_TIMEDOUT: return "timed out";
+    case ROV_ERR_MSGSIZE: return "message too large";
+    case ROV_ERR_NOT_FOUND: return "not found";
+    case ROV_ERR_UNSUPPORTED: return "not supported";
+    case ROV_ERR_BUSY: return "busy";
+    case ROV_ERR_CANCELED: return "canceled";
+    }
+    return "unknown status";
+}

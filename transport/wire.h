@@ -1,0 +1,141 @@
+/*
+ * Railover wire format, common to every rail.
+ *
+ * A frame is a 32-byte header followed by `len` payload bytes.  All integers
+ * are little-endian.
+ *
+ *   0  u16 magic     0x5652 ("RV")
+ *   2  u8  version   ROV_WIRE_VERSION
+ *   3  u8  type      enum rov_ft
+ *   4  u32 len       payload bytes after the header
+ *   8  u64 seq       DATA: message sequence number (first is 1); else 0
+ *  16  u64 ack       cumulative: highest sequence delivered in order
+ *  24  u32 tag       DATA: user tag; HELLO/SWITCH: flags (ROV_HF_*)
+ *  28  u32 reserved  must be zero
+ *
+ * Stream rails (TCP) find frame boundaries with rov_wire_peek(), which also
+ * rejects garbage before any payload is buffered.
+ */
+#ifndef ROV_WIRE_H
+#define ROV_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "railover/railover.h"
+
+#define ROV_WIRE_MAGIC 0x5652u
+#define ROV_WIRE_VERSION 1
+#define ROV_WIRE_HDR_LEN 32
+#define ROV_EP_ID_LEN 16
+
+enum rov_ft {
+    ROV_FT_DATA = 1,      /* user message */
+    ROV_FT_ACK = 2,       /* stand-alone cumulative acknowledgement */
+    ROV_FT_HELLO = 3,     /* first frame on a new channel: identity */
+    ROV_FT_HELLO_ACK = 4, /* answer to HELLO, same payload without address */
+    ROV_FT_SWITCH = 5,    /* "I send on this channel now; I have up to ack" */
+    ROV_FT_RESEND = 6,    /* "resend everything after ack" (gap recovery) */
+    ROV_FT_CLOSE = 7,     /* sender has flushed everything and is done */
+    ROV_FT_MAX_ = 7,
+};
+
+/* HELLO / HELLO_ACK / SWITCH flags, carried in the tag field. */
+enum {
+    ROV_HF_SWITCH = 1u << 0, /* the sender moves its traffic to this channel */
+    ROV_HF_REPLY = 1u << 1,  /* the receiver must answer with its own ack */
+    ROV_HF_MASK_ = 3u,
+};
+
+struct rov_wire_hdr {
+    uint8_t version;
+    uint8_t type;
+    uint32_t len;
+    uint64_t seq;
+    uint64_t ack;
+    uint32_t tag;
+};
+
+/* HELLO payload: who is connecting, to which connection, and (on a first
+ * connect) the connector's endpoint address so the acceptor can reach back
+ * on other rails. */
+struct rov_wire_hello {
+    uint8_t ep_id[ROV_EP_ID_LEN]; /* sender's endpoint */
+    uint64_t conn_id;             /* sender's connection id (non-zero) */
+    uint64_t peer_conn_id;        /* receiver's connection id, 0 if unknown */
+    uint16_t rail;                /* sender's rail index of this channel */
+    const void *addr;             /* sender's endpoint address blob, may be empty */
+    size_t addr_len;
+};
+
+#define ROV_WIRE_HELLO_FIXED (ROV_EP_ID_LEN + 8 + 8 + 2 + 2)
+
+void rov_wire_encode(void *buf, const struct rov_wire_hdr *hdr);
+
+/** Validate and decode a header.  ROV_OK, ROV_INPROGRESS when fewer than
+ * ROV_WIRE_HDR_LEN bytes are given, ROV_ERR_PROTO (with a static reason in
+ * *why_p) for bad magic, version, type, reserved bits or a payload longer
+ * than max_payload. */
+rov_status_t rov_wire_decode(const void *buf, size_t avail, size_t max_payload,
+                             struct rov_wire_hdr *hdr, const char **why_p);
+
+/** For stream rails: how long is the frame that starts at buf?  Same returns
+ * as rov_wire_decode(); on ROV_OK *frame_len_p = header + payload. */
+rov_status_t rov_wire_peek(const void *buf, size_t avail, size_t max_payload,
+                           size_t *frame_len_p, const char **why_p);
+
+/** Encode a HELLO payload; returns its length (ROV_WIRE_HELLO_FIXED + addr). */
+size_t rov_wire_hello_encode(void *buf, const struct rov_wire_hello *hello);
+/** Decode a HELLO payload; pointers refer into buf. */
+rov_status_t rov_wire_hello_decode(const void *buf, size_t len, struct rov_wire_hello *hello,
+                                   const char **why_p);
+
+/* Endpoint address blob (rov_endpoint_address()):
+ *   u32 magic 0x41564f52 ("ROVA"), u8 version, u8 rail count, 16-byte ep id,
+ *   then per rail: u8 rail index, u8 kind length, kind ("tcp"), u16 address
+ *   length, rail address bytes (rail-specific). */
+#define ROV_ADDR_MAGIC 0x41564f52u
+#define ROV_ADDR_MAX_RAILS 16
+#define ROV_RAIL_KIND_MAX 15
+
+struct rov_wire_addr {
+    uint8_t ep_id[ROV_EP_ID_LEN];
+    unsigned nrails;
+    struct {
+        unsigned index;
+        char kind[ROV_RAIL_KIND_MAX + 1];
+        const void *addr; /* points into the decoded blob */
+        size_t addr_len;
+    } rails[ROV_ADDR_MAX_RAILS];
+};
+
+/** Encode into buf (of size cap); returns the blob length, or 0 if cap is too
+ * small (then call with a larger buffer; rov_wire_addr_size() tells). */
+size_t rov_wire_addr_size(const struct rov_wire_addr *addr);
+size_t rov_wire_addr_encode(void *buf, size_t cap, const struct rov_wire_addr *addr);
+/** Decode and validate a blob from an untrusted source. */
+rov_status_t rov_wire_addr_decode(const void *buf, size_t len, struct rov_wire_addr *addr,
+                                  const char **why_p);
+
+static inline void rov_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void rov_put32(uint8_t *p, uint32_t v)
+{
+    rov_put16(p, (uint16_t)v);
+    rov_put16(p + 2, (uint16_t)(v >> 16));
+}
+static inline void rov_put64(uint8_t *p, uint64_t v)
+{
+    rov_put32(p, (uint32_t)v);
+    rov_put32(p + 4, (uint32_t)(v >> 32));
+}
+static inline uint16_t rov_get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t rov_get32(const uint8_t *p)
+{
+    return (uint32_t)rov_get16(p) | ((uint32_t)rov_get16(p + 2) << 16);
+}
+static inline uint64_t rov_get64(const uint8_t *p)
+{
+    return (uint64_t)rov_get32(p) | ((uint64_t)rov_get32(p + 4) << 32);
+}
+
+#endif
