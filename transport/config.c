@@ -218,7 +218,7 @@ void rov_config_defaults(struct rov_config *c)
     memset(c, 0, sizeof(*c));
     rov_parse_rails("tcp", c->rails, &c->nrails, NULL, 0);
     c->log_level = ROV_LOG_WARN;
-    c->window_msgs = 1024;
+    c->window_msgs = 8192;
     c->window_bytes = 16 * MiB;
     c->eager_limit = 8 * KiB;
     c->max_msg = 64 * MiB;
@@ -273,6 +273,7 @@ static rov_status_t set_var(struct rov_config *c, const struct var *v, const cha
         struct rov_rail_spec rails[ROV_MAX_RAILS];
         unsigned n;
 
+        memset(rails, 0, sizeof(rails));
         st = rov_parse_rails(value, rails, &n, why, sizeof(why));
         if (st == ROV_OK) {
             memcpy(c->rails, rails, sizeof(rails));
@@ -311,7 +312,7 @@ static rov_status_t set_var(struct rov_config *c, const struct var *v, const cha
         break;
     }
     if (st != ROV_OK)
-        errf(err, err_len, "%s: %s (%s)", v->name, why, v->help);
+        errf(err, err_len, "%s='%s': %s (%s)", v->name, value, why, v->help);
     return st;
 }
 
@@ -387,9 +388,15 @@ static void print_value(const struct rov_config *c, const struct var *v, FILE *f
     case V_SIZE:
         fprintf(f, "%" PRIu64, *(const uint64_t *)field);
         break;
-    case V_DURATION:
-        fprintf(f, "%" PRIu64 "us", *(const uint64_t *)field / 1000);
+    case V_DURATION: {
+        uint64_t ns = *(const uint64_t *)field;
+
+        if (ns % 1000)
+            fprintf(f, "%" PRIu64 "ns", ns);
+        else
+            fprintf(f, "%" PRIu64 "us", ns / 1000);
         break;
+    }
     }
 }
 

@@ -114,7 +114,8 @@ rov_status_t rov_reorder_insert(struct rov_reorder *ro, uint64_t expected, uint6
 {
     struct rov_reorder_slot *s;
 
-    if (seq <= expected || seq - expected >= ro->cap)
+    /* expected+1 .. expected+cap map to cap distinct slots. */
+    if (seq <= expected || seq - expected > ro->cap)
         return ROV_ERR_AGAIN;
     s = &ro->slots[seq % ro->cap];
     if (s->seq == seq)
@@ -127,7 +128,8 @@ rov_status_t rov_reorder_insert(struct rov_reorder *ro, uint64_t expected, uint6
     s->data = malloc(len ? len : 1);
     if (!s->data)
         return ROV_ERR_NOMEM;
-    memcpy(s->data, data, len);
+    if (len)
+        memcpy(s->data, data, len);
     s->seq = seq;
     s->tag = tag;
     s->len = len;

@@ -152,7 +152,8 @@ size_t rov_wire_addr_encode(void *buf, size_t cap, const struct rov_wire_addr *a
         memcpy(p + 2, addr->rails[i].kind, kl);
         p += 2 + kl;
         rov_put16(p, (uint16_t)addr->rails[i].addr_len);
-        memcpy(p + 2, addr->rails[i].addr, addr->rails[i].addr_len);
+        if (addr->rails[i].addr_len)
+            memcpy(p + 2, addr->rails[i].addr, addr->rails[i].addr_len);
         p += 2 + addr->rails[i].addr_len;
     }
     return n;

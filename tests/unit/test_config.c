@@ -1,0 +1,755 @@
+/* Unit tests for transport/config.c: value parsers and the RAILOVER_* table. */
+#include <check.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/config.h"
+#include "transport/log.h"
+
+#define KiB 1024ull
+#define MiB (1024ull * KiB)
+#define GiB (1024ull * MiB)
+#define MS 1000000ull
+#define SEC 1000000000ull
+#define SENTINEL 0x5a5a5a5a5a5a5a5aull
+
+static const char *const all_vars[] = {
+    "RAILOVER_RAILS",        "RAILOVER_TCP_IF",     "RAILOVER_LOG",
+    "RAILOVER_WINDOW_MSGS",  "RAILOVER_WINDOW_BYTES", "RAILOVER_EAGER_LIMIT",
+    "RAILOVER_MAX_MSG",      "RAILOVER_REORDER_MSGS", "RAILOVER_ACK_DELAY",
+    "RAILOVER_TCP_RXBUF",
+};
+#define NVARS (sizeof(all_vars) / sizeof(all_vars[0]))
+
+static void clean_env(void)
+{
+    for (size_t i = 0; i < NVARS; i++)
+        unsetenv(all_vars[i]);
+    /* rov_config_read() logs what it rejects; keep the test output readable. */
+    rov_log_set_level(-1);
+}
+
+static void restore_log(void)
+{
+    clean_env();
+    rov_log_set_level(ROV_LOG_WARN);
+}
+
+/* A failed parse must leave the output alone and explain itself, naming the
+ * offending text (quoted as the parsers do). */
+static void assert_err_names(const char *err, const char *what)
+{
+    char quoted[256];
+
+    ck_assert_msg(err[0] != '\0', "empty error message for '%s'", what);
+    snprintf(quoted, sizeof(quoted), "'%s'", what);
+    ck_assert_msg(strstr(err, quoted) != NULL, "error \"%s\" does not name %s", err, quoted);
+}
+
+/* Field-wise comparison: rov_parse_rails() leaves bytes past each string's
+ * NUL and in unused rail slots unspecified, so memcmp() is not meaningful. */
+static int config_equal(const struct rov_config *a, const struct rov_config *b)
+{
+    if (a->nrails != b->nrails || strcmp(a->tcp_if, b->tcp_if) != 0 ||
+        a->log_level != b->log_level || a->window_msgs != b->window_msgs ||
+        a->window_bytes != b->window_bytes || a->eager_limit != b->eager_limit ||
+        a->max_msg != b->max_msg || a->reorder_msgs != b->reorder_msgs ||
+        a->ack_delay_ns != b->ack_delay_ns || a->tcp_rxbuf != b->tcp_rxbuf)
+        return 0;
+    for (unsigned i = 0; i < a->nrails; i++)
+        if (strcmp(a->rails[i].kind, b->rails[i].kind) != 0 ||
+            strcmp(a->rails[i].arg, b->rails[i].arg) != 0 ||
+            strcmp(a->rails[i].name, b->rails[i].name) != 0)
+            return 0;
+    return 1;
+}
+
+/* ---- rov_parse_u64 ------------------------------------------------------ */
+
+struct num_case {
+    const char *s;
+    uint64_t min, max, want;
+};
+
+static const struct num_case u64_good[] = {
+    {"0", 0, 10, 0},
+    {"10", 0, 10, 10},
+    {"42", 1, 1000, 42},
+    {"007", 0, 10, 7},
+    {"18446744073709551615", 0, UINT64_MAX, UINT64_MAX},
+};
+
+START_TEST(test_u64_good)
+{
+    const struct num_case *c = &u64_good[_i];
+    uint64_t v = SENTINEL;
+    char err[256] = "";
+
+    ck_assert_int_eq(rov_parse_u64(c->s, c->min, c->max, &v, err, sizeof(err)), ROV_OK);
+    ck_assert_uint_eq(v, c->want);
+}
+END_TEST
+
+static const struct num_case u64_bad[] = {
+    {"", 0, UINT64_MAX, 0},
+    {"-1", 0, UINT64_MAX, 0},
+    {"+1", 0, UINT64_MAX, 0},
+    {" 1", 0, UINT64_MAX, 0},
+    {"1 ", 0, UINT64_MAX, 0},
+    {"12x", 0, UINT64_MAX, 0},
+    {"0x10", 0, UINT64_MAX, 0},
+    {"1.5", 0, UINT64_MAX, 0},
+    {"1k", 0, UINT64_MAX, 0},
+    {"abc", 0, UINT64_MAX, 0},
+    {"99999999999999999999", 0, UINT64_MAX, 0},
+    {"18446744073709551616", 0, UINT64_MAX, 0},
+    {"0", 1, 10, 0},
+    {"11", 1, 10, 0},
+    {"1048577", 1, 1u << 20, 0},
+};
+
+START_TEST(test_u64_bad)
+{
+    const struct num_case *c = &u64_bad[_i];
+    uint64_t v = SENTINEL;
+    char err[256] = "";
+
+    ck_assert_int_eq(rov_parse_u64(c->s, c->min, c->max, &v, err, sizeof(err)), ROV_ERR_INVAL);
+    ck_assert_uint_eq(v, SENTINEL);
+    assert_err_names(err, c->s);
+}
+END_TEST
+
+START_TEST(test_u64_null_and_short_err)
+{
+    uint64_t v = SENTINEL;
+    char err[8];
+
+    /* No error buffer at all, and a tiny one: no crash, NUL-terminated. */
+    ck_assert_int_eq(rov_parse_u64("x", 0, 1, &v, NULL, 0), ROV_ERR_INVAL);
+    memset(err, 'Z', sizeof(err));
+    ck_assert_int_eq(rov_parse_u64("999999", 0, 1, &v, err, sizeof(err)), ROV_ERR_INVAL);
+    ck_assert_uint_lt(strnlen(err, sizeof(err)), sizeof(err));
+    ck_assert_uint_eq(v, SENTINEL);
+}
+END_TEST
+
+/* ---- rov_parse_size ----------------------------------------------------- */
+
+static const struct num_case size_good[] = {
+    {"0", 0, UINT64_MAX, 0},
+    {"4096", 0, UINT64_MAX, 4096},
+    {"512B", 0, UINT64_MAX, 512},
+    {"64k", 0, UINT64_MAX, 64 * KiB},
+    {"64K", 0, UINT64_MAX, 64 * KiB},
+    {"64KiB", 0, UINT64_MAX, 64 * KiB},
+    {"16MiB", 0, UINT64_MAX, 16 * MiB},
+    {"16M", 0, UINT64_MAX, 16 * MiB},
+    {"2m", 0, UINT64_MAX, 2 * MiB},
+    {"1G", 0, UINT64_MAX, GiB},
+    {"1g", 0, UINT64_MAX, GiB},
+    {"64GiB", 0, UINT64_MAX, 64 * GiB},
+    {"17179869183G", 0, UINT64_MAX, 17179869183ull * GiB}, /* largest G that fits */
+    {"4k", 4 * KiB, 4 * KiB, 4 * KiB},
+    {"0k", 0, 1, 0},
+};
+
+START_TEST(test_size_good)
+{
+    const struct num_case *c = &size_good[_i];
+    uint64_t v = SENTINEL;
+    char err[256] = "";
+
+    ck_assert_msg(rov_parse_size(c->s, c->min, c->max, &v, err, sizeof(err)) == ROV_OK,
+                  "'%s' rejected: %s", c->s, err);
+    ck_assert_uint_eq(v, c->want);
+}
+END_TEST
+
+static const struct num_case size_bad[] = {
+    {"", 0, UINT64_MAX, 0},
+    {"-1", 0, UINT64_MAX, 0},
+    {"12x", 0, UINT64_MAX, 0},
+    {"1.5M", 0, UINT64_MAX, 0},
+    {"16 MiB", 0, UINT64_MAX, 0},
+    {"16mib", 0, UINT64_MAX, 0},
+    {"16MB", 0, UINT64_MAX, 0},
+    {"k", 0, UINT64_MAX, 0},
+    {"64kk", 0, UINT64_MAX, 0},
+    {"99999999999999999999", 0, UINT64_MAX, 0},
+    {"17179869184G", 0, UINT64_MAX, 0},  /* 2^64: overflows after scaling */
+    {"18014398509481984k", 0, UINT64_MAX, 0},
+    {"4095", 4 * KiB, 64 * GiB, 0},
+    {"65GiB", 4 * KiB, 64 * GiB, 0},
+    {"2M", 0, 1 * MiB, 0},
+};
+
+START_TEST(test_size_bad)
+{
+    const struct num_case *c = &size_bad[_i];
+    uint64_t v = SENTINEL;
+    char err[256] = "";
+
+    ck_assert_int_eq(rov_parse_size(c->s, c->min, c->max, &v, err, sizeof(err)), ROV_ERR_INVAL);
+    ck_assert_uint_eq(v, SENTINEL);
+    assert_err_names(err, c->s);
+}
+END_TEST
+
+/* ---- rov_parse_duration ------------------------------------------------- */
+
+static const struct num_case dur_good[] = {
+    {"250ms", 0, UINT64_MAX, 250 * MS},
+    {"2s", 0, UINT64_MAX, 2 * SEC},
+    {"0s", 0, UINT64_MAX, 0},
+    {"1us", 0, UINT64_MAX, 1000},
+    {"5ns", 0, UINT64_MAX, 5},
+    {"1000ms", 1000, 1000 * MS, 1000 * MS},
+    {"1us", 1000, 1000 * MS, 1000},
+    {"18446744073s", 0, UINT64_MAX, 18446744073ull * SEC},
+};
+
+START_TEST(test_duration_good)
+{
+    const struct num_case *c = &dur_good[_i];
+    uint64_t v = SENTINEL;
+    char err[256] = "";
+
+    ck_assert_msg(rov_parse_duration(c->s, c->min, c->max, &v, err, sizeof(err)) == ROV_OK,
+                  "'%s' rejected: %s", c->s, err);
+    ck_assert_uint_eq(v, c->want);
+}
+END_TEST
+
+static const struct num_case dur_bad[] = {
+    {"", 0, UINT64_MAX, 0},
+    {"250", 0, UINT64_MAX, 0}, /* a duration needs a unit */
+    {"0", 0, UINT64_MAX, 0},
+    {"-1s", 0, UINT64_MAX, 0},
+    {"1.5s", 0, UINT64_MAX, 0},
+    {"2 s", 0, UINT64_MAX, 0},
+    {"2sec", 0, UINT64_MAX, 0},
+    {"2S", 0, UINT64_MAX, 0},
+    {"2m", 0, UINT64_MAX, 0}, /* minutes are not a unit; neither is "m" as ms */
+    {"s", 0, UINT64_MAX, 0},
+    {"ms250", 0, UINT64_MAX, 0},
+    {"18446744074s", 0, UINT64_MAX, 0}, /* overflows after scaling */
+    {"99999999999999999999ns", 0, UINT64_MAX, 0},
+    {"999ns", 1000, 1000 * MS, 0},
+    {"2s", 1000, 1000 * MS, 0},
+};
+
+START_TEST(test_duration_bad)
+{
+    const struct num_case *c = &dur_bad[_i];
+    uint64_t v = SENTINEL;
+    char err[256] = "";
+
+    ck_assert_int_eq(rov_parse_duration(c->s, c->min, c->max, &v, err, sizeof(err)),
+                     ROV_ERR_INVAL);
+    ck_assert_uint_eq(v, SENTINEL);
+    assert_err_names(err, c->s);
+}
+END_TEST
+
+/* ---- rov_parse_rails ---------------------------------------------------- */
+
+START_TEST(test_rails_good)
+{
+    struct rov_rail_spec r[ROV_MAX_RAILS];
+    unsigned n = 99;
+    char err[256] = "";
+
+    ck_assert_int_eq(rov_parse_rails("tcp", r, &n, err, sizeof(err)), ROV_OK);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(r[0].kind, "tcp");
+    ck_assert_str_eq(r[0].arg, "");
+    ck_assert_str_eq(r[0].name, "tcp");
+
+    ck_assert_int_eq(rov_parse_rails("tcp@lo,tcp@eth0", r, &n, err, sizeof(err)), ROV_OK);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(r[0].kind, "tcp");
+    ck_assert_str_eq(r[0].arg, "lo");
+    ck_assert_str_eq(r[0].name, "tcp@lo");
+    ck_assert_str_eq(r[1].kind, "tcp");
+    ck_assert_str_eq(r[1].arg, "eth0");
+    ck_assert_str_eq(r[1].name, "tcp@eth0");
+
+    ck_assert_int_eq(rov_parse_rails("verbs@mlx5_0:1,ucx,tcp@eth0.100", r, &n, err, sizeof(err)),
+                     ROV_OK);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_str_eq(r[0].kind, "verbs");
+    ck_assert_str_eq(r[0].arg, "mlx5_0:1");
+    ck_assert_str_eq(r[1].name, "ucx");
+    ck_assert_str_eq(r[2].arg, "eth0.100");
+
+    /* Same kind with and without an argument are different rails. */
+    ck_assert_int_eq(rov_parse_rails("tcp,tcp@lo", r, &n, err, sizeof(err)), ROV_OK);
+    ck_assert_uint_eq(n, 2);
+
+    /* Exactly ROV_MAX_RAILS, longest kind (15) and argument (63). */
+    ck_assert_int_eq(rov_parse_rails("a,b,c,d,e,f,g,h", r, &n, err, sizeof(err)), ROV_OK);
+    ck_assert_uint_eq(n, ROV_MAX_RAILS);
+    ck_assert_str_eq(r[7].name, "h");
+    ck_assert_int_eq(rov_parse_rails("abcdefghijklmno@"
+                                     "0123456789012345678901234567890123456789012345678901234567"
+                                     "89012",
+                                     r, &n, err, sizeof(err)),
+                     ROV_OK);
+    ck_assert_uint_eq(strlen(r[0].kind), 15);
+    ck_assert_uint_eq(strlen(r[0].arg), 63);
+}
+END_TEST
+
+struct rails_bad {
+    const char *s;
+    const char *named; /* what the message must quote; NULL: only non-empty */
+};
+
+static const struct rails_bad rails_bad[] = {
+    {"", NULL},
+    {"tcp,,tcp", NULL},
+    {",tcp", NULL},
+    {"tcp,", NULL},
+    {"tcp@", "tcp@"},
+    {"@lo", "@lo"},
+    {"tcp@lo@x", "tcp@lo@x"},
+    {"tcp;rm", "tcp;rm"},
+    {"tcp@lo;rm -rf", "tcp@lo;rm -rf"},
+    {"tcp lo", "tcp lo"},
+    {"tcp,tcp", "tcp"},
+    {"tcp@lo,verbs,tcp@lo", "tcp@lo"},
+    {"a,b,c,d,e,f,g,h,i", NULL},
+    {"abcdefghijklmnop", "abcdefghijklmnop"}, /* kind of 16 chars */
+    {"tcp@0123456789012345678901234567890123456789012345678901234567890123", NULL},
+};
+
+START_TEST(test_rails_bad)
+{
+    const struct rails_bad *c = &rails_bad[_i];
+    struct rov_rail_spec r[ROV_MAX_RAILS];
+    unsigned n = 99;
+    char err[256] = "";
+
+    ck_assert_msg(rov_parse_rails(c->s, r, &n, err, sizeof(err)) == ROV_ERR_INVAL,
+                  "rail list \"%s\" accepted", c->s);
+    ck_assert_uint_eq(n, 99);
+    ck_assert_msg(err[0] != '\0', "empty error message for \"%s\"", c->s);
+    if (c->named)
+        assert_err_names(err, c->named);
+}
+END_TEST
+
+/* ---- rov_config_read ---------------------------------------------------- */
+
+START_TEST(test_read_defaults)
+{
+    rov_config_t *c = NULL;
+    char err[512] = "";
+
+    ck_assert_int_eq(rov_config_read(err, sizeof(err), &c), ROV_OK);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(c->nrails, 1);
+    ck_assert_str_eq(c->rails[0].name, "tcp");
+    ck_assert_str_eq(c->tcp_if, "");
+    ck_assert_int_eq(c->log_level, ROV_LOG_WARN);
+    ck_assert_uint_eq(c->window_msgs, 1024);
+    ck_assert_uint_eq(c->window_bytes, 16 * MiB);
+    ck_assert_uint_eq(c->eager_limit, 8 * KiB);
+    ck_assert_uint_eq(c->max_msg, 64 * MiB);
+    ck_assert_uint_eq(c->reorder_msgs, 256);
+    ck_assert_uint_eq(c->ack_delay_ns, 200 * 1000);
+    ck_assert_uint_eq(c->tcp_rxbuf, 256 * KiB);
+    ck_assert_uint_le(c->eager_limit, c->max_msg);
+    rov_config_free(c);
+}
+END_TEST
+
+START_TEST(test_read_good)
+{
+    rov_config_t *c = NULL;
+    char err[512] = "";
+
+    setenv("RAILOVER_RAILS", "tcp@lo,tcp@eth0", 1);
+    setenv("RAILOVER_TCP_IF", "eth1", 1);
+    setenv("RAILOVER_LOG", "debug", 1);
+    setenv("RAILOVER_WINDOW_MSGS", "64", 1);
+    setenv("RAILOVER_WINDOW_BYTES", "16MiB", 1);
+    setenv("RAILOVER_EAGER_LIMIT", "64k", 1);
+    setenv("RAILOVER_MAX_MSG", "2M", 1);
+    setenv("RAILOVER_REORDER_MSGS", "32", 1);
+    setenv("RAILOVER_ACK_DELAY", "250ms", 1);
+    setenv("RAILOVER_TCP_RXBUF", "1MiB", 1);
+    ck_assert_msg(rov_config_read(err, sizeof(err), &c) == ROV_OK, "rejected: %s", err);
+    ck_assert_uint_eq(c->nrails, 2);
+    ck_assert_str_eq(c->rails[0].name, "tcp@lo");
+    ck_assert_str_eq(c->rails[1].name, "tcp@eth0");
+    ck_assert_str_eq(c->tcp_if, "eth1");
+    ck_assert_int_eq(c->log_level, ROV_LOG_DEBUG);
+    ck_assert_uint_eq(c->window_msgs, 64);
+    ck_assert_uint_eq(c->window_bytes, 16 * MiB);
+    ck_assert_uint_eq(c->eager_limit, 64 * KiB);
+    ck_assert_uint_eq(c->max_msg, 2 * MiB);
+    ck_assert_uint_eq(c->reorder_msgs, 32);
+    ck_assert_uint_eq(c->ack_delay_ns, 250 * MS);
+    ck_assert_uint_eq(c->tcp_rxbuf, 1 * MiB);
+    rov_config_free(c);
+}
+END_TEST
+
+START_TEST(test_read_empty_tcp_if)
+{
+    rov_config_t *c = NULL;
+    char err[512] = "";
+
+    setenv("RAILOVER_TCP_IF", "", 1);
+    ck_assert_int_eq(rov_config_read(err, sizeof(err), &c), ROV_OK);
+    ck_assert_str_eq(c->tcp_if, "");
+    rov_config_free(c);
+}
+END_TEST
+
+struct env_bad {
+    const char *name, *value;
+};
+
+static const struct env_bad env_bad[] = {
+    {"RAILOVER_RAILS", ""},
+    {"RAILOVER_RAILS", "tcp,,tcp"},
+    {"RAILOVER_RAILS", "tcp;rm"},
+    {"RAILOVER_RAILS", "tcp,tcp"},
+    {"RAILOVER_TCP_IF", "eth0;rm"},
+    {"RAILOVER_TCP_IF", "eth 0"},
+    {"RAILOVER_TCP_IF", "0123456789012345678901234567890123456789012345678901234567890123"},
+    {"RAILOVER_LOG", "verbose"},
+    {"RAILOVER_LOG", ""},
+    {"RAILOVER_WINDOW_MSGS", "0"},
+    {"RAILOVER_WINDOW_MSGS", "1048577"},
+    {"RAILOVER_WINDOW_MSGS", "10k"},
+    {"RAILOVER_WINDOW_MSGS", "-1"},
+    {"RAILOVER_WINDOW_BYTES", "1k"},
+    {"RAILOVER_WINDOW_BYTES", "65GiB"},
+    {"RAILOVER_WINDOW_BYTES", "12x"},
+    {"RAILOVER_EAGER_LIMIT", "2M"},
+    {"RAILOVER_EAGER_LIMIT", ""},
+    {"RAILOVER_MAX_MSG", "1023"},
+    {"RAILOVER_MAX_MSG", "2G"},
+    {"RAILOVER_REORDER_MSGS", "0"},
+    {"RAILOVER_REORDER_MSGS", "65537"},
+    {"RAILOVER_ACK_DELAY", "250"},
+    {"RAILOVER_ACK_DELAY", "1.5s"},
+    {"RAILOVER_ACK_DELAY", "2s"},
+    {"RAILOVER_ACK_DELAY", "999ns"},
+    {"RAILOVER_TCP_RXBUF", "99999999999999999999"},
+    {"RAILOVER_TCP_RXBUF", "128M"},
+};
+
+START_TEST(test_read_bad)
+{
+    const struct env_bad *c = &env_bad[_i];
+    rov_config_t *cfg = (rov_config_t *)&cfg; /* must stay untouched */
+    char err[512] = "";
+
+    setenv(c->name, c->value, 1);
+    ck_assert_msg(rov_config_read(err, sizeof(err), &cfg) == ROV_ERR_INVAL,
+                  "%s=\"%s\" accepted", c->name, c->value);
+    ck_assert_ptr_eq(cfg, (rov_config_t *)&cfg);
+    ck_assert_msg(strstr(err, c->name) != NULL, "error \"%s\" does not name %s", err, c->name);
+    if (strcmp(c->name, "RAILOVER_RAILS") != 0 && c->value[0])
+        ck_assert_msg(strstr(err, c->value) != NULL, "error \"%s\" does not quote \"%s\"", err,
+                      c->value);
+    /* A NULL error buffer is allowed. */
+    ck_assert_int_eq(rov_config_read(NULL, 0, &cfg), ROV_ERR_INVAL);
+}
+END_TEST
+
+START_TEST(test_read_eager_over_max)
+{
+    rov_config_t *c = NULL;
+    char err[512] = "";
+
+    setenv("RAILOVER_EAGER_LIMIT", "1M", 1);
+    setenv("RAILOVER_MAX_MSG", "64k", 1);
+    ck_assert_int_eq(rov_config_read(err, sizeof(err), &c), ROV_ERR_INVAL);
+    ck_assert_ptr_null(c);
+    ck_assert_ptr_nonnull(strstr(err, "RAILOVER_EAGER_LIMIT"));
+    ck_assert_ptr_nonnull(strstr(err, "RAILOVER_MAX_MSG"));
+
+    /* Equal is fine. */
+    setenv("RAILOVER_MAX_MSG", "1M", 1);
+    ck_assert_int_eq(rov_config_read(err, sizeof(err), &c), ROV_OK);
+    ck_assert_uint_eq(c->eager_limit, c->max_msg);
+    rov_config_free(c);
+}
+END_TEST
+
+START_TEST(test_read_err_truncated)
+{
+    rov_config_t *c = NULL;
+    char err[16];
+
+    memset(err, 'Z', sizeof(err));
+    setenv("RAILOVER_WINDOW_MSGS", "nonsense", 1);
+    ck_assert_int_eq(rov_config_read(err, sizeof(err), &c), ROV_ERR_INVAL);
+    ck_assert_uint_eq(strnlen(err, sizeof(err)), sizeof(err) - 1);
+    ck_assert_int_eq(strncmp(err, "RAILOVER_WINDOW", 15), 0);
+}
+END_TEST
+
+/* ---- rov_config_set ----------------------------------------------------- */
+
+static struct rov_config *default_config(void)
+{
+    rov_config_t *c = NULL;
+
+    ck_assert_int_eq(rov_config_read(NULL, 0, &c), ROV_OK);
+    return c;
+}
+
+START_TEST(test_set_unknown)
+{
+    struct rov_config *c = default_config(), before = *c;
+    char err[256] = "";
+
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_NOPE", "1", err, sizeof(err)),
+                     ROV_ERR_NOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(err, "RAILOVER_NOPE"));
+    ck_assert_int_eq(rov_config_set(c, "railover_rails", "tcp", err, sizeof(err)),
+                     ROV_ERR_NOT_FOUND);
+    ck_assert_int_eq(rov_config_set(c, "", "tcp", err, sizeof(err)), ROV_ERR_NOT_FOUND);
+    ck_assert(config_equal(c, &before));
+    rov_config_free(c);
+}
+END_TEST
+
+START_TEST(test_set_good)
+{
+    struct rov_config *c = default_config();
+    char err[256] = "";
+
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_RAILS", "tcp@lo,tcp@eth0", err, sizeof(err)),
+                     ROV_OK);
+    ck_assert_uint_eq(c->nrails, 2);
+    ck_assert_str_eq(c->rails[1].name, "tcp@eth0");
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_ACK_DELAY", "1ms", err, sizeof(err)), ROV_OK);
+    ck_assert_uint_eq(c->ack_delay_ns, MS);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_WINDOW_BYTES", "64k", err, sizeof(err)), ROV_OK);
+    ck_assert_uint_eq(c->window_bytes, 64 * KiB);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_LOG", "trace", err, sizeof(err)), ROV_OK);
+    ck_assert_int_eq(c->log_level, ROV_LOG_TRACE);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_TCP_IF", "eth0", err, sizeof(err)), ROV_OK);
+    ck_assert_str_eq(c->tcp_if, "eth0");
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_TCP_IF", "", err, sizeof(err)), ROV_OK);
+    ck_assert_str_eq(c->tcp_if, "");
+    rov_config_free(c);
+}
+END_TEST
+
+START_TEST(test_set_bad_unchanged)
+{
+    struct rov_config *c = default_config(), before;
+    char err[256];
+
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_RAILS", "tcp@lo", NULL, 0), ROV_OK);
+    before = *c;
+    for (size_t i = 0; i < sizeof(env_bad) / sizeof(env_bad[0]); i++) {
+        err[0] = '\0';
+        ck_assert_msg(rov_config_set(c, env_bad[i].name, env_bad[i].value, err, sizeof(err)) ==
+                          ROV_ERR_INVAL,
+                      "%s=\"%s\" accepted", env_bad[i].name, env_bad[i].value);
+        ck_assert_ptr_nonnull(strstr(err, env_bad[i].name));
+        ck_assert_msg(config_equal(c, &before),
+                      "config changed by rejected %s=\"%s\"", env_bad[i].name, env_bad[i].value);
+    }
+    /* A rail list that fails late (duplicate after good entries). */
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_RAILS", "ucx,verbs,tcp,ucx", err, sizeof(err)),
+                     ROV_ERR_INVAL);
+    ck_assert(config_equal(c, &before));
+    ck_assert_str_eq(c->rails[0].name, "tcp@lo");
+    rov_config_free(c);
+}
+END_TEST
+
+START_TEST(test_set_eager_over_max)
+{
+    struct rov_config *c = default_config(), before = *c;
+    char err[256] = "";
+
+    /* Default eager limit is 8 KiB: a 4 KiB MAX_MSG would undercut it. */
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_MAX_MSG", "4k", err, sizeof(err)), ROV_ERR_INVAL);
+    ck_assert_ptr_nonnull(strstr(err, "RAILOVER_EAGER_LIMIT"));
+    ck_assert(config_equal(c, &before));
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_EAGER_LIMIT", "1M", err, sizeof(err)), ROV_OK);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_MAX_MSG", "1023k", err, sizeof(err)),
+                     ROV_ERR_INVAL);
+    ck_assert_uint_eq(c->max_msg, 64 * MiB);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_EAGER_LIMIT", "0", err, sizeof(err)), ROV_OK);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_MAX_MSG", "1k", err, sizeof(err)), ROV_OK);
+    ck_assert_uint_eq(c->max_msg, KiB);
+    rov_config_free(c);
+}
+END_TEST
+
+/* ---- rov_config_print --------------------------------------------------- */
+
+static char *print_config(const struct rov_config *c)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    ck_assert_ptr_nonnull(f);
+    rov_config_print(c, f);
+    ck_assert_int_eq(fclose(f), 0);
+    return text;
+}
+
+START_TEST(test_print_names)
+{
+    struct rov_config *c = default_config();
+    char *text, needle[64];
+
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_RAILS", "tcp@lo,tcp@eth0", NULL, 0), ROV_OK);
+    text = print_config(c);
+    for (size_t i = 0; i < NVARS; i++) {
+        snprintf(needle, sizeof(needle), "%s=", all_vars[i]);
+        ck_assert_msg(strstr(text, needle) != NULL, "'%s' missing from:\n%s", needle, text);
+    }
+    ck_assert_ptr_nonnull(strstr(text, "RAILOVER_RAILS=tcp@lo,tcp@eth0"));
+    ck_assert_ptr_nonnull(strstr(text, "RAILOVER_LOG=warn"));
+    ck_assert_ptr_nonnull(strstr(text, "RAILOVER_WINDOW_MSGS=8192"));
+    /* One line per variable, each with its explanation. */
+    {
+        size_t lines = 0, comments = 0;
+
+        for (const char *p = text; *p; p++)
+            lines += *p == '\n';
+        for (const char *p = text; (p = strstr(p, "  # ")) != NULL; p++)
+            comments++;
+        ck_assert_uint_eq(lines, NVARS);
+        ck_assert_uint_eq(comments, NVARS);
+    }
+    free(text);
+    rov_config_free(c);
+}
+END_TEST
+
+/* Feed every printed "NAME=value" back through rov_config_set(). */
+static void reparse_printed(const char *text, struct rov_config *into)
+{
+    char *copy = strdup(text), *save = NULL;
+
+    ck_assert_ptr_nonnull(copy);
+    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *eq = strchr(line, '='), *comment = strstr(line, "  # ");
+        char err[512] = "";
+
+        ck_assert_ptr_nonnull(eq);
+        ck_assert_ptr_nonnull(comment);
+        *eq = '\0';
+        *comment = '\0';
+        ck_assert_msg(rov_config_set(into, line, eq + 1, err, sizeof(err)) == ROV_OK,
+                      "printed %s=%s does not parse back: %s", line, eq + 1, err);
+    }
+    free(copy);
+}
+
+START_TEST(test_print_roundtrip)
+{
+    struct rov_config *c = default_config(), *d = default_config();
+    char *text;
+
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_RAILS", "verbs@mlx5_0,tcp@eth0", NULL, 0),
+                     ROV_OK);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_TCP_IF", "eth1", NULL, 0), ROV_OK);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_LOG", "info", NULL, 0), ROV_OK);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_WINDOW_MSGS", "7", NULL, 0), ROV_OK);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_WINDOW_BYTES", "5k", NULL, 0), ROV_OK);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_ACK_DELAY", "3ms", NULL, 0), ROV_OK);
+    text = print_config(c);
+    ck_assert_int_eq(rov_config_set(d, "RAILOVER_RAILS", "ucx", NULL, 0), ROV_OK);
+    reparse_printed(text, d);
+    ck_assert_msg(config_equal(c, d), "printed configuration differs:\n%s", text);
+    free(text);
+    rov_config_free(c);
+    rov_config_free(d);
+}
+END_TEST
+
+START_TEST(test_print_roundtrip_sub_us_duration)
+{
+    /* The effective value must be printed exactly, even when RAILOVER_ACK_DELAY
+     * is not a whole number of microseconds (1500ns is accepted). */
+    struct rov_config *c = default_config(), *d = default_config();
+    char *text;
+
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_ACK_DELAY", "1500ns", NULL, 0), ROV_OK);
+    ck_assert_uint_eq(c->ack_delay_ns, 1500);
+    text = print_config(c);
+    reparse_printed(text, d);
+    ck_assert_msg(d->ack_delay_ns == 1500, "1500ns printed as something that reads back as "
+                  "%" PRIu64 "ns:\n%s", d->ack_delay_ns, text);
+    free(text);
+    rov_config_free(c);
+    rov_config_free(d);
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc;
+
+#define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
+    tc = tcase_create("parse");
+    tcase_set_timeout(tc, 10);
+    tcase_add_loop_test(tc, test_u64_good, 0, N(u64_good));
+    tcase_add_loop_test(tc, test_u64_bad, 0, N(u64_bad));
+    tcase_add_test(tc, test_u64_null_and_short_err);
+    tcase_add_loop_test(tc, test_size_good, 0, N(size_good));
+    tcase_add_loop_test(tc, test_size_bad, 0, N(size_bad));
+    tcase_add_loop_test(tc, test_duration_good, 0, N(dur_good));
+    tcase_add_loop_test(tc, test_duration_bad, 0, N(dur_bad));
+    tcase_add_test(tc, test_rails_good);
+    tcase_add_loop_test(tc, test_rails_bad, 0, N(rails_bad));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("env");
+    tcase_set_timeout(tc, 10);
+    tcase_add_checked_fixture(tc, clean_env, restore_log);
+    tcase_add_test(tc, test_read_defaults);
+    tcase_add_test(tc, test_read_good);
+    tcase_add_test(tc, test_read_empty_tcp_if);
+    tcase_add_loop_test(tc, test_read_bad, 0, N(env_bad));
+    tcase_add_test(tc, test_read_eager_over_max);
+    tcase_add_test(tc, test_read_err_truncated);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("set_print");
+    tcase_set_timeout(tc, 10);
+    tcase_add_checked_fixture(tc, clean_env, restore_log);
+    tcase_add_test(tc, test_set_unknown);
+    tcase_add_test(tc, test_set_good);
+    tcase_add_test(tc, test_set_bad_unchanged);
+    tcase_add_test(tc, test_set_eager_over_max);
+    tcase_add_test(tc, test_print_names);
+    tcase_add_test(tc, test_print_roundtrip);
+    tcase_add_test(tc, test_print_roundtrip_sub_us_duration);
+    suite_add_tcase(s, tc);
+#undef N
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(config_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,839 @@
+/* Unit tests for transport/wire.c: frame header, HELLO payload, address blob. */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/wire.h"
+
+#define MAXP (1u << 20)
+
+/* A valid header of each type, as a decoder would accept it. */
+static struct rov_wire_hdr valid_hdr(uint8_t type)
+{
+    struct rov_wire_hdr h = {.version = ROV_WIRE_VERSION, .type = type};
+
+    if (type == ROV_FT_DATA) {
+        h.seq = 7;
+        h.len = 100;
+        h.tag = 0xdeadbeefu;
+    }
+    if (type == ROV_FT_HELLO || type == ROV_FT_HELLO_ACK)
+        h.len = ROV_WIRE_HELLO_FIXED;
+    h.ack = 3;
+    return h;
+}
+
+static void encode(uint8_t buf[ROV_WIRE_HDR_LEN], uint8_t type, uint32_t len, uint64_t seq,
+                   uint64_t ack, uint32_t tag)
+{
+    struct rov_wire_hdr h = {.version = ROV_WIRE_VERSION, .type = type, .len = len,
+                             .seq = seq, .ack = ack, .tag = tag};
+
+    rov_wire_encode(buf, &h);
+}
+
+/* decode() and peek() must agree; returns decode's status. */
+static rov_status_t decode_both(const uint8_t *buf, size_t avail, size_t max_payload,
+                                struct rov_wire_hdr *hdr, const char **why_p)
+{
+    const char *why_d = NULL, *why_p2 = NULL;
+    size_t flen = 12345;
+    rov_status_t sd = rov_wire_decode(buf, avail, max_payload, hdr, &why_d);
+    rov_status_t sp = rov_wire_peek(buf, avail, max_payload, &flen, &why_p2);
+
+    ck_assert_int_eq(sd, sp);
+    if (sd == ROV_ERR_PROTO) {
+        ck_assert_ptr_nonnull(why_d);
+        ck_assert_ptr_nonnull(why_p2);
+        ck_assert_str_eq(why_d, why_p2);
+        ck_assert_uint_gt(strlen(why_d), 0);
+    }
+    if (sd == ROV_OK)
+        ck_assert_uint_eq(flen, ROV_WIRE_HDR_LEN + (size_t)hdr->len);
+    else
+        ck_assert_uint_eq(flen, 12345); /* untouched unless ROV_OK */
+    *why_p = why_d;
+    return sd;
+}
+
+static void expect_proto(const uint8_t *buf, size_t avail, size_t max_payload)
+{
+    struct rov_wire_hdr h;
+    const char *why = NULL;
+
+    ck_assert_int_eq(decode_both(buf, avail, max_payload, &h, &why), ROV_ERR_PROTO);
+}
+
+static void expect_ok(const uint8_t *buf, size_t max_payload, struct rov_wire_hdr *h)
+{
+    const char *why = NULL;
+
+    ck_assert_msg(decode_both(buf, ROV_WIRE_HDR_LEN, max_payload, h, &why) == ROV_OK,
+                  "decode failed: %s", why ? why : "(no reason)");
+}
+
+/* ---- header ------------------------------------------------------------- */
+
+static const struct rov_wire_hdr roundtrip_cases[] = {
+    {ROV_WIRE_VERSION, ROV_FT_DATA, 0, 1, 0, 0},
+    {ROV_WIRE_VERSION, ROV_FT_DATA, MAXP, UINT64_MAX, UINT64_MAX, UINT32_MAX},
+    {ROV_WIRE_VERSION, ROV_FT_DATA, 1, 0x0102030405060708ull, 0x1112131415161718ull, 0x21222324u},
+    {ROV_WIRE_VERSION, ROV_FT_DATA, 0x80, 1ull << 63, (1ull << 63) - 1, 0x80000000u},
+    {ROV_WIRE_VERSION, ROV_FT_ACK, 0, 0, UINT64_MAX, 0},
+    {ROV_WIRE_VERSION, ROV_FT_HELLO, 4096, 0, 0, ROV_HF_SWITCH | ROV_HF_REPLY},
+    {ROV_WIRE_VERSION, ROV_FT_HELLO_ACK, ROV_WIRE_HELLO_FIXED, 0, 42, ROV_HF_REPLY},
+    {ROV_WIRE_VERSION, ROV_FT_SWITCH, 0, 0, UINT64_MAX - 1, ROV_HF_SWITCH},
+    {ROV_WIRE_VERSION, ROV_FT_RESEND, 0, 0, 99, 0},
+    {ROV_WIRE_VERSION, ROV_FT_CLOSE, 0, 0, 1, 0},
+};
+
+START_TEST(test_hdr_roundtrip)
+{
+    const struct rov_wire_hdr *in = &roundtrip_cases[_i];
+    uint8_t buf[ROV_WIRE_HDR_LEN + 8];
+    struct rov_wire_hdr out;
+
+    memset(buf, 0xa5, sizeof(buf));
+    rov_wire_encode(buf, in);
+    ck_assert_uint_eq(buf[ROV_WIRE_HDR_LEN], 0xa5); /* writes exactly 32 bytes */
+    memset(&out, 0x5a, sizeof(out));
+    expect_ok(buf, MAXP, &out);
+    ck_assert_uint_eq(out.version, ROV_WIRE_VERSION);
+    ck_assert_uint_eq(out.type, in->type);
+    ck_assert_uint_eq(out.len, in->len);
+    ck_assert_uint_eq(out.seq, in->seq);
+    ck_assert_uint_eq(out.ack, in->ack);
+    ck_assert_uint_eq(out.tag, in->tag);
+}
+END_TEST
+
+START_TEST(test_hdr_layout)
+{
+    /* The byte layout documented in wire.h, little-endian. */
+    static const uint8_t expect[ROV_WIRE_HDR_LEN] = {
+        0x52, 0x56, ROV_WIRE_VERSION, ROV_FT_DATA,
+        0x04, 0x03, 0x02, 0x01,
+        0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11,
+        0x28, 0x27, 0x26, 0x25, 0x24, 0x23, 0x22, 0x21,
+        0x34, 0x33, 0x32, 0x31,
+        0, 0, 0, 0,
+    };
+    uint8_t buf[ROV_WIRE_HDR_LEN];
+    struct rov_wire_hdr h;
+
+    encode(buf, ROV_FT_DATA, 0x01020304u, 0x1112131415161718ull, 0x2122232425262728ull,
+           0x31323334u);
+    ck_assert_mem_eq(buf, expect, sizeof(expect));
+    expect_ok(expect, UINT32_MAX, &h);
+    ck_assert_uint_eq(h.len, 0x01020304u);
+}
+END_TEST
+
+START_TEST(test_hdr_version_ignored_on_encode)
+{
+    /* The encoder always writes our version, whatever the struct says. */
+    struct rov_wire_hdr h = valid_hdr(ROV_FT_DATA);
+    uint8_t buf[ROV_WIRE_HDR_LEN];
+
+    h.version = 99;
+    rov_wire_encode(buf, &h);
+    ck_assert_uint_eq(buf[2], ROV_WIRE_VERSION);
+    ck_assert_uint_eq(buf[28] | buf[29] | buf[30] | buf[31], 0);
+}
+END_TEST
+
+START_TEST(test_bad_magic_early)
+{
+    uint8_t buf[ROV_WIRE_HDR_LEN];
+    struct rov_wire_hdr h;
+    const char *why = NULL;
+
+    encode(buf, ROV_FT_ACK, 0, 0, 1, 0);
+    buf[0] = 'G';
+    buf[1] = 'E'; /* "GET / HTTP/1.1" reaching a railover port */
+    for (size_t avail = 2; avail <= ROV_WIRE_HDR_LEN; avail++)
+        expect_proto(buf, avail, MAXP);
+    ck_assert_int_eq(decode_both(buf, 2, MAXP, &h, &why), ROV_ERR_PROTO);
+    ck_assert_str_eq(why, "bad magic");
+
+    /* Either magic byte wrong on its own. */
+    encode(buf, ROV_FT_ACK, 0, 0, 1, 0);
+    buf[1] ^= 0x01;
+    expect_proto(buf, 2, MAXP);
+    encode(buf, ROV_FT_ACK, 0, 0, 1, 0);
+    buf[0] ^= 0x80;
+    expect_proto(buf, 2, MAXP);
+    /* Byte-swapped magic (a big-endian encoder). */
+    encode(buf, ROV_FT_ACK, 0, 0, 1, 0);
+    buf[0] = 0x56;
+    buf[1] = 0x52;
+    expect_proto(buf, 2, MAXP);
+}
+END_TEST
+
+START_TEST(test_one_byte_is_inprogress)
+{
+    uint8_t buf[1] = {0};
+    struct rov_wire_hdr h;
+    const char *why = NULL;
+
+    /* One byte cannot tell: even a wrong one needs the second to be sure. */
+    ck_assert_int_eq(decode_both(buf, 1, MAXP, &h, &why), ROV_INPROGRESS);
+    ck_assert_int_eq(decode_both(buf, 0, MAXP, &h, &why), ROV_INPROGRESS);
+}
+END_TEST
+
+START_TEST(test_bad_version)
+{
+    static const uint8_t versions[] = {0, ROV_WIRE_VERSION + 1, 0x7f, 0xff};
+    uint8_t buf[ROV_WIRE_HDR_LEN];
+
+    for (size_t i = 0; i < sizeof(versions); i++) {
+        encode(buf, ROV_FT_DATA, 0, 1, 0, 0);
+        buf[2] = versions[i];
+        expect_proto(buf, 3, MAXP); /* detected with 3 bytes */
+        expect_proto(buf, ROV_WIRE_HDR_LEN, MAXP);
+    }
+}
+END_TEST
+
+START_TEST(test_bad_type)
+{
+    static const uint8_t types[] = {0, ROV_FT_MAX_ + 1, 0x80, 0xff};
+    uint8_t buf[ROV_WIRE_HDR_LEN];
+
+    for (size_t i = 0; i < sizeof(types); i++) {
+        encode(buf, ROV_FT_ACK, 0, 0, 0, 0);
+        buf[3] = types[i];
+        expect_proto(buf, 4, MAXP); /* detected with 4 bytes */
+        expect_proto(buf, ROV_WIRE_HDR_LEN, MAXP);
+    }
+    /* Every type in range is accepted. */
+    for (uint8_t t = 1; t <= ROV_FT_MAX_; t++) {
+        struct rov_wire_hdr h = valid_hdr(t), out;
+
+        rov_wire_encode(buf, &h);
+        expect_ok(buf, MAXP, &out);
+        ck_assert_uint_eq(out.type, t);
+    }
+}
+END_TEST
+
+START_TEST(test_truncated_header)
+{
+    for (uint8_t t = 1; t <= ROV_FT_MAX_; t++) {
+        struct rov_wire_hdr h = valid_hdr(t), out;
+        uint8_t full[ROV_WIRE_HDR_LEN];
+
+        rov_wire_encode(full, &h);
+        for (size_t avail = 0; avail < ROV_WIRE_HDR_LEN; avail++) {
+            /* An exact-size copy so an over-read is caught by ASan/valgrind. */
+            uint8_t *p = malloc(avail ? avail : 1);
+            const char *why = NULL;
+
+            ck_assert_ptr_nonnull(p);
+            memcpy(p, full, avail);
+            ck_assert_int_eq(decode_both(p, avail, MAXP, &out, &why), ROV_INPROGRESS);
+            free(p);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_reserved_bits)
+{
+    uint8_t buf[ROV_WIRE_HDR_LEN];
+    struct rov_wire_hdr h;
+    const char *why = NULL;
+
+    for (int byte = 28; byte < 32; byte++) {
+        for (int bit = 0; bit < 8; bit++) {
+            encode(buf, ROV_FT_DATA, 0, 1, 0, 0);
+            buf[byte] = (uint8_t)(1u << bit);
+            ck_assert_int_eq(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &h, &why),
+                             ROV_ERR_PROTO);
+        }
+    }
+    ck_assert_str_eq(why, "reserved header bits set");
+}
+END_TEST
+
+START_TEST(test_payload_limit)
+{
+    uint8_t buf[ROV_WIRE_HDR_LEN];
+    struct rov_wire_hdr h;
+    size_t flen = 0;
+    const char *why = NULL;
+
+    encode(buf, ROV_FT_DATA, 1000, 1, 0, 0);
+    expect_ok(buf, 1000, &h);
+    expect_proto(buf, ROV_WIRE_HDR_LEN, 999);
+    expect_proto(buf, ROV_WIRE_HDR_LEN, 0);
+
+    encode(buf, ROV_FT_DATA, 0, 1, 0, 0);
+    expect_ok(buf, 0, &h); /* empty message with max_payload 0 */
+
+    encode(buf, ROV_FT_DATA, UINT32_MAX, 1, 0, 0);
+    expect_proto(buf, ROV_WIRE_HDR_LEN, (size_t)UINT32_MAX - 1);
+    ck_assert_int_eq(rov_wire_peek(buf, ROV_WIRE_HDR_LEN, UINT32_MAX, &flen, &why), ROV_OK);
+    ck_assert_uint_eq(flen, (size_t)ROV_WIRE_HDR_LEN + UINT32_MAX);
+
+    /* peek needs only the header, not the payload. */
+    encode(buf, ROV_FT_DATA, 4096, 1, 0, 0);
+    ck_assert_int_eq(rov_wire_peek(buf, ROV_WIRE_HDR_LEN, MAXP, &flen, &why), ROV_OK);
+    ck_assert_uint_eq(flen, ROV_WIRE_HDR_LEN + 4096);
+}
+END_TEST
+
+START_TEST(test_payload_on_control)
+{
+    static const uint8_t control[] = {ROV_FT_ACK, ROV_FT_SWITCH, ROV_FT_RESEND, ROV_FT_CLOSE};
+    uint8_t buf[ROV_WIRE_HDR_LEN];
+    struct rov_wire_hdr h;
+    const char *why = NULL;
+
+    for (size_t i = 0; i < sizeof(control); i++) {
+        encode(buf, control[i], 1, 0, 0, 0);
+        ck_assert_int_eq(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &h, &why), ROV_ERR_PROTO);
+        ck_assert_str_eq(why, "payload on a control frame");
+        encode(buf, control[i], UINT32_MAX, 0, 0, 0);
+        expect_proto(buf, ROV_WIRE_HDR_LEN, SIZE_MAX);
+        encode(buf, control[i], 0, 0, 0, 0);
+        expect_ok(buf, MAXP, &h);
+    }
+    /* HELLO and HELLO_ACK carry a payload. */
+    encode(buf, ROV_FT_HELLO, 200, 0, 0, 0);
+    expect_ok(buf, MAXP, &h);
+    encode(buf, ROV_FT_HELLO_ACK, ROV_WIRE_HELLO_FIXED, 0, 0, 0);
+    expect_ok(buf, MAXP, &h);
+}
+END_TEST
+
+START_TEST(test_data_seq_zero)
+{
+    uint8_t buf[ROV_WIRE_HDR_LEN];
+    struct rov_wire_hdr h;
+    const char *why = NULL;
+
+    encode(buf, ROV_FT_DATA, 10, 0, 5, 0);
+    ck_assert_int_eq(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &h, &why), ROV_ERR_PROTO);
+    ck_assert_str_eq(why, "data frame with sequence 0");
+}
+END_TEST
+
+START_TEST(test_control_with_seq)
+{
+    uint8_t buf[ROV_WIRE_HDR_LEN];
+    struct rov_wire_hdr h;
+    const char *why = NULL;
+
+    for (uint8_t t = 1; t <= ROV_FT_MAX_; t++) {
+        struct rov_wire_hdr in = valid_hdr(t);
+
+        if (t == ROV_FT_DATA)
+            continue;
+        in.seq = 1;
+        rov_wire_encode(buf, &in);
+        ck_assert_int_eq(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &h, &why), ROV_ERR_PROTO);
+        ck_assert_str_eq(why, "sequence number on a control frame");
+        in.seq = UINT64_MAX;
+        rov_wire_encode(buf, &in);
+        expect_proto(buf, ROV_WIRE_HDR_LEN, MAXP);
+    }
+}
+END_TEST
+
+START_TEST(test_control_flags)
+{
+    static const uint8_t flagged[] = {ROV_FT_HELLO, ROV_FT_HELLO_ACK, ROV_FT_SWITCH};
+    static const uint32_t bad[] = {1u << 2, 1u << 31, ROV_HF_MASK_ + 1, UINT32_MAX};
+    uint8_t buf[ROV_WIRE_HDR_LEN];
+    struct rov_wire_hdr h;
+    const char *why = NULL;
+
+    for (size_t i = 0; i < sizeof(flagged); i++) {
+        struct rov_wire_hdr in = valid_hdr(flagged[i]);
+
+        for (size_t j = 0; j < sizeof(bad) / sizeof(bad[0]); j++) {
+            in.tag = bad[j];
+            rov_wire_encode(buf, &in);
+            ck_assert_int_eq(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &h, &why),
+                             ROV_ERR_PROTO);
+            ck_assert_str_eq(why, "unknown control flags");
+        }
+        for (uint32_t f = 0; f <= ROV_HF_MASK_; f++) {
+            in.tag = f;
+            rov_wire_encode(buf, &in);
+            expect_ok(buf, MAXP, &h);
+            ck_assert_uint_eq(h.tag, f);
+        }
+    }
+    /* DATA's tag is the user's: any value is fine. */
+    encode(buf, ROV_FT_DATA, 0, 1, 0, UINT32_MAX);
+    expect_ok(buf, MAXP, &h);
+    ck_assert_uint_eq(h.tag, UINT32_MAX);
+}
+END_TEST
+
+START_TEST(test_error_is_sticky)
+{
+    /* Once a prefix is known bad, more bytes never make it acceptable. */
+    uint8_t buf[ROV_WIRE_HDR_LEN];
+    struct rov_wire_hdr h;
+    const char *why = NULL;
+
+    encode(buf, ROV_FT_DATA, 0, 1, 0, 0);
+    buf[3] = 0;
+    for (size_t avail = 0; avail <= ROV_WIRE_HDR_LEN; avail++) {
+        rov_status_t st = decode_both(buf, avail, MAXP, &h, &why);
+
+        ck_assert_int_eq(st, avail < 4 ? ROV_INPROGRESS : ROV_ERR_PROTO);
+    }
+}
+END_TEST
+
+/* ---- HELLO -------------------------------------------------------------- */
+
+static struct rov_wire_hello sample_hello(const void *addr, size_t addr_len)
+{
+    struct rov_wire_hello h = {
+        .conn_id = UINT64_MAX,
+        .peer_conn_id = 0x0123456789abcdefull,
+        .rail = 0xfffe,
+        .addr = addr,
+        .addr_len = addr_len,
+    };
+
+    for (int i = 0; i < ROV_EP_ID_LEN; i++)
+        h.ep_id[i] = (uint8_t)(0xf0 + i);
+    return h;
+}
+
+START_TEST(test_hello_roundtrip)
+{
+    static const size_t addr_lens[] = {0, 1, 37, 300};
+    uint8_t addr[300], buf[ROV_WIRE_HELLO_FIXED + 300 + 1];
+
+    for (size_t i = 0; i < sizeof(addr); i++)
+        addr[i] = (uint8_t)(i * 7 + 1);
+    for (size_t k = 0; k < sizeof(addr_lens) / sizeof(addr_lens[0]); k++) {
+        struct rov_wire_hello in = sample_hello(addr_lens[k] ? addr : NULL, addr_lens[k]), out;
+        const char *why = NULL;
+        size_t n;
+
+        memset(buf, 0xcc, sizeof(buf));
+        n = rov_wire_hello_encode(buf, &in);
+        ck_assert_uint_eq(n, ROV_WIRE_HELLO_FIXED + addr_lens[k]);
+        ck_assert_uint_eq(buf[n], 0xcc);
+        memset(&out, 0, sizeof(out));
+        ck_assert_int_eq(rov_wire_hello_decode(buf, n, &out, &why), ROV_OK);
+        ck_assert_mem_eq(out.ep_id, in.ep_id, ROV_EP_ID_LEN);
+        ck_assert_uint_eq(out.conn_id, in.conn_id);
+        ck_assert_uint_eq(out.peer_conn_id, in.peer_conn_id);
+        ck_assert_uint_eq(out.rail, in.rail);
+        ck_assert_uint_eq(out.addr_len, addr_lens[k]);
+        if (addr_lens[k]) {
+            /* Points into the decoded buffer, not at the caller's source. */
+            ck_assert_ptr_eq(out.addr, buf + ROV_WIRE_HELLO_FIXED);
+            ck_assert_mem_eq(out.addr, addr, addr_lens[k]);
+        } else {
+            ck_assert_ptr_null(out.addr);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_hello_small_values)
+{
+    struct rov_wire_hello in = sample_hello(NULL, 0), out;
+    uint8_t buf[ROV_WIRE_HELLO_FIXED];
+    const char *why = NULL;
+
+    in.conn_id = 1;
+    in.peer_conn_id = UINT64_MAX;
+    in.rail = 0;
+    memset(in.ep_id, 0, sizeof(in.ep_id));
+    ck_assert_uint_eq(rov_wire_hello_encode(buf, &in), ROV_WIRE_HELLO_FIXED);
+    ck_assert_int_eq(rov_wire_hello_decode(buf, sizeof(buf), &out, &why), ROV_OK);
+    ck_assert_uint_eq(out.conn_id, 1);
+    ck_assert_uint_eq(out.peer_conn_id, UINT64_MAX);
+    ck_assert_uint_eq(out.rail, 0);
+}
+END_TEST
+
+START_TEST(test_hello_truncated)
+{
+    uint8_t addr[10] = "0123456789";
+    struct rov_wire_hello in = sample_hello(addr, sizeof(addr)), out;
+    uint8_t buf[ROV_WIRE_HELLO_FIXED + sizeof(addr)];
+    size_t n = rov_wire_hello_encode(buf, &in);
+
+    for (size_t len = 0; len < n; len++) {
+        uint8_t *p = malloc(len ? len : 1);
+        const char *why = NULL;
+
+        ck_assert_ptr_nonnull(p);
+        memcpy(p, buf, len);
+        ck_assert_msg(rov_wire_hello_decode(p, len, &out, &why) == ROV_ERR_PROTO,
+                      "hello of %zu/%zu bytes accepted", len, n);
+        ck_assert_ptr_nonnull(why);
+        free(p);
+    }
+}
+END_TEST
+
+START_TEST(test_hello_conn_id_zero)
+{
+    struct rov_wire_hello in = sample_hello(NULL, 0), out;
+    uint8_t buf[ROV_WIRE_HELLO_FIXED];
+    const char *why = NULL;
+
+    in.conn_id = 0;
+    rov_wire_hello_encode(buf, &in);
+    ck_assert_int_eq(rov_wire_hello_decode(buf, sizeof(buf), &out, &why), ROV_ERR_PROTO);
+    ck_assert_str_eq(why, "hello with connection id 0");
+}
+END_TEST
+
+START_TEST(test_hello_addr_len_mismatch)
+{
+    uint8_t addr[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    struct rov_wire_hello in = sample_hello(addr, sizeof(addr)), out;
+    uint8_t buf[ROV_WIRE_HELLO_FIXED + sizeof(addr) + 1];
+    size_t n = rov_wire_hello_encode(buf, &in);
+    const char *why = NULL;
+
+    /* One trailing byte beyond the declared address. */
+    buf[n] = 0;
+    ck_assert_int_eq(rov_wire_hello_decode(buf, n + 1, &out, &why), ROV_ERR_PROTO);
+    ck_assert_str_eq(why, "hello address length does not match the frame");
+
+    /* Declared length larger / smaller than what follows. */
+    rov_put16(buf + 34, sizeof(addr) + 1);
+    ck_assert_int_eq(rov_wire_hello_decode(buf, n, &out, &why), ROV_ERR_PROTO);
+    rov_put16(buf + 34, sizeof(addr) - 1);
+    ck_assert_int_eq(rov_wire_hello_decode(buf, n, &out, &why), ROV_ERR_PROTO);
+    rov_put16(buf + 34, UINT16_MAX);
+    ck_assert_int_eq(rov_wire_hello_decode(buf, n, &out, &why), ROV_ERR_PROTO);
+    rov_put16(buf + 34, sizeof(addr));
+    ck_assert_int_eq(rov_wire_hello_decode(buf, n, &out, &why), ROV_OK);
+}
+END_TEST
+
+/* ---- address blob ------------------------------------------------------- */
+
+static const uint8_t tcp_addr[6] = {127, 0, 0, 1, 0x1f, 0x90};
+static const uint8_t verbs_addr[40] = {0xfe, 0x80, [39] = 0x77};
+
+static struct rov_wire_addr sample_addr(void)
+{
+    struct rov_wire_addr a;
+
+    memset(&a, 0, sizeof(a));
+    for (int i = 0; i < ROV_EP_ID_LEN; i++)
+        a.ep_id[i] = (uint8_t)(i + 1);
+    a.nrails = 3;
+    a.rails[0].index = 0;
+    strcpy(a.rails[0].kind, "verbs");
+    a.rails[0].addr = verbs_addr;
+    a.rails[0].addr_len = sizeof(verbs_addr);
+    a.rails[1].index = 1;
+    strcpy(a.rails[1].kind, "tcp");
+    a.rails[1].addr = tcp_addr;
+    a.rails[1].addr_len = sizeof(tcp_addr);
+    a.rails[2].index = 255;
+    strcpy(a.rails[2].kind, "abcdefghijklmno"); /* ROV_RAIL_KIND_MAX chars */
+    a.rails[2].addr = ""; /* empty address; test_addr_reencode covers NULL */
+    a.rails[2].addr_len = 0;
+    return a;
+}
+
+static size_t encode_sample(uint8_t *buf, size_t cap)
+{
+    struct rov_wire_addr a = sample_addr();
+    size_t n = rov_wire_addr_encode(buf, cap, &a);
+
+    ck_assert_uint_gt(n, 0);
+    return n;
+}
+
+static void assert_addr_eq(const struct rov_wire_addr *got, const struct rov_wire_addr *want,
+                           const uint8_t *blob, size_t blob_len)
+{
+    ck_assert_mem_eq(got->ep_id, want->ep_id, ROV_EP_ID_LEN);
+    ck_assert_uint_eq(got->nrails, want->nrails);
+    for (unsigned i = 0; i < want->nrails; i++) {
+        ck_assert_uint_eq(got->rails[i].index, want->rails[i].index);
+        ck_assert_str_eq(got->rails[i].kind, want->rails[i].kind);
+        ck_assert_uint_eq(got->rails[i].addr_len, want->rails[i].addr_len);
+        if (want->rails[i].addr_len) {
+            const uint8_t *a = got->rails[i].addr;
+
+            ck_assert_ptr_nonnull(a);
+            ck_assert(a >= blob && a + got->rails[i].addr_len <= blob + blob_len);
+            ck_assert_mem_eq(a, want->rails[i].addr, want->rails[i].addr_len);
+        } else {
+            ck_assert_ptr_null(got->rails[i].addr);
+        }
+    }
+}
+
+START_TEST(test_addr_roundtrip)
+{
+    struct rov_wire_addr in = sample_addr(), out;
+    size_t size = rov_wire_addr_size(&in);
+    uint8_t *buf = malloc(size + 1);
+    const char *why = NULL;
+
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(size, 4 + 1 + 1 + ROV_EP_ID_LEN + (2 + 5 + 2 + sizeof(verbs_addr)) +
+                                (2 + 3 + 2 + sizeof(tcp_addr)) + (2 + 15 + 2));
+    buf[size] = 0xee;
+    ck_assert_uint_eq(rov_wire_addr_encode(buf, size, &in), size);
+    ck_assert_uint_eq(buf[size], 0xee);
+    ck_assert_uint_eq(rov_get32(buf), ROV_ADDR_MAGIC);
+    memset(&out, 0xab, sizeof(out));
+    ck_assert_int_eq(rov_wire_addr_decode(buf, size, &out, &why), ROV_OK);
+    assert_addr_eq(&out, &in, buf, size);
+    free(buf);
+}
+END_TEST
+
+START_TEST(test_addr_reencode)
+{
+    /* decode() reports an empty rail address as addr NULL, addr_len 0; that
+     * struct must encode back to the same blob (no memcpy from NULL, which is
+     * undefined even for 0 bytes and aborts under -fsanitize=undefined). */
+    struct rov_wire_addr in, out;
+    uint8_t blob[128], again[128];
+    const char *why = NULL;
+    size_t n;
+
+    memset(&in, 0, sizeof(in));
+    in.nrails = 2;
+    strcpy(in.rails[0].kind, "tcp");
+    in.rails[0].addr = tcp_addr;
+    in.rails[0].addr_len = sizeof(tcp_addr);
+    in.rails[1].index = 1;
+    strcpy(in.rails[1].kind, "shm");
+    in.rails[1].addr = "";
+    in.rails[1].addr_len = 0;
+    n = rov_wire_addr_encode(blob, sizeof(blob), &in);
+    ck_assert_uint_gt(n, 0);
+    ck_assert_int_eq(rov_wire_addr_decode(blob, n, &out, &why), ROV_OK);
+    ck_assert_ptr_null(out.rails[1].addr);
+    ck_assert_uint_eq(rov_wire_addr_encode(again, sizeof(again), &out), n);
+    ck_assert_mem_eq(again, blob, n);
+}
+END_TEST
+
+START_TEST(test_addr_encode_cap)
+{
+    struct rov_wire_addr in = sample_addr();
+    size_t size = rov_wire_addr_size(&in);
+    uint8_t buf[256];
+
+    ck_assert_uint_le(size, sizeof(buf));
+    memset(buf, 0x11, sizeof(buf));
+    ck_assert_uint_eq(rov_wire_addr_encode(buf, size - 1, &in), 0);
+    ck_assert_uint_eq(rov_wire_addr_encode(buf, 0, &in), 0);
+    ck_assert_uint_eq(buf[0], 0x11); /* nothing written when it does not fit */
+    ck_assert_uint_eq(rov_wire_addr_encode(buf, sizeof(buf), &in), size);
+}
+END_TEST
+
+START_TEST(test_addr_one_and_max_rails)
+{
+    static const uint8_t a16[16] = {9};
+    struct rov_wire_addr in, out;
+    uint8_t buf[1024];
+    const char *why = NULL;
+    size_t n;
+
+    memset(&in, 0, sizeof(in));
+    in.nrails = 1;
+    strcpy(in.rails[0].kind, "t");
+    in.rails[0].addr = "";
+    n = rov_wire_addr_encode(buf, sizeof(buf), &in);
+    ck_assert_int_eq(rov_wire_addr_decode(buf, n, &out, &why), ROV_OK);
+    assert_addr_eq(&out, &in, buf, n);
+
+    in.nrails = ROV_ADDR_MAX_RAILS;
+    for (unsigned i = 0; i < ROV_ADDR_MAX_RAILS; i++) {
+        in.rails[i].index = i;
+        snprintf(in.rails[i].kind, sizeof(in.rails[i].kind), "rail%u", i);
+        in.rails[i].addr = a16;
+        in.rails[i].addr_len = i;
+    }
+    n = rov_wire_addr_encode(buf, sizeof(buf), &in);
+    ck_assert_uint_eq(n, rov_wire_addr_size(&in));
+    ck_assert_int_eq(rov_wire_addr_decode(buf, n, &out, &why), ROV_OK);
+    assert_addr_eq(&out, &in, buf, n);
+}
+END_TEST
+
+START_TEST(test_addr_every_prefix)
+{
+    uint8_t full[256];
+    size_t n = encode_sample(full, sizeof(full));
+
+    for (size_t len = 0; len < n; len++) {
+        uint8_t *p = malloc(len ? len : 1);
+        struct rov_wire_addr out;
+        const char *why = NULL;
+
+        ck_assert_ptr_nonnull(p);
+        memcpy(p, full, len);
+        ck_assert_msg(rov_wire_addr_decode(p, len, &out, &why) == ROV_ERR_INVAL,
+                      "prefix of %zu/%zu bytes not rejected", len, n);
+        ck_assert_ptr_nonnull(why);
+        free(p);
+    }
+}
+END_TEST
+
+static rov_status_t decode_modified(size_t off, uint8_t value, const char **why_p)
+{
+    uint8_t buf[256];
+    size_t n = encode_sample(buf, sizeof(buf));
+    struct rov_wire_addr out;
+
+    ck_assert_uint_lt(off, n);
+    buf[off] = value;
+    *why_p = NULL;
+    return rov_wire_addr_decode(buf, n, &out, why_p);
+}
+
+START_TEST(test_addr_bad_header)
+{
+    const char *why;
+
+    for (size_t off = 0; off < 4; off++) {
+        ck_assert_int_eq(decode_modified(off, 0, &why), ROV_ERR_INVAL);
+        ck_assert_str_eq(why, "not a railover address (bad magic)");
+    }
+    ck_assert_int_eq(decode_modified(4, ROV_WIRE_VERSION + 1, &why), ROV_ERR_INVAL);
+    ck_assert_str_eq(why, "address blob of another protocol version");
+    ck_assert_int_eq(decode_modified(4, 0, &why), ROV_ERR_INVAL);
+    ck_assert_int_eq(decode_modified(5, 0, &why), ROV_ERR_INVAL);
+    ck_assert_str_eq(why, "address blob rail count out of range");
+    ck_assert_int_eq(decode_modified(5, ROV_ADDR_MAX_RAILS + 1, &why), ROV_ERR_INVAL);
+    ck_assert_str_eq(why, "address blob rail count out of range");
+    ck_assert_int_eq(decode_modified(5, 255, &why), ROV_ERR_INVAL);
+    /* A count larger than the rails present is a truncation. */
+    ck_assert_int_eq(decode_modified(5, 4, &why), ROV_ERR_INVAL);
+    /* A count smaller leaves trailing bytes. */
+    ck_assert_int_eq(decode_modified(5, 2, &why), ROV_ERR_INVAL);
+    ck_assert_str_eq(why, "trailing bytes after address blob");
+}
+END_TEST
+
+START_TEST(test_addr_trailing)
+{
+    uint8_t buf[257];
+    size_t n = encode_sample(buf, sizeof(buf) - 1);
+    struct rov_wire_addr out;
+    const char *why = NULL;
+
+    buf[n] = 0;
+    ck_assert_int_eq(rov_wire_addr_decode(buf, n + 1, &out, &why), ROV_ERR_INVAL);
+    ck_assert_str_eq(why, "trailing bytes after address blob");
+    ck_assert_int_eq(rov_wire_addr_decode(buf, n, &out, &why), ROV_OK);
+}
+END_TEST
+
+START_TEST(test_addr_kind_len)
+{
+    /* Offset of the first rail's kind length byte. */
+    const size_t kl_off = 4 + 1 + 1 + ROV_EP_ID_LEN + 1;
+    const char *why;
+
+    ck_assert_int_eq(decode_modified(kl_off, 0, &why), ROV_ERR_INVAL);
+    ck_assert_str_eq(why, "address blob rail kind length out of range");
+    ck_assert_int_eq(decode_modified(kl_off, ROV_RAIL_KIND_MAX + 1, &why), ROV_ERR_INVAL);
+    ck_assert_str_eq(why, "address blob rail kind length out of range");
+    ck_assert_int_eq(decode_modified(kl_off, 255, &why), ROV_ERR_INVAL);
+    /* A NUL inside the kind. */
+    ck_assert_int_eq(decode_modified(kl_off + 2, 0, &why), ROV_ERR_INVAL);
+    ck_assert_str_eq(why, "address blob rail kind contains NUL");
+}
+END_TEST
+
+START_TEST(test_addr_rail_addr_len)
+{
+    /* The first rail's address length (after "verbs"), made to overrun. */
+    const size_t al_off = 4 + 1 + 1 + ROV_EP_ID_LEN + 2 + 5;
+    uint8_t buf[256];
+    size_t n = encode_sample(buf, sizeof(buf));
+    struct rov_wire_addr out;
+    const char *why = NULL;
+
+    ck_assert_uint_eq(rov_get16(buf + al_off), sizeof(verbs_addr));
+    rov_put16(buf + al_off, UINT16_MAX);
+    ck_assert_int_eq(rov_wire_addr_decode(buf, n, &out, &why), ROV_ERR_INVAL);
+    ck_assert_str_eq(why, "address blob truncated");
+    rov_put16(buf + al_off, (uint16_t)(n - al_off - 1));
+    ck_assert_int_eq(rov_wire_addr_decode(buf, n, &out, &why), ROV_ERR_INVAL);
+}
+END_TEST
+
+static Suite *wire_suite(void)
+{
+    Suite *s = suite_create("wire");
+    TCase *tc;
+
+    tc = tcase_create("header");
+    tcase_set_timeout(tc, 10);
+    tcase_add_loop_test(tc, test_hdr_roundtrip, 0,
+                        (int)(sizeof(roundtrip_cases) / sizeof(roundtrip_cases[0])));
+    tcase_add_test(tc, test_hdr_layout);
+    tcase_add_test(tc, test_hdr_version_ignored_on_encode);
+    tcase_add_test(tc, test_bad_magic_early);
+    tcase_add_test(tc, test_one_byte_is_inprogress);
+    tcase_add_test(tc, test_bad_version);
+    tcase_add_test(tc, test_bad_type);
+    tcase_add_test(tc, test_truncated_header);
+    tcase_add_test(tc, test_reserved_bits);
+    tcase_add_test(tc, test_payload_limit);
+    tcase_add_test(tc, test_payload_on_control);
+    tcase_add_test(tc, test_data_seq_zero);
+    tcase_add_test(tc, test_control_with_seq);
+    tcase_add_test(tc, test_control_flags);
+    tcase_add_test(tc, test_error_is_sticky);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("hello");
+    tcase_set_timeout(tc, 10);
+    tcase_add_test(tc, test_hello_roundtrip);
+    tcase_add_test(tc, test_hello_small_values);
+    tcase_add_test(tc, test_hello_truncated);
+    tcase_add_test(tc, test_hello_conn_id_zero);
+    tcase_add_test(tc, test_hello_addr_len_mismatch);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("addr");
+    tcase_set_timeout(tc, 10);
+    tcase_add_test(tc, test_addr_roundtrip);
+    tcase_add_test(tc, test_addr_reencode);
+    tcase_add_test(tc, test_addr_encode_cap);
+    tcase_add_test(tc, test_addr_one_and_max_rails);
+    tcase_add_test(tc, test_addr_every_prefix);
+    tcase_add_test(tc, test_addr_bad_header);
+    tcase_add_test(tc, test_addr_trailing);
+    tcase_add_test(tc, test_addr_kind_len);
+    tcase_add_test(tc, test_addr_rail_addr_len);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(wire_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
