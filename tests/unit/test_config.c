@@ -356,7 +356,7 @@ START_TEST(test_read_defaults)
     ck_assert_str_eq(c->rails[0].name, "tcp");
     ck_assert_str_eq(c->tcp_if, "");
     ck_assert_int_eq(c->log_level, ROV_LOG_WARN);
-    ck_assert_uint_eq(c->window_msgs, 1024);
+    ck_assert_uint_eq(c->window_msgs, 8192);
     ck_assert_uint_eq(c->window_bytes, 16 * MiB);
     ck_assert_uint_eq(c->eager_limit, 8 * KiB);
     ck_assert_uint_eq(c->max_msg, 64 * MiB);
