@@ -53,6 +53,7 @@ struct tcp_chan {
     uint8_t *big;           /* frame larger than buf being read */
     size_t big_cap, big_len, big_need;
     struct tcp_txq *txq_head, *txq_tail;
+    struct tcp_txq *txq_ctrl;   /* last queued control frame, if any */
     struct tcp_chan *next;  /* rail's list (live) or graveyard (dead) */
 };
 
@@ -283,6 +284,7 @@ static void txq_release(struct tcp_chan *c)
         free(q);
     }
     c->txq_tail = NULL;
+    c->txq_ctrl = NULL;
 }
 
 static void tcp_chan_close(struct rov_chan *chan)
@@ -377,11 +379,24 @@ static rov_status_t enqueue(struct tcp_chan *c, const struct iovec *iov, int iov
         q->iov[0].iov_len = rest;
         q->iovcnt = 1;
     }
-    if (c->txq_tail)
-        c->txq_tail->next = q;
-    else
-        c->txq_head = q;
-    c->txq_tail = q;
+    if (!cookie && c->txq_head) {
+        /* Control frames overtake queued data at the next frame boundary
+         * (the head may be half written), in order among themselves. */
+        struct tcp_txq *after = c->txq_ctrl ? c->txq_ctrl : c->txq_head;
+
+        q->next = after->next;
+        after->next = q;
+        if (c->txq_tail == after)
+            c->txq_tail = q;
+    } else {
+        if (c->txq_tail)
+            c->txq_tail->next = q;
+        else
+            c->txq_head = q;
+        c->txq_tail = q;
+    }
+    if (!cookie)
+        c->txq_ctrl = q;
     set_events(c, c->events | EPOLLOUT);
     return cookie ? ROV_INPROGRESS : ROV_OK;
 }
@@ -459,6 +474,8 @@ static void flush_txq(struct tcp_chan *c)
         c->txq_head = q->next;
         if (!c->txq_head)
             c->txq_tail = NULL;
+        if (c->txq_ctrl == q)
+            c->txq_ctrl = NULL;
         if (q->cookie)
             rov_rail_send_done(&c->base, q->cookie);
         free(q);

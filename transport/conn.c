@@ -224,7 +224,13 @@ void rov_conn_push(struct rov_conn *conn)
         int iovcnt;
         rov_status_t st;
 
-        rov_wire_encode(m->hdr, &hdr);
+        bool fresh = m->rail_refs == 0;
+
+        /* A rail may still be writing an earlier transmission of this frame:
+         * then resend the header as it is (its older ack is still valid)
+         * rather than rewrite bytes under the rail. */
+        if (fresh)
+            rov_wire_encode(m->hdr, &hdr);
         if (m->flags & ROV_MSG_COPIED) {
             /* hdr and payload are adjacent: one contiguous frame */
             iov[0].iov_base = m->hdr;
@@ -252,7 +258,8 @@ void rov_conn_push(struct rov_conn *conn)
         }
         m->flags |= ROV_MSG_SENT_ONCE;
         conn->tx.next_tx = m->next;
-        ack_sent(conn);
+        if (fresh)
+            ack_sent(conn);
     }
     maybe_send_close(conn, chan);
 }
@@ -273,11 +280,7 @@ static void cancel_retained(struct rov_conn *conn, rov_status_t status)
     while (m) {
         struct rov_msg *next = m->next;
 
-        if (m->cb && (!(m->flags & ROV_MSG_COPIED) || (m->flags & ROV_MSG_NOTIFY)))
-            m->cb(m->arg, status);
-        m->flags |= ROV_MSG_ACKED;
-        if (m->rail_refs == 0)
-            free(m);
+        rov_msg_release(m, status);
         m = next;
     }
 }
@@ -586,11 +589,7 @@ static bool apply_ack(struct rov_conn *conn, struct rov_chan *chan, uint64_t ack
     }
     for (m = acked; m; m = acked) {
         acked = m->next;
-        m->flags |= ROV_MSG_ACKED;
-        if (m->cb && (!(m->flags & ROV_MSG_COPIED) || (m->flags & ROV_MSG_NOTIFY)))
-            m->cb(m->arg, ROV_OK);
-        if (m->rail_refs == 0)
-            free(m);
+        rov_msg_release(m, ROV_OK);
     }
     return conn->state != ROV_CONN_DEAD && chan->conn == conn;
 }

@@ -442,10 +442,7 @@ void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len)
 
 void rov_rail_send_done(struct rov_chan *chan, void *cookie)
 {
-    struct rov_msg *m = cookie;
-
-    if (--m->rail_refs == 0 && (m->flags & ROV_MSG_ACKED))
-        free(m);
+    rov_msg_rail_done(cookie);
 }
 
 void rov_rail_writable(struct rov_chan *chan)

@@ -98,6 +98,8 @@ struct rov_rail_ops {
      *   calls rov_rail_writable() when it can take more.
      * other negative: the channel failed; the rail reports nothing more for
      *   it except send_done for frames it still referenced.
+     * Frames without a cookie are control frames: a rail may send them ahead
+     * of data frames it has queued, but keeps them in order among themselves.
      */
     rov_status_t (*send)(struct rov_chan *chan, const struct iovec *iov, int iovcnt,
                          void *cookie);

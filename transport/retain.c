@@ -35,6 +35,28 @@ struct rov_msg *rov_retain_msg_alloc(const void *data, size_t len, int copy)
     return m;
 }
 
+static void msg_complete(struct rov_msg *m)
+{
+    if (m->cb && (!(m->flags & ROV_MSG_COPIED) || (m->flags & ROV_MSG_NOTIFY)))
+        m->cb(m->arg, m->status);
+    free(m);
+}
+
+void rov_msg_release(struct rov_msg *m, rov_status_t status)
+{
+    m->flags |= ROV_MSG_ACKED;
+    m->status = status;
+    m->next = NULL;
+    if (m->rail_refs == 0)
+        msg_complete(m);
+}
+
+void rov_msg_rail_done(struct rov_msg *m)
+{
+    if (--m->rail_refs == 0 && (m->flags & ROV_MSG_ACKED))
+        msg_complete(m);
+}
+
 void rov_retain_push(struct rov_retain *r, struct rov_msg *msg)
 {
     msg->seq = r->next_seq++;

@@ -31,6 +31,7 @@ struct rov_msg {
     rov_send_cb_t cb;
     void *arg;
     unsigned rail_refs;                 /* rail sends still referencing it */
+    rov_status_t status;                /* completion status once ACKED */
     uint8_t hdr[ROV_WIRE_HDR_LEN];      /* encoded at each transmission */
     uint8_t payload[];                  /* ROV_MSG_COPIED: the data */
 };
@@ -71,6 +72,14 @@ rov_status_t rov_retain_ack(struct rov_retain *r, uint64_t ack, struct rov_msg *
 
 /** The peer has everything up to peer_last: transmit again from there. */
 void rov_retain_rewind(struct rov_retain *r, uint64_t peer_last);
+
+/** The message has left the queue (acknowledged, or canceled with status):
+ * complete it to the user and free it once no rail references it, else mark
+ * it so rov_msg_rail_done() does that later.  The user's buffer is thus never
+ * read by a rail after the user was told it may reuse it. */
+void rov_msg_release(struct rov_msg *m, rov_status_t status);
+/** A rail no longer references m. */
+void rov_msg_rail_done(struct rov_msg *m);
 
 /** Detach every message (for teardown); returned as a list like ack. */
 struct rov_msg *rov_retain_drain(struct rov_retain *r);
