@@ -687,12 +687,15 @@ static void handle_hello_ack(struct rov_conn *conn, struct rov_chan *chan,
         (conn->peer_id && h.conn_id != conn->peer_id))
         return protocol_error(chan, "hello ack from the wrong connection");
     chan->handshaken = 1;
-    if (conn->state == ROV_CONN_CONNECTING) {
+    if (!conn->peer_id) {
+        /* First handshake (the connection may already be closing). */
         conn->peer_id = h.conn_id;
-        conn_set_state(conn, ROV_CONN_ESTABLISHED, "hello acknowledged");
         conn->tx_sync = false;
-        rov_ctx_event(conn->ctx, ROV_EVENT_CONN_ESTABLISHED, conn, ROV_OK, -1, rail,
-                      "connected");
+        if (conn->state == ROV_CONN_CONNECTING) {
+            conn_set_state(conn, ROV_CONN_ESTABLISHED, "hello acknowledged");
+            rov_ctx_event(conn->ctx, ROV_EVENT_CONN_ESTABLISHED, conn, ROV_OK, -1, rail,
+                          "connected");
+        }
     } else if (conn->tx_rail == rail && conn->tx_sync) {
         if (hdr->tag & ROV_HF_SWITCH)
             peer_synced(conn, hdr->ack);
@@ -786,7 +789,7 @@ void rov_conn_chan_connected(struct rov_chan *chan)
 
     if (!conn)
         return;
-    if (conn->state == ROV_CONN_CONNECTING)
+    if (!conn->peer_id)
         send_hello(chan, ROV_FT_HELLO, 0, true);
     else
         send_hello(chan, ROV_FT_HELLO,
@@ -819,7 +822,7 @@ void rov_conn_chan_failed(struct rov_chan *chan, rov_status_t status, const char
         conn_fail(conn, status, why);
         return;
     }
-    if (conn->state == ROV_CONN_CONNECTING && rail == conn->tx_rail) {
+    if (!conn->peer_id && rail == conn->tx_rail) {
         if (open_first_rail(conn, rail + 1) != ROV_OK)
             conn_fail(conn, ROV_ERR_UNREACHABLE, "no rail reaches the peer");
         return;
