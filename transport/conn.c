@@ -226,6 +226,12 @@ void rov_conn_push(struct rov_conn *conn)
 
         bool fresh = m->rail_refs == 0;
 
+        if (!fresh && m->queued_serial == chan->serial) {
+            /* Still queued on this very channel: it will go out in order. */
+            conn->tx.next_tx = m->next;
+            continue;
+        }
+
         /* A rail may still be writing an earlier transmission of this frame:
          * then resend the header as it is (its older ack is still valid)
          * rather than rewrite bytes under the rail. */
@@ -250,8 +256,10 @@ void rov_conn_push(struct rov_conn *conn)
             rov_conn_chan_failed(chan, st, "send failed");
             return;
         }
-        if (st == ROV_INPROGRESS)
+        if (st == ROV_INPROGRESS) {
             m->rail_refs++;
+            m->queued_serial = chan->serial;
+        }
         if (m->flags & ROV_MSG_SENT_ONCE) {
             conn->stats.msgs_resent++;
             conn->stats.bytes_resent += m->len;
@@ -266,11 +274,19 @@ void rov_conn_push(struct rov_conn *conn)
 
 /* Connection life cycle ------------------------------------------------------- */
 
+/* Every channel of the connection, parked ones included. */
 static void close_all_chans(struct rov_conn *conn)
 {
-    for (int i = 0; i < conn->ctx->nrails; i++)
-        if (conn->chans[i])
-            rov_ctx_chan_close(conn->chans[i]);
+    struct rov_chan *c = conn->ctx->chans;
+
+    while (c) {
+        if (c->conn == conn) {
+            rov_ctx_chan_close(c);
+            c = conn->ctx->chans; /* the list changed */
+        } else {
+            c = c->next;
+        }
+    }
 }
 
 static void cancel_retained(struct rov_conn *conn, rov_status_t status)
@@ -458,6 +474,7 @@ static void move_tx(struct rov_conn *conn, int rail, const char *reason)
     int from = conn->tx_rail;
 
     conn->tx_rail = rail;
+    conn->tx_chan_serial = 0;
     conn->stats.switches++;
     rov_info("conn", "conn %llu: rail %s -> %s (%s)", (unsigned long long)conn->id,
              rov_context_rail_name(conn->ctx, from), rov_context_rail_name(conn->ctx, rail),
@@ -491,10 +508,15 @@ rov_status_t rov_conn_switch(rov_conn_t *conn, int rail, const char *reason)
     return ROV_INPROGRESS;
 }
 
-/* The peer has everything up to `last` and receives on chan's rail now. */
-static void peer_synced(struct rov_conn *conn, uint64_t last)
+/* The peer has everything up to `last` and receives on chan's rail now.
+ * Resend from there, unless chan is the channel we already rewound on and
+ * have sent on ever since: it is FIFO, so what we sent on it will arrive. */
+static void peer_synced(struct rov_conn *conn, struct rov_chan *chan, uint64_t last)
 {
-    rov_retain_rewind(&conn->tx, last);
+    if (conn->tx_chan_serial != chan->serial) {
+        rov_retain_rewind(&conn->tx, last);
+        conn->tx_chan_serial = chan->serial;
+    }
     conn->tx_sync = false;
     rov_conn_push(conn);
 }
@@ -602,6 +624,29 @@ static struct rov_conn *find_conn(rov_context_t *ctx, uint64_t id)
     return NULL;
 }
 
+/* Make an accepted channel the connection's channel on its rail, replacing
+ * any other, and answer its HELLO (flags, ack). */
+static void adopt(struct rov_conn *conn, struct rov_chan *chan, uint32_t flags, uint64_t ack)
+{
+    int rail = chan->rail->index;
+    struct rov_chan *old = conn->chans[rail];
+    bool follow;
+
+    chan->parked = 0;
+    if (old && old != chan)
+        rov_ctx_chan_close(old);
+    conn->chans[rail] = chan;
+    chan->conn = conn;
+    chan->handshaken = 1;
+    if (!apply_ack(conn, chan, ack))
+        return;
+    follow = (flags & ROV_HF_SWITCH) && peer_moves(conn, chan);
+    send_hello(chan, ROV_FT_HELLO_ACK, follow ? ROV_HF_SWITCH : 0, false);
+    /* A new channel of the rail we send on: resume from what the peer has. */
+    if (chan->conn == conn && conn->tx_rail == rail)
+        peer_synced(conn, chan, ack);
+}
+
 /* HELLO on an accepted channel: a new connection, or a new channel (switch,
  * reconnect) of an existing one. */
 static void handle_hello(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
@@ -613,7 +658,6 @@ static void handle_hello(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
     struct rov_conn *conn;
     struct rov_chan *old;
     const char *why = "";
-    bool follow;
 
     if (rov_wire_hello_decode(payload, hdr->len, &h, &why) != ROV_OK)
         return protocol_error(chan, why);
@@ -636,6 +680,7 @@ static void handle_hello(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
         }
         conn->peer_id = h.conn_id;
         conn->tx_rail = rail;
+        conn->tx_chan_serial = chan->serial;
         conn->chans[rail] = chan;
         chan->conn = conn;
         chan->handshaken = 1;
@@ -653,23 +698,17 @@ static void handle_hello(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
         return;
     }
     old = conn->chans[rail];
-    if (old && old->outbound && !old->handshaken && ep_cmp(conn) < 0) {
-        /* Both sides connected this rail at once: keep the channel of the
-         * smaller endpoint id.  The peer drops this one. */
+    chan->conn = conn;
+    if (old && old->outbound && ep_cmp(conn) < 0) {
+        /* Both sides connected this rail: the channel opened by the smaller
+         * endpoint id wins, whatever the timing.  The peer closes this one
+         * when it sees ours; if ours fails first, this one takes over. */
         chan->parked = 1;
+        chan->hello_flags = hdr->tag;
+        chan->hello_ack = hdr->ack;
         return;
     }
-    if (old)
-        rov_ctx_chan_close(old);
-    conn->chans[rail] = chan;
-    chan->conn = conn;
-    chan->handshaken = 1;
-    if (!apply_ack(conn, chan, hdr->ack))
-        return;
-    follow = (hdr->tag & ROV_HF_SWITCH) && peer_moves(conn, chan);
-    send_hello(chan, ROV_FT_HELLO_ACK, follow ? ROV_HF_SWITCH : 0, false);
-    if (follow && chan->conn == conn)
-        peer_synced(conn, hdr->ack);
+    adopt(conn, chan, hdr->tag, hdr->ack);
 }
 
 static void handle_hello_ack(struct rov_conn *conn, struct rov_chan *chan,
@@ -691,6 +730,7 @@ static void handle_hello_ack(struct rov_conn *conn, struct rov_chan *chan,
         /* First handshake (the connection may already be closing). */
         conn->peer_id = h.conn_id;
         conn->tx_sync = false;
+        conn->tx_chan_serial = chan->serial;
         if (conn->state == ROV_CONN_CONNECTING) {
             conn_set_state(conn, ROV_CONN_ESTABLISHED, "hello acknowledged");
             rov_ctx_event(conn->ctx, ROV_EVENT_CONN_ESTABLISHED, conn, ROV_OK, -1, rail,
@@ -698,7 +738,7 @@ static void handle_hello_ack(struct rov_conn *conn, struct rov_chan *chan,
         }
     } else if (conn->tx_rail == rail && conn->tx_sync) {
         if (hdr->tag & ROV_HF_SWITCH)
-            peer_synced(conn, hdr->ack);
+            peer_synced(conn, chan, hdr->ack);
         else /* opened before we moved here: announce the move now */
             send_ctrl(chan, ROV_FT_SWITCH, ROV_HF_SWITCH | ROV_HF_REPLY, NULL, 0);
     }
@@ -714,7 +754,7 @@ static void handle_switch(struct rov_conn *conn, struct rov_chan *chan,
     if (!(hdr->tag & ROV_HF_REPLY)) {
         /* An answer to our SWITCH. */
         if (conn->tx_rail == rail && conn->tx_sync)
-            peer_synced(conn, hdr->ack);
+            peer_synced(conn, chan, hdr->ack);
         return;
     }
     if (!peer_moves(conn, chan))
@@ -722,7 +762,7 @@ static void handle_switch(struct rov_conn *conn, struct rov_chan *chan,
     /* Our own pending SWITCH on this channel already answers the peer. */
     if (!own_pending && send_ctrl(chan, ROV_FT_SWITCH, ROV_HF_SWITCH, NULL, 0) != ROV_OK)
         return;
-    peer_synced(conn, hdr->ack);
+    peer_synced(conn, chan, hdr->ack);
 }
 
 static void handle_close(struct rov_conn *conn)
@@ -814,6 +854,12 @@ void rov_conn_chan_failed(struct rov_chan *chan, rov_status_t status, const char
     rov_ctx_chan_close(chan);
     if (!conn || parked || conn->state == ROV_CONN_DEAD || conn->state == ROV_CONN_FAILED)
         return;
+    for (struct rov_chan *c = conn->ctx->chans; c; c = c->next) {
+        if (c->parked && c->conn == conn && c->rail->index == rail) {
+            adopt(conn, c, c->hello_flags, c->hello_ack);
+            return;
+        }
+    }
     if (conn->state == ROV_CONN_CLOSING && conn->close_sent && conn->peer_closed) {
         conn_finish_close(conn);
         return;

@@ -364,6 +364,7 @@ void rov_endpoint_destroy(rov_endpoint_t *ep)
 
 static void chan_track(rov_context_t *ctx, struct rov_chan *chan)
 {
+    chan->serial = ++ctx->next_chan_serial;
     chan->next = ctx->chans;
     ctx->chans = chan;
 }
@@ -442,7 +443,7 @@ void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len)
 
 void rov_rail_send_done(struct rov_chan *chan, void *cookie)
 {
-    rov_msg_rail_done(cookie);
+    rov_msg_rail_done(cookie, chan->serial);
 }
 
 void rov_rail_writable(struct rov_chan *chan)

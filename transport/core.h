@@ -36,6 +36,7 @@ struct rov_conn {
     struct rov_chan *chans[ROV_MAX_RAILS]; /* adopted channel per rail */
     int tx_rail;                      /* rail we send on */
     bool tx_sync;                     /* wait for the peer's last-received before data */
+    uint64_t tx_chan_serial;          /* channel we rewound on and send on since, or 0 */
     bool close_sent, peer_closed, close_first;
     bool in_ack_list;
     uint64_t ack_deadline_ns;
@@ -70,6 +71,7 @@ struct rov_context {
     struct rov_conn *ack_head, *ack_tail; /* conns owing an ack, by deadline */
     struct rov_chan *chans;           /* every channel not yet closed */
     uint64_t next_conn_id;
+    uint64_t next_chan_serial;
     uint64_t now_ns;                  /* clock at the start of this progress call */
     unsigned poll_count;
     int frames;                       /* frames handled in this progress call */

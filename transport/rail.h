@@ -56,9 +56,12 @@ struct rov_chan {
     /* Owned by the transport; rails must not touch what follows. */
     enum rov_chan_state state;
     struct rov_conn *conn;     /* bound connection, NULL until HELLO */
+    uint64_t serial;           /* unique in the context, never reused */
     unsigned outbound : 1;     /* we connected it */
     unsigned handshaken : 1;   /* HELLO/HELLO_ACK exchange complete */
-    unsigned parked : 1;       /* lost a connect race; ignored until closed */
+    unsigned parked : 1;       /* lost a connect race; kept in reserve */
+    uint32_t hello_flags;      /* parked: the HELLO that came on it */
+    uint64_t hello_ack;
     struct rov_chan *next;     /* context's list of channels */
 };
 

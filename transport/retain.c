@@ -25,6 +25,7 @@ struct rov_msg *rov_retain_msg_alloc(const void *data, size_t len, int copy)
     m->cb = NULL;
     m->arg = NULL;
     m->rail_refs = 0;
+    m->queued_serial = 0;
     if (copy) {
         if (len)
             memcpy(m->payload, data, len);
@@ -51,8 +52,10 @@ void rov_msg_release(struct rov_msg *m, rov_status_t status)
         msg_complete(m);
 }
 
-void rov_msg_rail_done(struct rov_msg *m)
+void rov_msg_rail_done(struct rov_msg *m, uint64_t chan_serial)
 {
+    if (m->queued_serial == chan_serial)
+        m->queued_serial = 0;
     if (--m->rail_refs == 0 && (m->flags & ROV_MSG_ACKED))
         msg_complete(m);
 }

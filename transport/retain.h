@@ -32,6 +32,7 @@ struct rov_msg {
     void *arg;
     unsigned rail_refs;                 /* rail sends still referencing it */
     rov_status_t status;                /* completion status once ACKED */
+    uint64_t queued_serial;             /* channel whose rail last took a reference */
     uint8_t hdr[ROV_WIRE_HDR_LEN];      /* encoded at each transmission */
     uint8_t payload[];                  /* ROV_MSG_COPIED: the data */
 };
@@ -78,8 +79,8 @@ void rov_retain_rewind(struct rov_retain *r, uint64_t peer_last);
  * it so rov_msg_rail_done() does that later.  The user's buffer is thus never
  * read by a rail after the user was told it may reuse it. */
 void rov_msg_release(struct rov_msg *m, rov_status_t status);
-/** A rail no longer references m. */
-void rov_msg_rail_done(struct rov_msg *m);
+/** The rail of channel chan_serial no longer references m. */
+void rov_msg_rail_done(struct rov_msg *m, uint64_t chan_serial);
 
 /** Detach every message (for teardown); returned as a list like ack. */
 struct rov_msg *rov_retain_drain(struct rov_retain *r);
