@@ -774,6 +774,9 @@ static void handle_close(struct rov_conn *conn)
     }
     rov_ctx_event(conn->ctx, ROV_EVENT_CONN_PEER_CLOSED, conn, ROV_OK, conn->tx_rail, -1,
                   "peer closed");
+    /* Already closing: the CLOSE's ack may have released our last message. */
+    if (conn->state == ROV_CONN_CLOSING)
+        rov_conn_push(conn);
 }
 
 void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
