@@ -52,6 +52,7 @@ struct tcp_chan {
     size_t cap, off, len;
     uint8_t *big;           /* frame larger than buf being read */
     size_t big_cap, big_len, big_need;
+    bool expect_big;        /* last frame was large: read the next header alone */
     struct tcp_txq *txq_head, *txq_tail;
     struct tcp_txq *txq_ctrl;   /* last queued control frame, if any */
     struct tcp_chan *next;  /* rail's list (live) or graveyard (dead) */
@@ -504,6 +505,7 @@ static bool parse_frames(struct tcp_chan *c)
             return false;
         }
         if (flen <= avail) {
+            c->expect_big = false;
             rov_rail_recv(&c->base, c->buf + c->off, flen);
             if (c->dead)
                 return false;
@@ -526,6 +528,7 @@ static bool parse_frames(struct tcp_chan *c)
             c->big_len = avail;
             c->big_need = flen;
             c->off = c->len = 0;
+            c->expect_big = true;
         }
         break;
     }
@@ -548,7 +551,14 @@ static int read_chan(struct tcp_chan *c)
         bool big = c->big_need != 0;
         uint8_t *dst = big ? c->big + c->big_len : c->buf + c->len;
         size_t want = big ? c->big_need - c->big_len : c->cap - c->len;
-        ssize_t n = recv(c->watch.fd, dst, want, MSG_DONTWAIT);
+        ssize_t n;
+
+        /* After a large frame, another is likely: read its header alone so
+         * its payload lands in the frame buffer without a copy. */
+        if (!big && c->expect_big && c->len - c->off < ROV_WIRE_HDR_LEN &&
+            want > ROV_WIRE_HDR_LEN - (c->len - c->off))
+            want = ROV_WIRE_HDR_LEN - (c->len - c->off);
+        n = recv(c->watch.fd, dst, want, MSG_DONTWAIT);
 
         if (n == 0) {
             fail(c, ROV_ERR_RESET, (c->len > c->off || big) ?

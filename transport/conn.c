@@ -863,8 +863,12 @@ void rov_conn_chan_failed(struct rov_chan *chan, rov_status_t status, const char
             return;
         }
     }
-    if (conn->state == ROV_CONN_CLOSING && conn->close_sent && conn->peer_closed) {
-        conn_finish_close(conn);
+    if (conn->state == ROV_CONN_CLOSING && conn->close_sent) {
+        /* Everything we sent is acknowledged.  The peer closes its channels
+         * only after its own CLOSE, which may still be on another channel:
+         * wait for it there, or finish when no channel is left. */
+        if (conn->peer_closed || !any_ready_chan(conn))
+            conn_finish_close(conn);
         return;
     }
     if (status == ROV_ERR_PROTO) {
