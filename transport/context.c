@@ -24,26 +24,27 @@ uint64_t rov_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-rov_status_t rov_ctx_watch(rov_context_t *ctx, struct rov_watch *watch, uint32_t events)
+static rov_status_t watch_ctl(rov_context_t *ctx, int op, struct rov_watch *watch,
+                              uint32_t events)
 {
     struct epoll_event ev = {.events = events, .data.ptr = watch};
 
-    if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, watch->fd, &ev) < 0) {
-        rov_error("core", "epoll_ctl(add fd %d): %m", watch->fd);
+    if (epoll_ctl(ctx->epfd, op, watch->fd, &ev) < 0) {
+        rov_error("core", "epoll_ctl(%s fd %d): %m", op == EPOLL_CTL_ADD ? "add" : "mod",
+                  watch->fd);
         return ROV_ERR_IO;
     }
     return ROV_OK;
 }
 
+rov_status_t rov_ctx_watch(rov_context_t *ctx, struct rov_watch *watch, uint32_t events)
+{
+    return watch_ctl(ctx, EPOLL_CTL_ADD, watch, events);
+}
+
 rov_status_t rov_ctx_watch_mod(rov_context_t *ctx, struct rov_watch *watch, uint32_t events)
 {
-    struct epoll_event ev = {.events = events, .data.ptr = watch};
-
-    if (epoll_ctl(ctx->epfd, EPOLL_CTL_MOD, watch->fd, &ev) < 0) {
-        rov_error("core", "epoll_ctl(mod fd %d): %m", watch->fd);
-        return ROV_ERR_IO;
-    }
-    return ROV_OK;
+    return watch_ctl(ctx, EPOLL_CTL_MOD, watch, events);
 }
 
 void rov_ctx_unwatch(rov_context_t *ctx, struct rov_watch *watch)
