@@ -737,10 +737,9 @@ static void handle_hello_ack(struct rov_conn *conn, struct rov_chan *chan,
                           "connected");
         }
     } else if (conn->tx_rail == rail && conn->tx_sync) {
-        if (hdr->tag & ROV_HF_SWITCH)
-            peer_synced(conn, chan, hdr->ack);
-        else /* opened before we moved here: announce the move now */
-            send_ctrl(chan, ROV_FT_SWITCH, ROV_HF_SWITCH | ROV_HF_REPLY, NULL, 0);
+        /* Its ack is the peer's last-received, fresh, on this channel: all we
+         * need to start sending here, whether or not the peer follows. */
+        peer_synced(conn, chan, hdr->ack);
     }
     rov_conn_push(conn);
 }
@@ -749,20 +748,22 @@ static void handle_switch(struct rov_conn *conn, struct rov_chan *chan,
                           const struct rov_wire_hdr *hdr)
 {
     int rail = chan->rail->index;
-    bool own_pending = conn->tx_sync && conn->tx_rail == rail;
 
-    if (!(hdr->tag & ROV_HF_REPLY)) {
-        /* An answer to our SWITCH. */
-        if (conn->tx_rail == rail && conn->tx_sync)
-            peer_synced(conn, chan, hdr->ack);
+    if (hdr->tag & ROV_HF_REPLY) {
+        /* Always answer, even when we do not follow: the asker must not wait
+         * on an answer that depends on our own switches crossing its own.
+         * Extra answers are harmless (a sync on the same channel is a no-op). */
+        bool follow = peer_moves(conn, chan);
+
+        if (send_ctrl(chan, ROV_FT_SWITCH, follow ? ROV_HF_SWITCH : 0, NULL, 0) != ROV_OK ||
+            !follow)
+            return;
+        peer_synced(conn, chan, hdr->ack);
         return;
     }
-    if (!peer_moves(conn, chan))
-        return;
-    /* Our own pending SWITCH on this channel already answers the peer. */
-    if (!own_pending && send_ctrl(chan, ROV_FT_SWITCH, ROV_HF_SWITCH, NULL, 0) != ROV_OK)
-        return;
-    peer_synced(conn, chan, hdr->ack);
+    /* An answer: the peer's last-received on this channel. */
+    if (conn->tx_rail == rail && conn->tx_sync)
+        peer_synced(conn, chan, hdr->ack);
 }
 
 static void handle_close(struct rov_conn *conn)
