@@ -33,10 +33,11 @@
 /* Poll channels directly (no epoll_wait) while there are at most this many. */
 #define TCP_DIRECT_POLL_MAX 8
 #define TCP_READS_PER_POLL 16
+#define TCP_FLUSH_IOV 64
 
 struct tcp_txq {
     struct tcp_txq *next;
-    struct iovec iov[2];
+    struct iovec iov[ROV_RAIL_MAX_IOV];
     int iovcnt;
     void *cookie;    /* transport's, or NULL when copied */
     uint8_t copy[];  /* the copied frame remainder */
@@ -341,7 +342,26 @@ static size_t iov_total(const struct iovec *iov, int n)
     return t;
 }
 
-/* Queue the part of iov not yet written (skip bytes). */
+/* Drop the first skip bytes of an iovec array, in place. */
+static void iov_advance(struct iovec *iov, int *iovcnt_p, size_t skip)
+{
+    int j = 0;
+
+    for (int i = 0; i < *iovcnt_p; i++) {
+        if (skip >= iov[i].iov_len) {
+            skip -= iov[i].iov_len;
+            continue;
+        }
+        iov[j].iov_base = (uint8_t *)iov[i].iov_base + skip;
+        iov[j].iov_len = iov[i].iov_len - skip;
+        skip = 0;
+        j++;
+    }
+    *iovcnt_p = j;
+}
+
+/* Queue the part of iov not yet written (skip bytes): referenced when the
+ * transport gave a cookie, copied otherwise. */
 static rov_status_t enqueue(struct tcp_chan *c, const struct iovec *iov, int iovcnt, size_t skip,
                             void *cookie)
 {
@@ -352,29 +372,15 @@ static rov_status_t enqueue(struct tcp_chan *c, const struct iovec *iov, int iov
         return ROV_ERR_NOMEM;
     q->next = NULL;
     q->cookie = cookie;
-    q->iovcnt = 0;
-    if (cookie) {
-        for (int i = 0; i < iovcnt; i++) {
-            if (skip >= iov[i].iov_len) {
-                skip -= iov[i].iov_len;
-                continue;
-            }
-            q->iov[q->iovcnt].iov_base = (uint8_t *)iov[i].iov_base + skip;
-            q->iov[q->iovcnt].iov_len = iov[i].iov_len - skip;
-            q->iovcnt++;
-            skip = 0;
-        }
-    } else {
+    memcpy(q->iov, iov, (size_t)iovcnt * sizeof(*iov));
+    q->iovcnt = iovcnt;
+    iov_advance(q->iov, &q->iovcnt, skip);
+    if (!cookie) {
         size_t off = 0;
 
-        for (int i = 0; i < iovcnt; i++) {
-            if (skip >= iov[i].iov_len) {
-                skip -= iov[i].iov_len;
-                continue;
-            }
-            memcpy(q->copy + off, (uint8_t *)iov[i].iov_base + skip, iov[i].iov_len - skip);
-            off += iov[i].iov_len - skip;
-            skip = 0;
+        for (int i = 0; i < q->iovcnt; i++) {
+            memcpy(q->copy + off, q->iov[i].iov_base, q->iov[i].iov_len);
+            off += q->iov[i].iov_len;
         }
         q->iov[0].iov_base = q->copy;
         q->iov[0].iov_len = rest;
@@ -407,6 +413,12 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt)
     struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
     ssize_t n;
 
+    if (iovcnt == 1) { /* send() is a little cheaper than sendmsg() */
+        do {
+            n = send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        } while (n < 0 && errno == EINTR);
+        return n;
+    }
     do {
         n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     } while (n < 0 && errno == EINTR);
@@ -422,6 +434,8 @@ static rov_status_t tcp_send(struct rov_chan *chan, const struct iovec *iov, int
 
     if (c->dead)
         return ROV_ERR_RESET;
+    if (iovcnt < 1 || iovcnt > ROV_RAIL_MAX_IOV)
+        return ROV_ERR_INVAL;
     if (c->txq_head)
         return enqueue(c, iov, iovcnt, 0, cookie);
     total = iov_total(iov, iovcnt);
@@ -441,46 +455,49 @@ static rov_status_t tcp_send(struct rov_chan *chan, const struct iovec *iov, int
     return enqueue(c, iov, iovcnt, (size_t)n, cookie);
 }
 
+/* Write as many queued frames as the socket takes, up to TCP_FLUSH_IOV
+ * pieces per system call. */
 static void flush_txq(struct tcp_chan *c)
 {
     while (c->txq_head) {
-        struct tcp_txq *q = c->txq_head;
-        size_t total = iov_total(q->iov, q->iovcnt);
-        ssize_t n = write_iov(c->watch.fd, q->iov, q->iovcnt);
+        struct iovec iov[TCP_FLUSH_IOV];
+        int n_iov = 0;
+        size_t batch = 0, left;
+        ssize_t n;
 
+        for (struct tcp_txq *q = c->txq_head; q && n_iov + q->iovcnt <= TCP_FLUSH_IOV;
+             q = q->next) {
+            memcpy(iov + n_iov, q->iov, (size_t)q->iovcnt * sizeof(*iov));
+            n_iov += q->iovcnt;
+            batch += iov_total(q->iov, q->iovcnt);
+        }
+        n = write_iov(c->watch.fd, iov, n_iov);
         if (n < 0) {
-            if (errno == EAGAIN)
-                return;
-            fail(c, errno_status(errno), errno_why(errno));
+            if (errno != EAGAIN)
+                fail(c, errno_status(errno), errno_why(errno));
             return;
         }
-        if ((size_t)n < total) {
-            /* Advance the queued iov past what went out. */
-            size_t skip = (size_t)n;
-            int j = 0;
+        for (left = (size_t)n; left > 0;) {
+            struct tcp_txq *q = c->txq_head;
+            size_t total = iov_total(q->iov, q->iovcnt);
 
-            for (int i = 0; i < q->iovcnt; i++) {
-                if (skip >= q->iov[i].iov_len) {
-                    skip -= q->iov[i].iov_len;
-                    continue;
-                }
-                q->iov[j].iov_base = (uint8_t *)q->iov[i].iov_base + skip;
-                q->iov[j].iov_len = q->iov[i].iov_len - skip;
-                skip = 0;
-                j++;
+            if (left < total) {
+                iov_advance(q->iov, &q->iovcnt, left);
+                return; /* the socket is full */
             }
-            q->iovcnt = j;
-            return;
+            left -= total;
+            c->txq_head = q->next;
+            if (!c->txq_head)
+                c->txq_tail = NULL;
+            if (c->txq_ctrl == q)
+                c->txq_ctrl = NULL;
+            if (q->cookie)
+                rov_rail_send_done(&c->base, q->cookie);
+            free(q);
+            if (c->dead)
+                return;
         }
-        c->txq_head = q->next;
-        if (!c->txq_head)
-            c->txq_tail = NULL;
-        if (c->txq_ctrl == q)
-            c->txq_ctrl = NULL;
-        if (q->cookie)
-            rov_rail_send_done(&c->base, q->cookie);
-        free(q);
-        if (c->dead)
+        if ((size_t)n < batch)
             return;
     }
     set_events(c, c->events & ~(uint32_t)EPOLLOUT);

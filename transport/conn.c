@@ -118,7 +118,7 @@ static void ack_schedule(struct rov_conn *conn)
 
     if (conn->in_ack_list)
         return;
-    conn->ack_deadline_ns = ctx->now_ns + ctx->config.ack_delay_ns;
+    conn->ack_deadline_ns = rov_now_ns() + ctx->config.ack_delay_ns;
     conn->ack_prev = ctx->ack_tail;
     conn->ack_next = NULL;
     if (ctx->ack_tail)
@@ -127,7 +127,6 @@ static void ack_schedule(struct rov_conn *conn)
         ctx->ack_head = conn;
     ctx->ack_tail = conn;
     conn->in_ack_list = true;
-    rov_ctx_arm_ticker(ctx);
 }
 
 /* Send a control frame; the rail copies it if it cannot go out at once. */
@@ -450,7 +449,7 @@ rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf, size
         conn->stats.window_full++;
         return ROV_ERR_AGAIN;
     }
-    m = rov_retain_msg_alloc(buf, len, copy);
+    m = rov_msg_cache_alloc(&conn->ctx->msg_cache, buf, len, copy);
     if (!m)
         return ROV_ERR_NOMEM;
     m->tag = tag;

@@ -14,7 +14,7 @@
 #define EPOLL_BATCH 64
 /* With busy polling, rails poll their hot channels directly; the epoll set
  * (accepts, connects, writability, timers) is checked every Nth call. */
-#define EPOLL_EVERY 8
+#define EPOLL_EVERY 32
 
 uint64_t rov_now_ns(void)
 {
@@ -81,7 +81,7 @@ static void set_ticker(rov_context_t *ctx, bool on)
     ctx->idle_ticks = 0;
 }
 
-void rov_ctx_arm_ticker(rov_context_t *ctx)
+static void arm_ticker(rov_context_t *ctx)
 {
     if (!ctx->ticker_armed)
         set_ticker(ctx, true);
@@ -101,7 +101,9 @@ static void ticker_cb(struct rov_watch *w, uint32_t events)
 
 static void flush_due_acks(rov_context_t *ctx)
 {
-    while (ctx->ack_head && ctx->ack_head->ack_deadline_ns <= ctx->now_ns)
+    uint64_t now = rov_now_ns();
+
+    while (ctx->ack_head && ctx->ack_head->ack_deadline_ns <= now)
         rov_conn_send_ack(ctx->ack_head);
 }
 
@@ -135,15 +137,19 @@ static int progress(rov_context_t *ctx, int timeout_ms)
     int polled = 0;
 
     ctx->frames = 0;
-    ctx->now_ns = rov_now_ns();
     for (int i = 0; i < ctx->nrails; i++)
         polled += ctx->rails[i]->ops->progress(ctx->rails[i]);
     if (timeout_ms != 0 || polled == 0 || ++ctx->poll_count % EPOLL_EVERY == 0) {
         dispatch(ctx, ctx->frames ? 0 : timeout_ms);
-        ctx->now_ns = rov_now_ns();
     }
-    if (ctx->ack_head)
+    if (ctx->ack_head) {
         flush_due_acks(ctx);
+        /* Idle with an ack owed: the caller may block on our fd next, so
+         * let the ticker wake it.  (A busy caller replies, or comes back,
+         * sooner: no timer syscall on the fast path.) */
+        if (ctx->ack_head && ctx->frames == 0)
+            arm_ticker(ctx);
+    }
     if (ctx->reap)
         reap(ctx);
     return ctx->frames;
@@ -296,6 +302,7 @@ void rov_context_destroy(rov_context_t *ctx)
     }
     close(ctx->ticker.fd);
     close(ctx->epfd);
+    rov_msg_cache_fini(&ctx->msg_cache);
     free(ctx);
 }
 

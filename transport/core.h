@@ -72,10 +72,10 @@ struct rov_context {
     struct rov_chan *chans;           /* every channel not yet closed */
     uint64_t next_conn_id;
     uint64_t next_chan_serial;
-    uint64_t now_ns;                  /* clock at the start of this progress call */
     unsigned poll_count;
     int frames;                       /* frames handled in this progress call */
     bool reap;                        /* dead objects wait to be freed */
+    struct rov_msg_cache msg_cache;
 };
 
 uint64_t rov_now_ns(void);
@@ -99,6 +99,5 @@ struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, s
                                       rov_status_t *st_p);
 void rov_ctx_event(rov_context_t *ctx, rov_event_type_t type, struct rov_conn *conn,
                    rov_status_t status, int from, int to, const char *reason);
-void rov_ctx_arm_ticker(rov_context_t *ctx);
 
 #endif

@@ -28,6 +28,7 @@
     ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 
 #define ROV_RAIL_ADDR_MAX 128
+#define ROV_RAIL_MAX_IOV 2
 
 struct rov_conn;
 
@@ -92,7 +93,8 @@ struct rov_rail_ops {
                             struct rov_chan **chan_p);
 
     /**
-     * Send one frame (iov[0] starts with the header) on an OPEN channel.
+     * Send one frame (iov[0] starts with the header; at most ROV_RAIL_MAX_IOV
+     * pieces) on an OPEN channel.
      * ROV_OK: sent or copied; the memory is free again.
      * ROV_INPROGRESS: the rail still references the memory; it calls
      *   rov_rail_send_done(chan, cookie) when done.  Never returned when

@@ -11,12 +11,12 @@ void rov_retain_init(struct rov_retain *r, uint64_t max_msgs, uint64_t max_bytes
     r->max_bytes = max_bytes;
 }
 
-struct rov_msg *rov_retain_msg_alloc(const void *data, size_t len, int copy)
-{
-    struct rov_msg *m = malloc(sizeof(*m) + (copy ? len : 0));
+/* Payload capacity of each class and how many free buffers it keeps. */
+static const size_t class_len[ROV_MSG_CLASSES] = {0, 256, 2048, 8192};
+static const unsigned class_keep[ROV_MSG_CLASSES] = {1024, 1024, 512, 256};
 
-    if (!m)
-        return NULL;
+static void msg_init(struct rov_msg *m, const void *data, size_t len, int copy)
+{
     m->next = NULL;
     m->seq = 0;
     m->tag = 0;
@@ -33,14 +33,76 @@ struct rov_msg *rov_retain_msg_alloc(const void *data, size_t len, int copy)
     } else {
         m->data = data;
     }
+}
+
+struct rov_msg *rov_retain_msg_alloc(const void *data, size_t len, int copy)
+{
+    struct rov_msg *m = malloc(sizeof(*m) + (copy ? len : 0));
+
+    if (!m)
+        return NULL;
+    m->cache = NULL;
+    msg_init(m, data, len, copy);
     return m;
+}
+
+struct rov_msg *rov_msg_cache_alloc(struct rov_msg_cache *cache, const void *data, size_t len,
+                                    int copy)
+{
+    size_t need = copy ? len : 0;
+    unsigned cls = 0;
+    struct rov_msg *m;
+
+    while (cls < ROV_MSG_CLASSES && class_len[cls] < need)
+        cls++;
+    if (cls == ROV_MSG_CLASSES)
+        return rov_retain_msg_alloc(data, len, copy);
+    m = cache->free[cls];
+    if (m) {
+        cache->free[cls] = m->next;
+        cache->nfree[cls]--;
+    } else {
+        m = malloc(sizeof(*m) + class_len[cls]);
+        if (!m)
+            return NULL;
+        m->cache = cache;
+        m->cls = cls;
+    }
+    msg_init(m, data, len, copy);
+    return m;
+}
+
+void rov_msg_free(struct rov_msg *m)
+{
+    struct rov_msg_cache *cache = m->cache;
+
+    if (!cache || cache->nfree[m->cls] >= class_keep[m->cls]) {
+        free(m);
+        return;
+    }
+    m->next = cache->free[m->cls];
+    cache->free[m->cls] = m;
+    cache->nfree[m->cls]++;
+}
+
+void rov_msg_cache_fini(struct rov_msg_cache *cache)
+{
+    for (unsigned c = 0; c < ROV_MSG_CLASSES; c++) {
+        while (cache->free[c]) {
+            struct rov_msg *m = cache->free[c];
+
+            cache->free[c] = m->next;
+            free(m);
+        }
+        cache->nfree[c] = 0;
+    }
 }
 
 static void msg_complete(struct rov_msg *m)
 {
     if (m->cb && (!(m->flags & ROV_MSG_COPIED) || (m->flags & ROV_MSG_NOTIFY)))
         m->cb(m->arg, m->status);
-    free(m);
+    rov_msg_free(m);
 }
 
 void rov_msg_release(struct rov_msg *m, rov_status_t status)

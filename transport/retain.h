@@ -21,8 +21,12 @@ enum {
     ROV_MSG_SENT_ONCE = 1u << 3, /* transmitted at least once */
 };
 
+struct rov_msg_cache;
+
 struct rov_msg {
     struct rov_msg *next;
+    struct rov_msg_cache *cache;        /* where it returns when freed, or NULL */
+    unsigned cls;                       /* size class in the cache */
     uint64_t seq;
     uint32_t tag;
     uint32_t flags;
@@ -54,8 +58,25 @@ static inline bool rov_retain_has_room(const struct rov_retain *r, size_t len)
     return r->count == 0 || (r->count < r->max_msgs && r->bytes + len <= r->max_bytes);
 }
 
-/** Allocate a message; copy != 0 copies data inline, else references it. */
+/** Allocate a message; copy != 0 copies data inline, else references it.
+ * Free it with rov_msg_free() (plain free() is fine for this one). */
 struct rov_msg *rov_retain_msg_alloc(const void *data, size_t len, int copy);
+
+/* A per-context cache of message buffers in a few size classes, so the send
+ * path neither calls malloc nor faults in fresh pages per message. */
+#define ROV_MSG_CLASSES 4
+struct rov_msg_cache {
+    struct rov_msg *free[ROV_MSG_CLASSES];
+    unsigned nfree[ROV_MSG_CLASSES];
+};
+
+/** Like rov_retain_msg_alloc(), from cache. */
+struct rov_msg *rov_msg_cache_alloc(struct rov_msg_cache *cache, const void *data, size_t len,
+                                    int copy);
+/** Return m to its cache, or free it. */
+void rov_msg_free(struct rov_msg *m);
+/** Free every cached buffer. */
+void rov_msg_cache_fini(struct rov_msg_cache *cache);
 
 /** Append msg, giving it the next sequence number. */
 void rov_retain_push(struct rov_retain *r, struct rov_msg *msg);

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# Railover against the same rail used raw, side by side in one run.
+#
+# Starts `railover perf --listen 127.0.0.1:PORT` with RAILOVER_RAILS=tcp@lo,
+# then runs the client R times in raw TCP mode and R times in Railover mode,
+# alternating (the order flips every round so neither path always runs
+# first), and prints the median of every result per size:
+#
+#   size, raw p50 latency, railover p50 latency, ratio, raw MB/s,
+#   railover MB/s, ratio          (ratio = railover / raw)
+#
+# With 2+ cores the server and the client are pinned to different cores.
+# Every JSON line the client printed is kept (--out FILE) for later analysis.
+set -euo pipefail
+
+usage() {
+    cat <<EOF
+usage: $(basename "$0") [options] [-- extra railover perf client options]
+  --bin PATH        the railover tool (default: \$RAILOVER_BIN, railover in PATH,
+                    or a build directory next to this script)
+  --reps R          rounds of raw + railover (default 5)
+  --port PORT       server port on 127.0.0.1 (default: any free port)
+  --sizes LIST      message sizes (default: the tool's, 8,4096,65536,1048576)
+  --iters N         latency iterations (default: the tool's)
+  --warmup N        latency warmup iterations (default: the tool's)
+  --bw-bytes N      bytes per bandwidth repetition (default: the tool's)
+  --out FILE        keep every client JSON line in FILE
+  --json            print the comparison as JSON lines instead of a table
+EOF
+}
+
+script_dir=$(cd "$(dirname "$0")" && pwd)
+bin=${RAILOVER_BIN:-}
+reps=5
+port=0
+out=
+json=0
+client_args=()
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --bin) bin=$2; shift 2 ;;
+    --reps) reps=$2; shift 2 ;;
+    --port) port=$2; shift 2 ;;
+    --sizes|--iters|--warmup|--bw-bytes) client_args+=("$1" "$2"); shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --json) json=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    --) shift; client_args+=("$@"); break ;;
+    *) echo "perf-compare: unknown option '$1'" >&2; usage >&2; exit 1 ;;
+    esac
+done
+
+if ! [[ "$reps" =~ ^[1-9][0-9]*$ ]]; then
+    echo "perf-compare: --reps must be a positive number" >&2
+    exit 1
+fi
+if [ -z "$bin" ]; then
+    if command -v railover >/dev/null 2>&1; then
+        bin=$(command -v railover)
+    else
+        for cand in "$script_dir"/../build*/tools/railover; do
+            if [ -x "$cand" ]; then bin=$cand; break; fi
+        done
+    fi
+fi
+if [ -z "$bin" ] || [ ! -x "$bin" ]; then
+    echo "perf-compare: railover tool not found; build it or pass --bin PATH" >&2
+    exit 1
+fi
+command -v python3 >/dev/null 2>&1 || { echo "perf-compare: needs python3" >&2; exit 1; }
+
+export RAILOVER_RAILS=tcp@lo
+
+server_pin=()
+client_pin=()
+ncpu=$(nproc 2>/dev/null || echo 1)
+if [ "$ncpu" -ge 2 ] && command -v taskset >/dev/null 2>&1; then
+    server_pin=(taskset -c 0)
+    client_pin=(taskset -c 1)
+    pinning="server on cpu 0, client on cpu 1"
+else
+    pinning="not pinned ($ncpu cpu)"
+fi
+
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+    if [ -n "$server_pid" ]; then
+        kill "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"${server_pin[@]}" "$bin" perf --listen "127.0.0.1:$port" >"$work/server.out" 2>"$work/server.err" &
+server_pid=$!
+
+addr=
+for _ in $(seq 100); do
+    addr=$(sed -n 's/^railover perf: listening on \([^ ]*\).*/\1/p' "$work/server.out")
+    [ -n "$addr" ] && break
+    if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
+    sleep 0.1
+done
+if [ -z "$addr" ]; then
+    echo "perf-compare: the server did not start:" >&2
+    cat "$work/server.out" "$work/server.err" >&2
+    exit 1
+fi
+
+echo "# perf-compare: $bin, server $addr, RAILOVER_RAILS=$RAILOVER_RAILS," \
+     "$reps rounds, $pinning" >&2
+# Busy polling on both sides: any other load skews the numbers badly.
+if [ -r /proc/loadavg ]; then
+    read -r load1 _ </proc/loadavg
+    if python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0.5 else 1)" "$load1"; then
+        echo "# warning: load average $load1 before the run: other work competes for the" \
+             "cores, the numbers are unreliable (compare ratios, rerun when idle)" >&2
+    fi
+fi
+
+run_client() {
+    local mode=$1 round=$2
+    local args=("$addr" --json "${client_args[@]}")
+    [ "$mode" = raw ] && args+=(--raw)
+    echo "# round $round/$reps: $mode" >&2
+    if ! "${client_pin[@]}" "$bin" perf "${args[@]}" >>"$work/results.jsonl" \
+            2>"$work/client.err"; then
+        echo "perf-compare: the $mode client failed in round $round:" >&2
+        cat "$work/client.err" >&2
+        echo "--- server log:" >&2
+        cat "$work/server.err" >&2
+        exit 1
+    fi
+}
+
+for round in $(seq "$reps"); do
+    if [ $((round % 2)) -eq 1 ]; then
+        run_client raw "$round"
+        run_client railover "$round"
+    else
+        run_client railover "$round"
+        run_client raw "$round"
+    fi
+done
+
+if [ -n "$out" ]; then
+    cp "$work/results.jsonl" "$out"
+fi
+
+python3 - "$work/results.jsonl" "$json" <<'EOF'
+import json
+import statistics
+import sys
+
+path, as_json = sys.argv[1], sys.argv[2] == "1"
+vals = {}
+rails = set()
+with open(path) as f:
+    for line in f:
+        line = line.strip()
+        if not line:
+            continue
+        r = json.loads(line)
+        key = "p50_us" if r["test"] == "latency" else "mb_s"
+        vals.setdefault((r["test"], r["path"], r["size"]), []).append(r[key])
+        if r["path"] == "railover":
+            rails.add(r["rail"])
+
+def med(test, p, size):
+    v = vals.get((test, p, size))
+    return statistics.median(v) if v else None
+
+def ratio(a, b):
+    return round(a / b, 4) if a is not None and b else None
+
+sizes = sorted({k[2] for k in vals})
+rows = []
+for s in sizes:
+    lr, lv = med("latency", "raw", s), med("latency", "railover", s)
+    br, bv = med("bandwidth", "raw", s), med("bandwidth", "railover", s)
+    rows.append((s, lr, lv, ratio(lv, lr), br, bv, ratio(bv, br)))
+
+if as_json:
+    for s, lr, lv, lrat, br, bv, brat in rows:
+        print(json.dumps({"test": "compare", "size": s, "raw_p50_us": lr,
+                          "railover_p50_us": lv, "lat_ratio": lrat, "raw_mb_s": br,
+                          "railover_mb_s": bv, "bw_ratio": brat,
+                          "rail": ",".join(sorted(rails))}, separators=(",", ":")))
+    sys.exit(0)
+
+def fmt(v, spec):
+    return format(v, spec) if v is not None else "-"
+
+print("# medians; ratio = railover / raw (latency: above 1 is slower; bandwidth: below 1 is"
+      " slower); railover rail: %s" % ",".join(sorted(rails)))
+print("%10s %12s %12s %8s %12s %12s %8s" % ("size", "raw p50 us", "rov p50 us", "ratio",
+                                             "raw MB/s", "rov MB/s", "ratio"))
+for s, lr, lv, lrat, br, bv, brat in rows:
+    print("%10d %12s %12s %8s %12s %12s %8s" % (s, fmt(lr, ".2f"), fmt(lv, ".2f"),
+                                                 fmt(lrat, ".3f"), fmt(br, ".1f"),
+                                                 fmt(bv, ".1f"), fmt(brat, ".3f")))
+EOF

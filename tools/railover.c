@@ -1,0 +1,106 @@
+/*
+ * railover: command line tool for the Railover library.
+ *
+ *   railover info     library version, the configured rails, the effective
+ *                     configuration
+ *   railover perf     latency and bandwidth benchmark (see perf.c)
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "railover/railover.h"
+#include "railover_tool.h"
+
+static void usage(FILE *stream)
+{
+    fprintf(stream,
+            "usage: railover <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  info                     library version, configured rails and the effective\n"
+            "                           configuration (from the RAILOVER_* environment)\n"
+            "  perf --listen ADDR:PORT  serve latency/bandwidth runs until killed\n"
+            "  perf ADDR:PORT [--raw] [--json] [--sizes LIST] [--iters N] [--warmup N]\n"
+            "                 [--bw-bytes N]\n"
+            "                           measure against a perf server ('railover perf --help')\n"
+            "  version                  print the library version\n"
+            "  help                     this text\n");
+}
+
+static void info_recv_cb(void *arg, rov_conn_t *conn, uint32_t tag, const void *data,
+                         size_t len)
+{
+}
+
+static int cmd_info(int argc, char **argv)
+{
+    char err[512] = "";
+    rov_config_t *config = NULL;
+    rov_context_t *context = NULL;
+    int rc = 0;
+
+    if (argc > 1) {
+        fprintf(stderr, "railover info: unexpected argument '%s'\n", argv[1]);
+        return 1;
+    }
+    rov_status_t status = rov_config_read(err, sizeof(err), &config);
+    if (status != ROV_OK) {
+        fprintf(stderr, "railover info: %s\n", err[0] != '\0' ? err : rov_status_str(status));
+        return 1;
+    }
+
+    printf("railover %s\n", rov_version());
+
+    rov_context_params_t params = {
+        .config = config,
+        .recv_cb = info_recv_cb,
+    };
+    status = rov_context_create(&params, &context);
+    if (status == ROV_OK) {
+        int count = rov_context_rail_count(context);
+        printf("rails: %d\n", count);
+        for (int i = 0; i < count; i++) {
+            const char *name = rov_context_rail_name(context, i);
+            printf("  %d  %s\n", i, name != NULL ? name : "?");
+        }
+        rov_context_destroy(context);
+    } else {
+        fprintf(stderr, "railover info: cannot open the configured rails: %s\n",
+                rov_status_str(status));
+        printf("rails: not opened (%s)\n", rov_status_str(status));
+        rc = 1;
+    }
+
+    printf("configuration:\n");
+    fflush(stdout);
+    rov_config_print(config, stdout);
+    fflush(stdout);
+    rov_config_free(config);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 1;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "info") == 0) {
+        return cmd_info(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "perf") == 0) {
+        return rov_tool_perf(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("railover %s\n", rov_version());
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "railover: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 1;
+}
