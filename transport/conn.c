@@ -87,16 +87,7 @@ static rov_status_t set_peer_addr(struct rov_conn *conn, const void *blob, size_
 
 /* Frames out ----------------------------------------------------------------- */
 
-static void ack_sent(struct rov_conn *conn)
-{
-    conn->rx_acked = conn->rx_seq;
-    conn->rx_unacked_msgs = 0;
-    conn->rx_unacked_bytes = 0;
-    if (conn->in_ack_list)
-        rov_conn_ack_unlink(conn);
-}
-
-void rov_conn_ack_unlink(struct rov_conn *conn)
+static void ack_unlink(struct rov_conn *conn)
 {
     rov_context_t *ctx = conn->ctx;
 
@@ -110,6 +101,15 @@ void rov_conn_ack_unlink(struct rov_conn *conn)
         ctx->ack_tail = conn->ack_prev;
     conn->ack_next = conn->ack_prev = NULL;
     conn->in_ack_list = false;
+}
+
+static void ack_sent(struct rov_conn *conn)
+{
+    conn->rx_acked = conn->rx_seq;
+    conn->rx_unacked_msgs = 0;
+    conn->rx_unacked_bytes = 0;
+    if (conn->in_ack_list)
+        ack_unlink(conn);
 }
 
 static void ack_schedule(struct rov_conn *conn)
@@ -189,7 +189,7 @@ void rov_conn_send_ack(struct rov_conn *conn)
     if (chan && send_ctrl(chan, ROV_FT_ACK, 0, NULL, 0) == ROV_OK)
         conn->stats.acks_sent++;
     else if (conn->in_ack_list)
-        rov_conn_ack_unlink(conn); /* piggybacks on the next frame instead */
+        ack_unlink(conn); /* piggybacks on the next frame instead */
 }
 
 static void maybe_send_close(struct rov_conn *conn, struct rov_chan *chan)
@@ -290,14 +290,7 @@ static void close_all_chans(struct rov_conn *conn)
 
 static void cancel_retained(struct rov_conn *conn, rov_status_t status)
 {
-    struct rov_msg *m = rov_retain_drain(&conn->tx);
-
-    while (m) {
-        struct rov_msg *next = m->next;
-
-        rov_msg_release(m, status);
-        m = next;
-    }
+    rov_msg_release_list(rov_retain_drain(&conn->tx), status);
 }
 
 void rov_conn_abort(struct rov_conn *conn, rov_status_t status)
@@ -305,7 +298,7 @@ void rov_conn_abort(struct rov_conn *conn, rov_status_t status)
     close_all_chans(conn);
     cancel_retained(conn, status);
     if (conn->in_ack_list)
-        rov_conn_ack_unlink(conn);
+        ack_unlink(conn);
 }
 
 static void conn_fail(struct rov_conn *conn, rov_status_t status, const char *why)
@@ -561,13 +554,13 @@ static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
     if (hdr->seq > conn->rx_seq + 1) {
         rov_status_t st = rov_reorder_insert(&conn->reorder, conn->rx_seq + 1, hdr->seq,
                                              hdr->tag, payload, hdr->len);
-        struct rov_chan *chan = any_ready_chan(conn);
+        struct rov_chan *chan;
 
         if (st == ROV_OK)
             conn->stats.reordered++;
         rov_debug("conn", "conn %llu: early seq %llu, expected %llu", (unsigned long long)conn->id,
                   (unsigned long long)hdr->seq, (unsigned long long)conn->rx_seq + 1);
-        if (conn->resend_asked != conn->rx_seq + 1 && chan) {
+        if (conn->resend_asked != conn->rx_seq + 1 && (chan = any_ready_chan(conn))) {
             conn->resend_asked = conn->rx_seq + 1;
             send_ctrl(chan, ROV_FT_RESEND, 0, NULL, 0);
         }
@@ -600,7 +593,7 @@ static void protocol_error(struct rov_chan *chan, const char *why)
  * connection is gone afterwards (protocol error, or a callback closed it). */
 static bool apply_ack(struct rov_conn *conn, struct rov_chan *chan, uint64_t ack)
 {
-    struct rov_msg *acked, *m;
+    struct rov_msg *acked;
 
     if (ack <= rov_retain_acked(&conn->tx))
         return true;
@@ -608,10 +601,7 @@ static bool apply_ack(struct rov_conn *conn, struct rov_chan *chan, uint64_t ack
         protocol_error(chan, "acknowledgement of data never sent");
         return false;
     }
-    for (m = acked; m; m = acked) {
-        acked = m->next;
-        rov_msg_release(m, ROV_OK);
-    }
+    rov_msg_release_list(acked, ROV_OK);
     return conn->state != ROV_CONN_DEAD && chan->conn == conn;
 }
 

@@ -90,7 +90,6 @@ void rov_conn_push(struct rov_conn *conn);
 void rov_conn_send_ack(struct rov_conn *conn);
 void rov_conn_abort(struct rov_conn *conn, rov_status_t status);
 void rov_conn_free(struct rov_conn *conn);
-void rov_conn_ack_unlink(struct rov_conn *conn);
 
 /* context.c: channel bookkeeping */
 void rov_ctx_chan_close(struct rov_chan *chan);

@@ -105,13 +105,23 @@ static void msg_complete(struct rov_msg *m)
     rov_msg_free(m);
 }
 
-void rov_msg_release(struct rov_msg *m, rov_status_t status)
+static void msg_release(struct rov_msg *m, rov_status_t status)
 {
     m->flags |= ROV_MSG_ACKED;
     m->status = status;
     m->next = NULL;
     if (m->rail_refs == 0)
         msg_complete(m);
+}
+
+void rov_msg_release_list(struct rov_msg *list, rov_status_t status)
+{
+    while (list) {
+        struct rov_msg *next = list->next;
+
+        msg_release(list, status);
+        list = next;
+    }
 }
 
 void rov_msg_rail_done(struct rov_msg *m, uint64_t chan_serial)

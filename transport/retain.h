@@ -95,11 +95,12 @@ rov_status_t rov_retain_ack(struct rov_retain *r, uint64_t ack, struct rov_msg *
 /** The peer has everything up to peer_last: transmit again from there. */
 void rov_retain_rewind(struct rov_retain *r, uint64_t peer_last);
 
-/** The message has left the queue (acknowledged, or canceled with status):
- * complete it to the user and free it once no rail references it, else mark
- * it so rov_msg_rail_done() does that later.  The user's buffer is thus never
- * read by a rail after the user was told it may reuse it. */
-void rov_msg_release(struct rov_msg *m, rov_status_t status);
+/** Messages (a list linked by next) have left the queue: acknowledged, or
+ * canceled with status.  Each is completed to the user and freed once no rail
+ * references it, else marked so rov_msg_rail_done() does that later.  The
+ * user's buffer is thus never read by a rail after the user was told it may
+ * reuse it. */
+void rov_msg_release_list(struct rov_msg *list, rov_status_t status);
 /** The rail of channel chan_serial no longer references m. */
 void rov_msg_rail_done(struct rov_msg *m, uint64_t chan_serial);
 
