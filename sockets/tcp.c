@@ -22,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -578,7 +580,7 @@ static int read_chan(struct tcp_chan *c)
         n = recv(c->watch.fd, dst, want, MSG_DONTWAIT);
 
         if (n == 0) {
-            fail(c, ROV_ERR_RESET, (c->len > c->off || big) ?
+            fail(c, ROV_ERR_CLOSED, (c->len > c->off || big) ?
                  "tcp: peer closed the connection in the middle of a frame" :
                  "tcp: peer closed the connection");
             break;
@@ -822,6 +824,68 @@ static void tcp_close(struct rov_rail *rail)
     free(r);
 }
 
+/* Liveness from the kernel: bytes not yet acknowledged by the peer's TCP
+ * (SIOCOUTQ) or still in our queue make the channel busy; the time since the
+ * last ACK from the peer's kernel is what the failover engine waits on.  The
+ * peer's kernel acknowledges (and answers zero-window probes) whether or not
+ * its application reads, so a busy peer never looks dead. */
+static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_health *h)
+{
+    struct tcp_chan *c = rov_container_of(chan, struct tcp_chan, base);
+    int fd = c->watch.fd;
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    int outq = 0;
+
+    if (c->dead || c->connecting) {
+        h->busy = c->connecting;
+        h->heard_ago_ns = h->sent_ago_ns = 0;
+        return c->dead ? ROV_ERR_RESET : ROV_OK;
+    }
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 || ioctl(fd, SIOCOUTQ, &outq) < 0)
+        return errno_status(errno);
+    h->busy = outq > 0 || c->txq_head != NULL;
+    h->heard_ago_ns = (uint64_t)ti.tcpi_last_ack_recv * 1000000ull;
+    h->sent_ago_ns = (uint64_t)ti.tcpi_last_data_sent * 1000000ull;
+    return ROV_OK;
+}
+
+static void sockaddr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+    uint16_t port = 0;
+
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+
+        inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
+        port = ntohs(sin->sin_port);
+        snprintf(buf, len, "%s:%u", ip, port);
+    } else {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+
+        inet_ntop(AF_INET6, &sin6->sin6_addr, ip, sizeof(ip));
+        port = ntohs(sin6->sin6_port);
+        snprintf(buf, len, "[%s]:%u", ip, port);
+    }
+}
+
+static void tcp_chan_str(struct rov_chan *chan, char *buf, size_t len)
+{
+    struct tcp_chan *c = rov_container_of(chan, struct tcp_chan, base);
+    struct sockaddr_storage l, r;
+    socklen_t ll = sizeof(l), rl = sizeof(r);
+    char ls[64] = "?", rs[64] = "?";
+
+    memset(&l, 0, sizeof(l));
+    memset(&r, 0, sizeof(r));
+    if (getsockname(c->watch.fd, (struct sockaddr *)&l, &ll) == 0)
+        sockaddr_str(&l, ls, sizeof(ls));
+    if (getpeername(c->watch.fd, (struct sockaddr *)&r, &rl) == 0)
+        sockaddr_str(&r, rs, sizeof(rs));
+    snprintf(buf, len, "local=%s remote=%s", ls, rs);
+}
+
 static const struct rov_rail_ops tcp_ops = {
     .name = "tcp",
     .open = tcp_open,
@@ -832,6 +896,8 @@ static const struct rov_rail_ops tcp_ops = {
     .send = tcp_send,
     .chan_close = tcp_chan_close,
     .progress = tcp_progress,
+    .chan_health = tcp_chan_health,
+    .chan_str = tcp_chan_str,
     .addr_str = tcp_addr_str,
 };
 

@@ -4,10 +4,14 @@
  *   railover info     library version, the configured rails, the effective
  *                     configuration
  *   railover perf     latency and bandwidth benchmark (see perf.c)
+ *   railover status|force|release|ctl
+ *                     talk to running processes through their control
+ *                     sockets (see ctl.c, docs/control.md)
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "ctl.h"
 #include "railover/railover.h"
 #include "railover_tool.h"
 
@@ -23,8 +27,22 @@ static void usage(FILE *stream)
             "  perf ADDR:PORT [--raw] [--json] [--sizes LIST] [--iters N] [--warmup N]\n"
             "                 [--bw-bytes N]\n"
             "                           measure against a perf server ('railover perf --help')\n"
+            "  status [PID...]          identity and connection status of the given processes,\n"
+            "                           or of every Railover process of this user\n"
+            "  force PID|all [conn ID | peer EPID]\n"
+            "                           move connections off their preferred rail and hold\n"
+            "                           them there (fabric maintenance); all connections of\n"
+            "                           the process unless conn/peer selects some\n"
+            "  release PID|all [conn ID | peer EPID]\n"
+            "                           undo force: connections may move back\n"
+            "  ctl PID VERB [ARGS...]   send any control request ('ctl PID help' lists them)\n"
             "  version                  print the library version\n"
-            "  help                     this text\n");
+            "  help                     this text\n"
+            "\n"
+            "status, force, release and ctl reach processes through their control sockets in\n"
+            "RAILOVER_RUN_DIR (default $XDG_RUNTIME_DIR/railover or /tmp/railover-UID); a\n"
+            "process answers while it calls rov_progress.  Exit status 0 when every answer\n"
+            "was 'ok'.\n");
 }
 
 static void info_recv_cb(void *arg, rov_conn_t *conn, uint32_t tag, const void *data,
@@ -91,6 +109,15 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "perf") == 0) {
         return rov_tool_perf(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "status") == 0) {
+        return rov_tool_status(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "force") == 0 || strcmp(cmd, "release") == 0) {
+        return rov_tool_force(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "ctl") == 0) {
+        return rov_tool_ctl(argc - 1, argv + 1);
     }
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("railover %s\n", rov_version());

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "transport/fault.h"
 #include "transport/log.h"
 
 #define KiB (1024ull)
@@ -149,6 +151,21 @@ rov_status_t rov_parse_duration(const char *s, uint64_t min_ns, uint64_t max_ns,
                             err_len);
 }
 
+rov_status_t rov_parse_bool(const char *s, int *out_p, char *err, size_t err_len)
+{
+    static const char *const yes[] = {"on", "yes", "true", "1"};
+    static const char *const no[] = {"off", "no", "false", "0"};
+
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strcasecmp(s, yes[i]) == 0 || strcasecmp(s, no[i]) == 0) {
+            *out_p = strcasecmp(s, yes[i]) == 0;
+            return ROV_OK;
+        }
+    }
+    errf(err, err_len, "'%s' is not a boolean (on/off, yes/no, true/false, 1/0)", s);
+    return ROV_ERR_INVAL;
+}
+
 static int valid_token(const char *s, size_t n, int allow_punct)
 {
     if (n == 0)
@@ -225,9 +242,17 @@ void rov_config_defaults(struct rov_config *c)
     c->reorder_msgs = 256;
     c->ack_delay_ns = 200 * 1000;
     c->tcp_rxbuf = 256 * KiB;
+    c->failover = 1;
+    c->failover_timeout_ns = 1 * NS_PER_S;
+    c->keepalive_ns = 1 * NS_PER_S;
+    c->failback = 1;
+    c->failback_dwell_ns = 2 * NS_PER_S;
+    c->failback_retry_ns = 50 * NS_PER_MS;
+    c->failback_retry_max_ns = 5 * NS_PER_S;
+    c->control = 1;
 }
 
-enum var_type { V_RAILS, V_IFNAME, V_LOG, V_COUNT, V_SIZE, V_DURATION };
+enum var_type { V_RAILS, V_IFNAME, V_LOG, V_COUNT, V_SIZE, V_DURATION, V_BOOL, V_FAULT, V_PATH };
 
 struct var {
     const char *name;
@@ -259,6 +284,26 @@ static const struct var vars[] = {
      "longest wait before a stand-alone acknowledgement"},
     {"RAILOVER_TCP_RXBUF", V_SIZE, OFF(tcp_rxbuf), 4 * KiB, 64 * MiB,
      "receive staging buffer per tcp channel"},
+    {"RAILOVER_FAILOVER", V_BOOL, OFF(failover), 0, 0,
+     "move a connection to the next rail when its rail fails (on/off)"},
+    {"RAILOVER_FAILOVER_TIMEOUT", V_DURATION, OFF(failover_timeout_ns), 10 * NS_PER_MS,
+     3600 * NS_PER_S, "work on a rail with no rail-level completion this long is a failure"},
+    {"RAILOVER_KEEPALIVE", V_DURATION, OFF(keepalive_ns), 0, 3600 * NS_PER_S,
+     "probe a channel that sent nothing this long (0s: never)"},
+    {"RAILOVER_FAILBACK", V_BOOL, OFF(failback), 0, 0,
+     "move back to a preferred rail once it has healed (on/off)"},
+    {"RAILOVER_FAILBACK_DWELL", V_DURATION, OFF(failback_dwell_ns), 0, 3600 * NS_PER_S,
+     "a healed rail must stay healthy this long before traffic moves back"},
+    {"RAILOVER_FAILBACK_RETRY", V_DURATION, OFF(failback_retry_ns), 1 * NS_PER_MS,
+     3600 * NS_PER_S, "first retry of a failed rail after this; the wait doubles per failure"},
+    {"RAILOVER_FAILBACK_RETRY_MAX", V_DURATION, OFF(failback_retry_max_ns), 1 * NS_PER_MS,
+     3600 * NS_PER_S, "longest wait between retries of a failed rail"},
+    {"RAILOVER_FAULT", V_FAULT, OFF(fault), 0, 0,
+     "fault injection for tests: rail=N,mode=error|silent,after=N[,every=N][,seed=N]"},
+    {"RAILOVER_CONTROL", V_BOOL, OFF(control), 0, 0,
+     "serve the per-process control socket (railover status/force/release)"},
+    {"RAILOVER_RUN_DIR", V_PATH, OFF(run_dir), 0, 0,
+     "directory of control sockets (empty: $XDG_RUNTIME_DIR/railover or /tmp/railover-UID)"},
 };
 
 static rov_status_t set_var(struct rov_config *c, const struct var *v, const char *value,
@@ -310,6 +355,27 @@ static rov_status_t set_var(struct rov_config *c, const struct var *v, const cha
     case V_DURATION:
         st = rov_parse_duration(value, v->min, v->max, field, why, sizeof(why));
         break;
+    case V_BOOL:
+        st = rov_parse_bool(value, field, why, sizeof(why));
+        break;
+    case V_FAULT:
+        st = rov_fault_parse(value, NULL, why, sizeof(why));
+        if (st == ROV_OK && strlen(value) >= sizeof(c->fault)) {
+            snprintf(why, sizeof(why), "longer than %zu characters", sizeof(c->fault) - 1);
+            st = ROV_ERR_INVAL;
+        }
+        if (st == ROV_OK)
+            snprintf(field, sizeof(c->fault), "%s", value);
+        break;
+    case V_PATH:
+        if (*value && (value[0] != '/' || strlen(value) >= sizeof(c->run_dir) - 32)) {
+            snprintf(why, sizeof(why), "not an absolute path shorter than %zu characters",
+                     sizeof(c->run_dir) - 32);
+            st = ROV_ERR_INVAL;
+        } else {
+            snprintf(field, sizeof(c->run_dir), "%s", value);
+        }
+        break;
     }
     if (st != ROV_OK)
         errf(err, err_len, "%s='%s': %s (%s)", v->name, value, why, v->help);
@@ -318,6 +384,10 @@ static rov_status_t set_var(struct rov_config *c, const struct var *v, const cha
 
 static rov_status_t check_consistency(const struct rov_config *c, char *err, size_t err_len)
 {
+    if (c->failback_retry_ns > c->failback_retry_max_ns) {
+        errf(err, err_len, "RAILOVER_FAILBACK_RETRY exceeds RAILOVER_FAILBACK_RETRY_MAX");
+        return ROV_ERR_INVAL;
+    }
     if (c->eager_limit > c->max_msg) {
         errf(err, err_len, "RAILOVER_EAGER_LIMIT (%" PRIu64 ") exceeds RAILOVER_MAX_MSG (%" PRIu64
              ")", c->eager_limit, c->max_msg);
@@ -379,7 +449,12 @@ static void print_value(const struct rov_config *c, const struct var *v, FILE *f
             fprintf(f, "%s%s", i ? "," : "", c->rails[i].name);
         break;
     case V_IFNAME:
+    case V_FAULT:
+    case V_PATH:
         fputs(field, f);
+        break;
+    case V_BOOL:
+        fputs(*(const int *)field ? "on" : "off", f);
         break;
     case V_LOG:
         fputs(rov_log_level_name(*(const int *)field), f);
@@ -391,10 +466,14 @@ static void print_value(const struct rov_config *c, const struct var *v, FILE *f
     case V_DURATION: {
         uint64_t ns = *(const uint64_t *)field;
 
-        if (ns % 1000)
-            fprintf(f, "%" PRIu64 "ns", ns);
-        else
+        if (ns && ns % NS_PER_S == 0)
+            fprintf(f, "%" PRIu64 "s", ns / (uint64_t)NS_PER_S);
+        else if (ns % NS_PER_MS == 0)
+            fprintf(f, "%" PRIu64 "ms", ns / (uint64_t)NS_PER_MS);
+        else if (ns % 1000 == 0)
             fprintf(f, "%" PRIu64 "us", ns / 1000);
+        else
+            fprintf(f, "%" PRIu64 "ns", ns);
         break;
     }
     }

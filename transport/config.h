@@ -29,6 +29,18 @@ struct rov_config {
     uint64_t reorder_msgs;
     uint64_t ack_delay_ns;
     uint64_t tcp_rxbuf;
+    /* failover engine (failover/) */
+    int failover;                  /* detect failures and move connections */
+    uint64_t failover_timeout_ns;  /* no rail-level completion for this long: stalled */
+    uint64_t keepalive_ns;         /* probe a channel idle this long; 0: never */
+    int failback;                  /* move back to a preferred rail once it heals */
+    uint64_t failback_dwell_ns;    /* healthy this long before traffic moves back */
+    uint64_t failback_retry_ns;    /* first retry of a failed rail; doubles ... */
+    uint64_t failback_retry_max_ns; /* ... up to this */
+    char fault[128];               /* RAILOVER_FAULT: fault injection spec, empty: none */
+    /* control endpoint (transport/control.c) */
+    int control;                   /* serve the per-process control socket */
+    char run_dir[108];             /* where control sockets live; empty: per-user default */
 };
 
 /* Value parsers, exported for the unit tests.  Each returns ROV_OK or
@@ -43,6 +55,9 @@ rov_status_t rov_parse_duration(const char *s, uint64_t min_ns, uint64_t max_ns,
                                 uint64_t *out_ns_p, char *err, size_t err_len);
 rov_status_t rov_parse_rails(const char *s, struct rov_rail_spec *rails, unsigned *nrails_p,
                              char *err, size_t err_len);
+
+/* Booleans: on/off, yes/no, true/false, 1/0. */
+rov_status_t rov_parse_bool(const char *s, int *out_p, char *err, size_t err_len);
 
 /* Defaults for every field. */
 void rov_config_defaults(struct rov_config *config);

@@ -12,6 +12,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "transport/core.h"
 #include "transport/log.h"
@@ -36,9 +37,29 @@ static int ep_cmp(const struct rov_conn *conn)
     return memcmp(conn->ctx->ep_id, conn->peer.ep_id, ROV_EP_ID_LEN);
 }
 
+int rov_conn_ep_cmp(const struct rov_conn *conn)
+{
+    return ep_cmp(conn);
+}
+
 static bool chan_ready(const struct rov_chan *chan)
 {
     return chan && chan->state == ROV_CHAN_OPEN && chan->handshaken;
+}
+
+bool rov_conn_chan_ready(const struct rov_chan *chan)
+{
+    return chan_ready(chan);
+}
+
+/* Every send goes through here; a channel silenced by RAILOVER_FAULT drops
+ * what it is given, as a dead path does. */
+static inline rov_status_t chan_send(struct rov_chan *chan, const struct iovec *iov, int iovcnt,
+                                     void *cookie)
+{
+    if (__builtin_expect(chan->silent, 0))
+        return ROV_OK;
+    return chan->rail->ops->send(chan, iov, iovcnt, cookie);
 }
 
 static int peer_rail(const struct rov_conn *conn, int rail)
@@ -49,6 +70,11 @@ static int peer_rail(const struct rov_conn *conn, int rail)
         if ((int)conn->peer.rails[i].index == rail && strcmp(conn->peer.rails[i].kind, kind) == 0)
             return (int)i;
     return -1;
+}
+
+bool rov_conn_peer_has_rail(const struct rov_conn *conn, int rail)
+{
+    return rail >= 0 && rail < conn->ctx->nrails && peer_rail(conn, rail) >= 0;
 }
 
 struct rov_conn *rov_conn_new(rov_context_t *ctx)
@@ -143,7 +169,7 @@ static rov_status_t send_ctrl(struct rov_chan *chan, uint8_t type, uint32_t flag
     rov_status_t st;
 
     rov_wire_encode(hdrbuf, &hdr);
-    st = chan->rail->ops->send(chan, iov, len ? 2 : 1, NULL);
+    st = chan_send(chan, iov, len ? 2 : 1, NULL);
     if (st < 0) {
         rov_conn_chan_failed(chan, st, "send of a control frame failed");
         return st;
@@ -190,6 +216,11 @@ void rov_conn_send_ack(struct rov_conn *conn)
         conn->stats.acks_sent++;
     else if (conn->in_ack_list)
         ack_unlink(conn); /* piggybacks on the next frame instead */
+}
+
+rov_status_t rov_conn_probe(struct rov_chan *chan)
+{
+    return send_ctrl(chan, ROV_FT_ACK, 0, NULL, 0);
 }
 
 static void maybe_send_close(struct rov_conn *conn, struct rov_chan *chan)
@@ -248,7 +279,7 @@ void rov_conn_push(struct rov_conn *conn)
             iov[1].iov_len = m->len;
             iovcnt = m->len ? 2 : 1;
         }
-        st = chan->rail->ops->send(chan, iov, iovcnt, m);
+        st = chan_send(chan, iov, iovcnt, m);
         if (st == ROV_ERR_AGAIN)
             break;
         if (st < 0) {
@@ -267,6 +298,11 @@ void rov_conn_push(struct rov_conn *conn)
         conn->tx.next_tx = m->next;
         if (fresh)
             ack_sent(conn);
+        if (__builtin_expect(conn->ctx->fault_armed, 0)) {
+            rov_fault_data_sent(&conn->ctx->fault, chan);
+            if (chan->state == ROV_CHAN_CLOSED)
+                return;
+        }
     }
     maybe_send_close(conn, chan);
 }
@@ -334,7 +370,7 @@ void rov_conn_free(struct rov_conn *conn)
     free(conn);
 }
 
-static rov_status_t open_chan(struct rov_conn *conn, int rail)
+rov_status_t rov_conn_open_rail(struct rov_conn *conn, int rail)
 {
     int pr = peer_rail(conn, rail);
     struct rov_chan *chan;
@@ -359,7 +395,7 @@ static rov_status_t open_first_rail(struct rov_conn *conn, int from)
     rov_status_t st = ROV_ERR_UNREACHABLE;
 
     for (int i = from; i < conn->ctx->nrails; i++) {
-        st = open_chan(conn, i);
+        st = rov_conn_open_rail(conn, i);
         if (st == ROV_OK) {
             conn->tx_rail = i;
             conn->tx_sync = true;
@@ -461,43 +497,85 @@ rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf, size
 
 /* The switch ----------------------------------------------------------------- */
 
-static void move_tx(struct rov_conn *conn, int rail, const char *reason)
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void move_tx(struct rov_conn *conn, int rail, rov_reason_t reason, const char *text)
 {
     int from = conn->tx_rail;
 
     conn->tx_rail = rail;
     conn->tx_chan_serial = 0;
     conn->stats.switches++;
-    rov_info("conn", "conn %llu: rail %s -> %s (%s)", (unsigned long long)conn->id,
+    conn->stats.reasons[reason]++;
+    conn->stats.last_reason = reason;
+    conn->stats.last_switch_ns = realtime_ns();
+    rov_info("conn", "conn %llu: rail %s -> %s (%s: %s)", (unsigned long long)conn->id,
              rov_context_rail_name(conn->ctx, from), rov_context_rail_name(conn->ctx, rail),
-             reason);
-    rov_ctx_event(conn->ctx, ROV_EVENT_CONN_RAIL_SWITCH, conn, ROV_OK, from, rail, reason);
+             rov_reason_str(reason), text);
+    rov_ctx_event_code(conn->ctx, ROV_EVENT_CONN_RAIL_SWITCH, conn, ROV_OK, from, rail, text,
+                       reason);
 }
 
-rov_status_t rov_conn_switch(rov_conn_t *conn, int rail, const char *reason)
+static uint32_t hold_flag(const struct rov_conn *conn)
+{
+    return conn->fo.hold ? ROV_HF_HOLD : 0;
+}
+
+static void send_switch_request(struct rov_conn *conn, struct rov_chan *chan)
+{
+    send_ctrl(chan, ROV_FT_SWITCH, conn->switch_tag | hold_flag(conn), NULL, 0);
+}
+
+void rov_conn_announce(struct rov_conn *conn)
+{
+    struct rov_chan *chan = conn->tx_rail >= 0 ? conn->chans[conn->tx_rail] : NULL;
+
+    if (!chan_ready(chan) || conn->tx_sync)
+        return; /* the pending switch request carries the hold state */
+    conn->switch_tag = rov_hf_make(ROV_HF_SWITCH | ROV_HF_REPLY, ROV_REASON_NONE, 0);
+    send_switch_request(conn, chan);
+}
+
+rov_status_t rov_conn_move(struct rov_conn *conn, int rail, rov_reason_t reason,
+                           const char *text, uint32_t hf, int failed_rail)
 {
     struct rov_chan *chan;
     rov_status_t st;
 
-    if (conn->state != ROV_CONN_ESTABLISHED)
+    /* The engine also moves a connection that is flushing for close. */
+    if (conn->state != ROV_CONN_ESTABLISHED &&
+        !(conn->state == ROV_CONN_CLOSING && conn->peer_id && reason != ROV_REASON_API))
         return ROV_ERR_BUSY;
-    if (rail < 0 || rail >= conn->ctx->nrails || peer_rail(conn, rail) < 0)
+    if (!rov_conn_peer_has_rail(conn, rail))
         return ROV_ERR_UNREACHABLE;
     if (conn->tx_rail == rail)
         return conn->tx_sync ? ROV_INPROGRESS : ROV_OK;
     chan = conn->chans[rail];
     if (!chan || chan->state == ROV_CHAN_CLOSED) {
-        st = open_chan(conn, rail);
+        st = rov_conn_open_rail(conn, rail);
         if (st != ROV_OK)
             return st;
     }
-    move_tx(conn, rail, reason ? reason : "requested");
+    move_tx(conn, rail, reason, text);
     conn->tx_sync = true;
+    conn->switch_tag = rov_hf_make(ROV_HF_SWITCH | ROV_HF_REPLY | hf, reason,
+                                   failed_rail >= 0 ? (unsigned)failed_rail : 0);
     chan = conn->chans[rail];
     /* A channel still connecting announces the move in its HELLO. */
     if (chan_ready(chan))
-        send_ctrl(chan, ROV_FT_SWITCH, ROV_HF_SWITCH | ROV_HF_REPLY, NULL, 0);
+        send_switch_request(conn, chan);
     return ROV_INPROGRESS;
+}
+
+rov_status_t rov_conn_switch(rov_conn_t *conn, int rail, const char *reason)
+{
+    return rov_conn_move(conn, rail, ROV_REASON_API, reason ? reason : "requested", 0, -1);
 }
 
 /* The peer has everything up to `last` and receives on chan's rail now.
@@ -513,20 +591,34 @@ static void peer_synced(struct rov_conn *conn, struct rov_chan *chan, uint64_t l
     rov_conn_push(conn);
 }
 
-/* The peer asks us to move to chan's rail (HELLO or SWITCH with SWITCH flag).
- * Returns whether we follow; the caller answers, then calls peer_synced(). */
-static bool peer_moves(struct rov_conn *conn, struct rov_chan *chan)
+/* The peer asks us to move to chan's rail (HELLO or SWITCH with SWITCH flag;
+ * tag carries its reason and hold state).  Returns whether we follow; the
+ * caller answers, then calls peer_synced() and peer_request_done(). */
+static bool peer_moves(struct rov_conn *conn, struct rov_chan *chan, uint32_t tag)
 {
     int rail = chan->rail->index;
 
+    if (tag & ROV_HF_REPLY)
+        conn->fo.peer_hold = (tag & ROV_HF_HOLD) != 0;
     if (conn->tx_rail != rail) {
         /* Both sides moving to different rails at once: the smaller endpoint
          * id wins, the other follows it. */
         if (conn->tx_sync && chan_ready(conn->chans[conn->tx_rail]) && ep_cmp(conn) < 0)
             return false;
-        move_tx(conn, rail, "peer moved");
+        move_tx(conn, rail, rov_fo_peer_reason(rov_hf_reason(tag)), "peer moved");
     }
     return true;
+}
+
+/* After answering a peer's switch request: a rail it left because it failed
+ * is dead for us too, even if we have not noticed yet. */
+static void peer_request_done(struct rov_conn *conn, struct rov_chan *chan, uint32_t tag)
+{
+    int failed = (int)rov_hf_failed_rail(tag);
+
+    if ((tag & ROV_HF_FAILED) && failed != chan->rail->index && failed < conn->ctx->nrails &&
+        chan->conn == conn && conn->state != ROV_CONN_DEAD && conn->state != ROV_CONN_FAILED)
+        rov_fo_peer_failed(conn, failed);
 }
 
 /* Frames in ------------------------------------------------------------------ */
@@ -629,11 +721,12 @@ static void adopt(struct rov_conn *conn, struct rov_chan *chan, uint32_t flags, 
     chan->handshaken = 1;
     if (!apply_ack(conn, chan, ack))
         return;
-    follow = (flags & ROV_HF_SWITCH) && peer_moves(conn, chan);
+    follow = (flags & ROV_HF_SWITCH) && peer_moves(conn, chan, flags);
     send_hello(chan, ROV_FT_HELLO_ACK, follow ? ROV_HF_SWITCH : 0, false);
     /* A new channel of the rail we send on: resume from what the peer has. */
     if (chan->conn == conn && conn->tx_rail == rail)
         peer_synced(conn, chan, ack);
+    peer_request_done(conn, chan, flags);
 }
 
 /* HELLO on an accepted channel: a new connection, or a new channel (switch,
@@ -676,6 +769,8 @@ static void handle_hello(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
         conn_set_state(conn, ROV_CONN_ESTABLISHED, "accepted");
         send_hello(chan, ROV_FT_HELLO_ACK, 0, false);
         rov_ctx_event(ctx, ROV_EVENT_CONN_ACCEPTED, conn, ROV_OK, -1, rail, "accepted");
+        if (conn->state == ROV_CONN_ESTABLISHED)
+            rov_fo_conn_up(conn);
         return;
     }
     conn = find_conn(ctx, h.peer_conn_id);
@@ -724,6 +819,8 @@ static void handle_hello_ack(struct rov_conn *conn, struct rov_chan *chan,
             conn_set_state(conn, ROV_CONN_ESTABLISHED, "hello acknowledged");
             rov_ctx_event(conn->ctx, ROV_EVENT_CONN_ESTABLISHED, conn, ROV_OK, -1, rail,
                           "connected");
+            if (conn->state == ROV_CONN_ESTABLISHED)
+                rov_fo_conn_up(conn);
         }
     } else if (conn->tx_rail == rail && conn->tx_sync) {
         /* Its ack is the peer's last-received, fresh, on this channel: all we
@@ -742,12 +839,13 @@ static void handle_switch(struct rov_conn *conn, struct rov_chan *chan,
         /* Always answer, even when we do not follow: the asker must not wait
          * on an answer that depends on our own switches crossing its own.
          * Extra answers are harmless (a sync on the same channel is a no-op). */
-        bool follow = peer_moves(conn, chan);
+        bool follow = peer_moves(conn, chan, hdr->tag);
 
-        if (send_ctrl(chan, ROV_FT_SWITCH, follow ? ROV_HF_SWITCH : 0, NULL, 0) != ROV_OK ||
-            !follow)
+        if (send_ctrl(chan, ROV_FT_SWITCH, follow ? ROV_HF_SWITCH : 0, NULL, 0) != ROV_OK)
             return;
-        peer_synced(conn, chan, hdr->ack);
+        if (follow)
+            peer_synced(conn, chan, hdr->ack);
+        peer_request_done(conn, chan, hdr->tag);
         return;
     }
     /* An answer: the peer's last-received on this channel. */
@@ -826,10 +924,17 @@ void rov_conn_chan_connected(struct rov_chan *chan)
         send_hello(chan, ROV_FT_HELLO, 0, true);
     else
         send_hello(chan, ROV_FT_HELLO,
-                   conn->tx_rail == chan->rail->index ? ROV_HF_SWITCH | ROV_HF_REPLY : 0, false);
+                   conn->tx_rail == chan->rail->index ? conn->switch_tag | hold_flag(conn) : 0,
+                   false);
 }
 
 void rov_conn_chan_failed(struct rov_chan *chan, rov_status_t status, const char *why)
+{
+    rov_conn_chan_failed_reason(chan, status, why, ROV_REASON_NONE);
+}
+
+void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, const char *why,
+                                 rov_reason_t reason)
 {
     struct rov_conn *conn = chan->conn;
     int rail = chan->rail->index;
@@ -870,12 +975,17 @@ void rov_conn_chan_failed(struct rov_chan *chan, rov_status_t status, const char
             conn_fail(conn, ROV_ERR_UNREACHABLE, "no rail reaches the peer");
         return;
     }
-    if (rail != conn->tx_rail)
+    reason = rov_fo_classify(status, reason);
+    if (rail != conn->tx_rail) {
+        rov_fo_chan_failed(conn, rail, status, reason, why); /* bookkeeping only */
         return;
-    rov_ctx_event(conn->ctx, ROV_EVENT_CONN_RAIL_DOWN, conn, status, rail, -1, why);
-    /* The event handler may have moved the connection; if not, it is lost. */
+    }
+    rov_ctx_event_code(conn->ctx, ROV_EVENT_CONN_RAIL_DOWN, conn, status, rail, -1, why, reason);
+    /* The event handler may have moved the connection; if not, the failover
+     * engine does; if it cannot, the connection is lost. */
     if (conn->state != ROV_CONN_DEAD && conn->state != ROV_CONN_FAILED &&
-        conn->tx_rail == rail && !conn->chans[rail])
+        conn->tx_rail == rail && !conn->chans[rail] &&
+        !rov_fo_chan_failed(conn, rail, status, reason, why))
         conn_fail(conn, status, why);
 }
 
@@ -902,4 +1012,5 @@ void rov_conn_stats(const rov_conn_t *conn, rov_conn_stats_t *st)
     st->tx_seq = conn->tx.next_seq - 1;
     st->rx_seq = conn->rx_seq;
     st->rail = conn->tx_rail;
+    st->forced = conn->fo.hold;
 }

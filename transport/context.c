@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "transport/control.h"
 #include "transport/core.h"
 #include "transport/log.h"
 
@@ -52,16 +53,23 @@ void rov_ctx_unwatch(rov_context_t *ctx, struct rov_watch *watch)
     epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, watch->fd, NULL);
 }
 
-void rov_ctx_event(rov_context_t *ctx, rov_event_type_t type, struct rov_conn *conn,
-                   rov_status_t status, int from, int to, const char *reason)
+void rov_ctx_event_code(rov_context_t *ctx, rov_event_type_t type, struct rov_conn *conn,
+                        rov_status_t status, int from, int to, const char *reason,
+                        rov_reason_t code)
 {
     rov_event_t ev = {
         .type = type, .conn = conn, .status = status,
-        .rail_from = from, .rail_to = to, .reason = reason,
+        .rail_from = from, .rail_to = to, .reason = reason, .code = code,
     };
 
     if (ctx->event_cb)
         ctx->event_cb(ctx->arg, &ev);
+}
+
+void rov_ctx_event(rov_context_t *ctx, rov_event_type_t type, struct rov_conn *conn,
+                   rov_status_t status, int from, int to, const char *reason)
+{
+    rov_ctx_event_code(ctx, type, conn, status, from, to, reason, ROV_REASON_NONE);
 }
 
 /* Delayed acks: a periodic timerfd runs while acks are owed, so a caller
@@ -237,6 +245,13 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
     st = rov_ctx_watch(ctx, &ctx->ticker, EPOLLIN);
     if (st != ROV_OK)
         goto err_ticker;
+    rov_fault_parse(ctx->config.fault, &ctx->fault, NULL, 0); /* validated by config */
+    ctx->fault_armed = ctx->fault.rail >= 0;
+    if (ctx->fault_armed)
+        rov_warn("core", "fault injection armed: RAILOVER_FAULT=%s", ctx->config.fault);
+    st = rov_fo_init(ctx);
+    if (st != ROV_OK)
+        goto err_ticker;
     for (unsigned i = 0; i < ctx->config.nrails; i++) {
         const struct rov_rail_spec *spec = &ctx->config.rails[i];
         const struct rov_rail_ops *ops = rov_rail_lookup(spec->kind);
@@ -262,6 +277,7 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
         ctx->rails[ctx->nrails++] = rail;
         rov_debug("core", "rail %u: %s open", i, spec->name);
     }
+    rov_ctl_open(ctx);
     *ctx_p = ctx;
     return ROV_OK;
 
@@ -271,6 +287,7 @@ err_rails:
 
         rail->ops->close(rail);
     }
+    rov_fo_fini(ctx);
 err_ticker:
     close(ctx->ticker.fd);
 err_epoll:
@@ -284,6 +301,7 @@ void rov_context_destroy(rov_context_t *ctx)
 {
     if (!ctx)
         return;
+    rov_ctl_close(ctx);
     while (ctx->conns) {
         struct rov_conn *c = ctx->conns;
 
@@ -300,6 +318,7 @@ void rov_context_destroy(rov_context_t *ctx)
 
         rail->ops->close(rail);
     }
+    rov_fo_fini(ctx);
     close(ctx->ticker.fd);
     close(ctx->epfd);
     rov_msg_cache_fini(&ctx->msg_cache);
@@ -409,6 +428,7 @@ struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, s
     chan->outbound = 1;
     chan->handshaken = 0;
     chan->parked = 0;
+    chan->silent = 0;
     chan_track(rail->ctx, chan);
     return chan;
 }
@@ -421,6 +441,7 @@ void rov_rail_accepted(struct rov_rail *rail, struct rov_chan *chan)
     chan->outbound = 0;
     chan->handshaken = 0;
     chan->parked = 0;
+    chan->silent = 0;
     chan_track(rail->ctx, chan);
 }
 
@@ -438,7 +459,7 @@ void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len)
     struct rov_wire_hdr hdr;
     const char *why = "";
 
-    if (chan->state != ROV_CHAN_OPEN)
+    if (chan->state != ROV_CHAN_OPEN || __builtin_expect(chan->silent, 0))
         return;
     ctx->frames++;
     if (rov_wire_decode(frame, len, ctx->config.max_msg, &hdr, &why) != ROV_OK ||

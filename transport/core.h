@@ -6,7 +6,9 @@
 #include <stdint.h>
 
 #include "railover/railover.h"
+#include "failover/failover.h"
 #include "transport/config.h"
+#include "transport/fault.h"
 #include "transport/rail.h"
 #include "transport/retain.h"
 #include "transport/wire.h"
@@ -37,6 +39,7 @@ struct rov_conn {
     int tx_rail;                      /* rail we send on */
     bool tx_sync;                     /* wait for the peer's last-received before data */
     uint64_t tx_chan_serial;          /* channel we rewound on and send on since, or 0 */
+    uint32_t switch_tag;              /* tag of our pending switch request (ROV_HF_*) */
     bool close_sent, peer_closed, close_first;
     bool in_ack_list;
     uint64_t ack_deadline_ns;
@@ -50,6 +53,7 @@ struct rov_conn {
     struct rov_reorder reorder;
 
     rov_conn_stats_t stats;
+    struct rov_fo_conn fo;            /* failover engine's state */
     void *user;
     struct rov_conn *next, *prev;     /* context's list */
 };
@@ -76,6 +80,10 @@ struct rov_context {
     int frames;                       /* frames handled in this progress call */
     bool reap;                        /* dead objects wait to be freed */
     struct rov_msg_cache msg_cache;
+    struct rov_fo_ctx fo;             /* failover engine */
+    struct rov_fault fault;           /* RAILOVER_FAULT */
+    bool fault_armed;
+    struct rov_ctl *ctl;              /* control endpoint (control.c), NULL: none */
 };
 
 uint64_t rov_now_ns(void);
@@ -86,6 +94,26 @@ void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
                        const uint8_t *payload);
 void rov_conn_chan_connected(struct rov_chan *chan);
 void rov_conn_chan_failed(struct rov_chan *chan, rov_status_t status, const char *why);
+/* The same with a reason code for the failover engine (RAILOVER_FAULT, the
+ * engine's own stall detector). */
+void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, const char *why,
+                                 rov_reason_t reason);
+/* The switch primitive with a reason code; hf adds ROV_HF_FAILED (with
+ * failed_rail) to the request the peer receives.  Returns like
+ * rov_conn_switch(). */
+rov_status_t rov_conn_move(struct rov_conn *conn, int rail, rov_reason_t reason,
+                           const char *text, uint32_t hf, int failed_rail);
+/* Tell the peer our hold state (a switch request for the rail we are on). */
+void rov_conn_announce(struct rov_conn *conn);
+/* Connect a channel of conn on rail (failback probe); replaces any other. */
+rov_status_t rov_conn_open_rail(struct rov_conn *conn, int rail);
+/* Send a keepalive probe (a stand-alone ACK) on chan. */
+rov_status_t rov_conn_probe(struct rov_chan *chan);
+bool rov_conn_chan_ready(const struct rov_chan *chan);
+/* Whether the peer has rail (same index and kind). */
+bool rov_conn_peer_has_rail(const struct rov_conn *conn, int rail);
+/* Endpoint id order: negative when this side leads the connection. */
+int rov_conn_ep_cmp(const struct rov_conn *conn);
 void rov_conn_push(struct rov_conn *conn);
 void rov_conn_send_ack(struct rov_conn *conn);
 void rov_conn_abort(struct rov_conn *conn, rov_status_t status);
@@ -98,5 +126,8 @@ struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, s
                                       rov_status_t *st_p);
 void rov_ctx_event(rov_context_t *ctx, rov_event_type_t type, struct rov_conn *conn,
                    rov_status_t status, int from, int to, const char *reason);
+void rov_ctx_event_code(rov_context_t *ctx, rov_event_type_t type, struct rov_conn *conn,
+                        rov_status_t status, int from, int to, const char *reason,
+                        rov_reason_t code);
 
 #endif

@@ -61,9 +61,18 @@ struct rov_chan {
     unsigned outbound : 1;     /* we connected it */
     unsigned handshaken : 1;   /* HELLO/HELLO_ACK exchange complete */
     unsigned parked : 1;       /* lost a connect race; kept in reserve */
+    unsigned silent : 1;       /* RAILOVER_FAULT: drops every frame both ways */
+    uint64_t silent_since_ns;
     uint32_t hello_flags;      /* parked: the HELLO that came on it */
     uint64_t hello_ack;
     struct rov_chan *next;     /* context's list of channels */
+};
+
+/* See rov_rail_ops.chan_health. */
+struct rov_chan_health {
+    int busy;              /* work posted that the remote transport has not acknowledged */
+    uint64_t heard_ago_ns; /* since the remote transport last acknowledged anything */
+    uint64_t sent_ago_ns;  /* since the rail last transmitted anything on the channel */
 };
 
 struct rov_rail_ops {
@@ -118,6 +127,22 @@ struct rov_rail_ops {
      * ready without waiting.  Optional.  Returns how many channels it polled
      * directly; 0 tells the engine to rely on epoll for this rail. */
     int (*progress)(struct rov_rail *rail);
+
+    /**
+     * Rail-level liveness of an OPEN channel, for the failover engine's
+     * lack-of-progress detector.  Optional: a rail without it is judged by
+     * its errors only.  Fills *h from the rail's own completions (TCP: the
+     * kernel's send queue and the peer kernel's ACKs; verbs: outstanding work
+     * requests and their completions), never from the peer application, so a
+     * peer that computes without calling into the library looks healthy.
+     * Returns ROV_OK, or an error status when the query shows the channel
+     * broken (the caller treats that like rov_rail_failed()).
+     */
+    rov_status_t (*chan_health)(struct rov_chan *chan, struct rov_chan_health *h);
+
+    /** Local and remote address of a channel ("192.0.2.1:40000>192.0.2.2:
+     * 5000"), for status output.  Optional. */
+    void (*chan_str)(struct rov_chan *chan, char *buf, size_t len);
 
     /** Human-readable form of a rail address, for logs.  Optional. */
     void (*addr_str)(const void *addr, size_t len, char *buf, size_t buf_len);

@@ -28,3 +28,27 @@ const char *rov_status_str(rov_status_t status)
     }
     return "unknown status";
 }
+
+static const char *const reason_names[ROV_REASON_COUNT] = {
+    [ROV_REASON_NONE] = "none",
+    [ROV_REASON_API] = "api",
+    [ROV_REASON_FAIL_ERROR] = "failover.error",
+    [ROV_REASON_FAIL_RESET] = "failover.error.reset",
+    [ROV_REASON_FAIL_CLOSED] = "failover.error.closed",
+    [ROV_REASON_FAIL_UNREACH] = "failover.error.unreachable",
+    [ROV_REASON_FAIL_STALL] = "failover.stall",
+    [ROV_REASON_FAIL_KEEPALIVE] = "failover.stall.keepalive",
+    [ROV_REASON_FAIL_INJECTED] = "failover.injected",
+    [ROV_REASON_FAILBACK] = "failback",
+    [ROV_REASON_ADMIN_FORCE] = "admin.force",
+    [ROV_REASON_ADMIN_RELEASE] = "admin.release",
+    [ROV_REASON_PEER_FAILOVER] = "peer.failover",
+    [ROV_REASON_PEER_FAILBACK] = "peer.failback",
+    [ROV_REASON_PEER_ADMIN] = "peer.admin",
+    [ROV_REASON_PEER_API] = "peer.api",
+};
+
+const char *rov_reason_str(rov_reason_t reason)
+{
+    return (unsigned)reason < ROV_REASON_COUNT ? reason_names[reason] : "unknown";
+}

@@ -69,6 +69,11 @@ rov_status_t rov_wire_decode(const void *buf, size_t avail, size_t max_payload,
         *why_p = "unknown control flags";
         return ROV_ERR_PROTO;
     }
+    if ((hdr->type == ROV_FT_HELLO || hdr->type == ROV_FT_HELLO_ACK ||
+         hdr->type == ROV_FT_SWITCH) && rov_hf_reason(hdr->tag) >= ROV_REASON_COUNT) {
+        *why_p = "unknown switch reason";
+        return ROV_ERR_PROTO;
+    }
     return ROV_OK;
 }
 

@@ -10,7 +10,9 @@
  *   4  u32 len       payload bytes after the header
  *   8  u64 seq       DATA: message sequence number (first is 1); else 0
  *  16  u64 ack       cumulative: highest sequence delivered in order
- *  24  u32 tag       DATA: user tag; HELLO/SWITCH: flags (ROV_HF_*)
+ *  24  u32 tag       DATA: user tag; HELLO/HELLO_ACK/SWITCH: bits 0-7 flags
+ *                    (ROV_HF_*), 8-15 switch reason (rov_reason_t), 16-23
+ *                    with ROV_HF_FAILED the rail index that failed
  *  28  u32 reserved  must be zero
  *
  * Stream rails (TCP) find frame boundaries with rov_wire_peek(), which also
@@ -44,8 +46,17 @@ enum rov_ft {
 enum {
     ROV_HF_SWITCH = 1u << 0, /* the sender moves its traffic to this channel */
     ROV_HF_REPLY = 1u << 1,  /* the receiver must answer with its own ack */
-    ROV_HF_MASK_ = 3u,
+    ROV_HF_FAILED = 1u << 2, /* the sender left a failed rail (index in bits 16-23) */
+    ROV_HF_HOLD = 1u << 3,   /* the sender holds the connection off its preferred rail */
+    ROV_HF_MASK_ = 0x00ffff0fu,
 };
+
+static inline uint32_t rov_hf_make(uint32_t flags, unsigned reason, unsigned failed_rail)
+{
+    return flags | (reason & 0xffu) << 8 | (failed_rail & 0xffu) << 16;
+}
+static inline unsigned rov_hf_reason(uint32_t tag) { return (tag >> 8) & 0xffu; }
+static inline unsigned rov_hf_failed_rail(uint32_t tag) { return (tag >> 16) & 0xffu; }
 
 struct rov_wire_hdr {
     uint8_t version;

@@ -116,6 +116,38 @@ typedef enum rov_event_type {
     ROV_EVENT_CONN_ERROR,       /* the connection failed; retained data lost */
 } rov_event_type_t;
 
+/*
+ * Why a connection changed rail.  Every switch carries one reason; they are
+ * counted per connection (rov_conn_stats_t.reasons) and named hierarchically,
+ * class first ("failover.stall.keepalive"): failover.* (the rail failed),
+ * failback (a preferred rail healed), admin.* (operator request), api (the
+ * application called rov_conn_switch), peer.* (the peer moved the
+ * connection, with the peer's own reason class).
+ */
+typedef enum rov_reason {
+    ROV_REASON_NONE = 0,
+    ROV_REASON_API,              /* "api": rov_conn_switch() */
+    ROV_REASON_FAIL_ERROR,       /* "failover.error": the rail reported an error */
+    ROV_REASON_FAIL_RESET,       /* "failover.error.reset": connection reset or broken */
+    ROV_REASON_FAIL_CLOSED,      /* "failover.error.closed": the peer's end went away */
+    ROV_REASON_FAIL_UNREACH,     /* "failover.error.unreachable": no route, refused */
+    ROV_REASON_FAIL_STALL,       /* "failover.stall": posted work, no rail completion
+                                    within RAILOVER_FAILOVER_TIMEOUT */
+    ROV_REASON_FAIL_KEEPALIVE,   /* "failover.stall.keepalive": idle probe unanswered */
+    ROV_REASON_FAIL_INJECTED,    /* "failover.injected": RAILOVER_FAULT */
+    ROV_REASON_FAILBACK,         /* "failback": preferred rail healthy for the dwell */
+    ROV_REASON_ADMIN_FORCE,      /* "admin.force": operator forced the fallback rail */
+    ROV_REASON_ADMIN_RELEASE,    /* "admin.release": operator released it */
+    ROV_REASON_PEER_FAILOVER,    /* "peer.failover": the peer saw the rail fail */
+    ROV_REASON_PEER_FAILBACK,    /* "peer.failback" */
+    ROV_REASON_PEER_ADMIN,       /* "peer.admin": operator request on the peer */
+    ROV_REASON_PEER_API,         /* "peer.api": the peer application switched */
+    ROV_REASON_COUNT
+} rov_reason_t;
+
+/** Static name of a reason ("failover.stall"), "unknown" if out of range. */
+const char *rov_reason_str(rov_reason_t reason);
+
 typedef struct rov_event {
     rov_event_type_t type;
     rov_conn_t *conn;
@@ -123,6 +155,7 @@ typedef struct rov_event {
     int rail_from;        /* RAIL_SWITCH / RAIL_DOWN: rail index, or -1 */
     int rail_to;          /* RAIL_SWITCH: new rail index */
     const char *reason;   /* static text: why, e.g. "requested by api" */
+    rov_reason_t code;    /* RAIL_SWITCH, RAIL_DOWN: the reason code */
 } rov_event_t;
 
 /** Called inside progress for each event.  ROV_EVENT_CONN_CLOSED and
@@ -248,6 +281,26 @@ rov_status_t rov_conn_close(rov_conn_t *conn);
  * rail, ROV_ERR_BUSY while the connection is not established. */
 rov_status_t rov_conn_switch(rov_conn_t *conn, int rail, const char *reason);
 
+/*
+ * Operator control (fabric maintenance).  Forcing moves connections off their
+ * preferred rail (RAILOVER_RAILS index 0) to the next rail both sides have and
+ * keeps them there, with failback suspended; releasing lets them move back
+ * (at once if the preferred rail is healthy).  The peer is told and does not
+ * move the connection back while it is forced.  Also reachable from the
+ * command line: `railover force|release PID ...` (see docs).
+ */
+
+/** Force (on != 0) or release (on == 0) one connection.  ROV_OK, or
+ * ROV_ERR_BUSY if the connection is not established (the setting is kept and
+ * applied once it is), ROV_ERR_UNREACHABLE if there is no other rail. */
+rov_status_t rov_conn_force_fallback(rov_conn_t *conn, int on);
+
+/** Force or release every connection to the peer endpoint whose id (32 hex
+ * digits, as `railover status` shows) is given, or every connection of the
+ * context (and those made later) when peer is NULL.  Returns the number of
+ * connections affected, or ROV_ERR_INVAL for a malformed peer id. */
+int rov_context_force_fallback(rov_context_t *context, const char *peer, int on);
+
 /** Index of the rail the connection sends on now. */
 int rov_conn_rail(const rov_conn_t *conn);
 
@@ -266,6 +319,10 @@ typedef struct rov_conn_stats {
     uint64_t retained_msgs, retained_bytes; /* now: sent, not yet acknowledged */
     uint64_t tx_seq, rx_seq;                /* last sequence sent / delivered */
     int rail;                               /* current rail index */
+    uint64_t reasons[ROV_REASON_COUNT];     /* switches per reason */
+    rov_reason_t last_reason;               /* of the last switch */
+    uint64_t last_switch_ns;                /* CLOCK_REALTIME of the last switch, 0: none */
+    int forced;                             /* held on a fallback rail by an operator */
 } rov_conn_stats_t;
 
 void rov_conn_stats(const rov_conn_t *conn, rov_conn_stats_t *stats_p);

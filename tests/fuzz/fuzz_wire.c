@@ -99,7 +99,8 @@ static void check_frame(const uint8_t *data, size_t size, size_t max_payload)
     if (hdr.type != ROV_FT_DATA && hdr.type != ROV_FT_HELLO && hdr.type != ROV_FT_HELLO_ACK)
         CHECK(hdr.len == 0);
     if (hdr.type == ROV_FT_HELLO || hdr.type == ROV_FT_HELLO_ACK || hdr.type == ROV_FT_SWITCH)
-        CHECK((hdr.tag & ~(uint32_t)ROV_HF_MASK_) == 0);
+        CHECK((hdr.tag & ~(uint32_t)ROV_HF_MASK_) == 0 &&
+              rov_hf_reason(hdr.tag) < ROV_REASON_COUNT);
 
     /* Round trip: the decoded header encodes to the very same 32 bytes and
      * decodes to the same fields. */

@@ -521,6 +521,16 @@ void it_flow_recv(struct it_flow *flow, uint32_t tag, const void *data, size_t l
     flow->rx_next++;
 }
 
+void it_flow_stop_tx(struct it_flow *flow)
+{
+    flow->tx_count = flow->tx_next;
+}
+
+void it_flow_end_rx(struct it_flow *flow)
+{
+    flow->rx_count = flow->rx_next;
+}
+
 bool it_flow_tx_done(const struct it_flow *flow)
 {
     return flow->tx_next == flow->tx_count && flow->tx_inflight == 0 &&
@@ -532,14 +542,26 @@ bool it_flow_rx_done(const struct it_flow *flow)
     return flow->rx_next >= flow->rx_count;
 }
 
+/* "/count", or nothing while the stream has no end yet. */
+static const char *count_str(uint64_t count, char *buf, size_t len)
+{
+    if (count == IT_UNLIMITED)
+        snprintf(buf, len, " (no end yet)");
+    else
+        snprintf(buf, len, "/%" PRIu64, count);
+    return buf;
+}
+
 void it_flow_dump(const struct it_flow *flow)
 {
-    fprintf(stderr, "[%s]: sent %" PRIu64 "/%" PRIu64 " (zero-copy in flight %" PRIu64
+    char tx[32], rx[32];
+
+    fprintf(stderr, "[%s]: sent %" PRIu64 "%s (zero-copy in flight %" PRIu64
             ", notifications pending %" PRIu64 ", ROV_ERR_AGAIN %" PRIu64 ", failed "
-            "completions %" PRIu64 "), received %" PRIu64 "/%" PRIu64 ", failures %" PRIu64 "\n",
-            flow->name, flow->tx_next, flow->tx_count, flow->tx_inflight,
-            flow->tx_notify_pending, flow->tx_again, flow->tx_failed, flow->rx_next,
-            flow->rx_count, flow->errors);
+            "completions %" PRIu64 "), received %" PRIu64 "%s, failures %" PRIu64 "\n",
+            flow->name, flow->tx_next, count_str(flow->tx_count, tx, sizeof(tx)),
+            flow->tx_inflight, flow->tx_notify_pending, flow->tx_again, flow->tx_failed,
+            flow->rx_next, count_str(flow->rx_count, rx, sizeof(rx)), flow->errors);
     if (flow->tx_inflight) {
         /* the oldest buffers still in flight say where acknowledgements stop */
         uint64_t oldest = UINT64_MAX;

@@ -73,7 +73,7 @@ struct it_flow {
     rov_conn_t *conn;
     char name[48];
     uint64_t tx_seed, rx_seed;
-    uint64_t tx_count, rx_count; /* messages to send / to expect */
+    uint64_t tx_count, rx_count; /* messages to send / to expect (IT_UNLIMITED: no end yet) */
     size_t max_size;
 
     uint64_t tx_next;            /* next k to send */
@@ -104,6 +104,14 @@ void it_flow_free(struct it_flow *flow);
  * buffer is free.  Returns the number sent; a send error other than
  * ROV_ERR_AGAIN is reported, counted, and stops the flow's sending. */
 unsigned it_flow_pump(struct it_flow *flow, unsigned max_msgs);
+
+/** Send nothing more: the messages sent so far become the whole outgoing
+ * stream (tx_count = tx_next).  Sends in flight still complete. */
+void it_flow_stop_tx(struct it_flow *flow);
+
+/** The peer has ended its stream: the messages received so far are all of
+ * it (rx_count = rx_next); any later message is reported as a failure. */
+void it_flow_end_rx(struct it_flow *flow);
 
 /** Verify one received message (call from the recv callback). */
 void it_flow_recv(struct it_flow *flow, uint32_t tag, const void *data, size_t len);

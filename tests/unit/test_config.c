@@ -20,7 +20,10 @@ static const char *const all_vars[] = {
     "RAILOVER_RAILS",        "RAILOVER_TCP_IF",     "RAILOVER_LOG",
     "RAILOVER_WINDOW_MSGS",  "RAILOVER_WINDOW_BYTES", "RAILOVER_EAGER_LIMIT",
     "RAILOVER_MAX_MSG",      "RAILOVER_REORDER_MSGS", "RAILOVER_ACK_DELAY",
-    "RAILOVER_TCP_RXBUF",
+    "RAILOVER_TCP_RXBUF",    "RAILOVER_FAILOVER",   "RAILOVER_FAILOVER_TIMEOUT",
+    "RAILOVER_KEEPALIVE",    "RAILOVER_FAILBACK",   "RAILOVER_FAILBACK_DWELL",
+    "RAILOVER_FAILBACK_RETRY", "RAILOVER_FAILBACK_RETRY_MAX", "RAILOVER_FAULT",
+    "RAILOVER_CONTROL",      "RAILOVER_RUN_DIR",
 };
 #define NVARS (sizeof(all_vars) / sizeof(all_vars[0]))
 
@@ -607,6 +610,80 @@ static char *print_config(const struct rov_config *c)
     return text;
 }
 
+START_TEST(test_bool)
+{
+    static const char *const yes[] = {"on", "ON", "yes", "true", "1"};
+    static const char *const no[] = {"off", "Off", "no", "false", "0"};
+    static const char *const bad[] = {"", "2", "onn", "y", " on", "enabled"};
+    char err[256];
+    int v;
+
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        v = 0;
+        ck_assert_int_eq(rov_parse_bool(yes[i], &v, err, sizeof(err)), ROV_OK);
+        ck_assert_int_eq(v, 1);
+        ck_assert_int_eq(rov_parse_bool(no[i], &v, err, sizeof(err)), ROV_OK);
+        ck_assert_int_eq(v, 0);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        v = 7;
+        ck_assert_int_eq(rov_parse_bool(bad[i], &v, err, sizeof(err)), ROV_ERR_INVAL);
+        ck_assert_int_eq(v, 7);
+        ck_assert_ptr_nonnull(strstr(err, "boolean"));
+    }
+}
+END_TEST
+
+START_TEST(test_failover_vars)
+{
+    static const struct { const char *name, *value; } bad[] = {
+        {"RAILOVER_FAILOVER", "maybe"},
+        {"RAILOVER_FAILOVER_TIMEOUT", "250"},       /* unit required */
+        {"RAILOVER_FAILOVER_TIMEOUT", "1ms"},       /* below 10 ms */
+        {"RAILOVER_KEEPALIVE", "-1s"},
+        {"RAILOVER_FAILBACK_DWELL", "2 s"},
+        {"RAILOVER_FAULT", "rail=0"},
+        {"RAILOVER_FAULT", "rail=9,mode=error,after=1"},
+        {"RAILOVER_FAULT", "rail=0,mode=loud,after=1"},
+        {"RAILOVER_FAULT", "rail=0,mode=error,after=0"},
+        {"RAILOVER_FAULT", "rail=0,mode=error,after=5,every=1"},
+        {"RAILOVER_FAULT", "rail=0,mode=error,after=x"},
+        {"RAILOVER_FAULT", "rail=0,mode=error,after=1,colour=red"},
+        {"RAILOVER_RUN_DIR", "relative/dir"},
+    };
+    rov_config_t *c;
+    char err[512];
+
+    clean_env();
+    ck_assert_int_eq(rov_config_read(err, sizeof(err), &c), ROV_OK);
+    ck_assert_int_eq(c->failover, 1);
+    ck_assert_uint_eq(c->failover_timeout_ns, 1000000000ull);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAILOVER_TIMEOUT", "250ms", err, sizeof(err)),
+                     ROV_OK);
+    ck_assert_uint_eq(c->failover_timeout_ns, 250000000ull);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAILOVER", "off", err, sizeof(err)), ROV_OK);
+    ck_assert_int_eq(c->failover, 0);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAULT", "rail=1,mode=silent,after=10,every=100",
+                                    err, sizeof(err)), ROV_OK);
+    ck_assert_str_eq(c->fault, "rail=1,mode=silent,after=10,every=100");
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAILBACK_RETRY", "10s", err, sizeof(err)),
+                     ROV_ERR_INVAL); /* above RAILOVER_FAILBACK_RETRY_MAX */
+    ck_assert_ptr_nonnull(strstr(err, "RAILOVER_FAILBACK_RETRY_MAX"));
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct rov_config before = *c;
+
+        err[0] = '\0';
+        ck_assert_int_eq(rov_config_set(c, bad[i].name, bad[i].value, err, sizeof(err)),
+                         ROV_ERR_INVAL);
+        ck_assert_msg(strstr(err, bad[i].name) != NULL, "%s='%s': error does not name the "
+                      "variable: %s", bad[i].name, bad[i].value, err);
+        ck_assert_msg(memcmp(&before, c, sizeof(before)) == 0, "%s changed on a bad value",
+                      bad[i].name);
+    }
+    rov_config_free(c);
+}
+END_TEST
+
 START_TEST(test_print_names)
 {
     struct rov_config *c = default_config();
@@ -735,6 +812,8 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_set_good);
     tcase_add_test(tc, test_set_bad_unchanged);
     tcase_add_test(tc, test_set_eager_over_max);
+    tcase_add_test(tc, test_bool);
+    tcase_add_test(tc, test_failover_vars);
     tcase_add_test(tc, test_print_names);
     tcase_add_test(tc, test_print_roundtrip);
     tcase_add_test(tc, test_print_roundtrip_sub_us_duration);

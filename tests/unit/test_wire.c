@@ -347,7 +347,8 @@ END_TEST
 START_TEST(test_control_flags)
 {
     static const uint8_t flagged[] = {ROV_FT_HELLO, ROV_FT_HELLO_ACK, ROV_FT_SWITCH};
-    static const uint32_t bad[] = {1u << 2, 1u << 31, ROV_HF_MASK_ + 1, UINT32_MAX};
+    static const uint32_t bad[] = {1u << 4, 1u << 7, 1u << 24, 1u << 31, ROV_HF_MASK_ + 1,
+                                   UINT32_MAX};
     uint8_t buf[ROV_WIRE_HDR_LEN];
     struct rov_wire_hdr h;
     const char *why = NULL;
@@ -362,12 +363,16 @@ START_TEST(test_control_flags)
                              ROV_ERR_PROTO);
             ck_assert_str_eq(why, "unknown control flags");
         }
-        for (uint32_t f = 0; f <= ROV_HF_MASK_; f++) {
-            in.tag = f;
+        for (uint32_t f = 0; f <= 0xffu; f++) {
+            in.tag = (f & 0xfu) ? rov_hf_make(f & 0xfu, f % ROV_REASON_COUNT, f >> 4) : 0;
             rov_wire_encode(buf, &in);
             expect_ok(buf, MAXP, &h);
-            ck_assert_uint_eq(h.tag, f);
+            ck_assert_uint_eq(h.tag, in.tag);
         }
+        in.tag = rov_hf_make(ROV_HF_SWITCH, ROV_REASON_COUNT, 0);
+        rov_wire_encode(buf, &in);
+        ck_assert_int_eq(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &h, &why), ROV_ERR_PROTO);
+        ck_assert_str_eq(why, "unknown switch reason");
     }
     /* DATA's tag is the user's: any value is fine. */
     encode(buf, ROV_FT_DATA, 0, 1, 0, UINT32_MAX);

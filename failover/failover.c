@@ -1,0 +1,663 @@
+/*
+ * The failover engine (see failover.h): detection, reroute, failback and
+ * operator control, on top of the transport's switch primitive.
+ *
+ * Everything runs from a periodic timer in the context's epoll set (every
+ * RAILOVER_FAILOVER_TIMEOUT / 50, between 1 and 5 ms, while connections
+ * exist) and from the transport's failure upcalls.  Nothing here runs per
+ * message: the busy-poll fast path does not know the engine exists.
+ */
+#include "failover/failover.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/control.h"
+#include "transport/core.h"
+#include "transport/log.h"
+
+#define MS UINT64_C(1000000)
+#define TICK_MIN_NS (1 * MS)
+#define TICK_MAX_NS (5 * MS)
+#define FLAPS_MAX 4         /* the dwell grows to 16x on a flapping path */
+#define STABLE_DWELLS 8     /* this many dwells on the rail: forgive its past */
+
+/* Classification ------------------------------------------------------------ */
+
+rov_reason_t rov_fo_classify(rov_status_t status, rov_reason_t reason)
+{
+    if (reason != ROV_REASON_NONE)
+        return reason;
+    switch (status) {
+    case ROV_ERR_RESET: return ROV_REASON_FAIL_RESET;
+    case ROV_ERR_CLOSED: return ROV_REASON_FAIL_CLOSED;
+    case ROV_ERR_UNREACHABLE:
+    case ROV_ERR_REFUSED: return ROV_REASON_FAIL_UNREACH;
+    case ROV_ERR_TIMEDOUT: return ROV_REASON_FAIL_STALL;
+    default: return ROV_REASON_FAIL_ERROR;
+    }
+}
+
+rov_reason_t rov_fo_peer_reason(rov_reason_t reason)
+{
+    switch (reason) {
+    case ROV_REASON_FAIL_ERROR:
+    case ROV_REASON_FAIL_RESET:
+    case ROV_REASON_FAIL_CLOSED:
+    case ROV_REASON_FAIL_UNREACH:
+    case ROV_REASON_FAIL_STALL:
+    case ROV_REASON_FAIL_KEEPALIVE:
+    case ROV_REASON_FAIL_INJECTED: return ROV_REASON_PEER_FAILOVER;
+    case ROV_REASON_FAILBACK: return ROV_REASON_PEER_FAILBACK;
+    case ROV_REASON_API: return ROV_REASON_PEER_API;
+    default: return ROV_REASON_PEER_ADMIN; /* admin.*, and hold announcements */
+    }
+}
+
+/* Errors that mean a bug (ours, the rail's or the provider's), not a path
+ * failure: reported loudly, and the connection is not moved to hide them. */
+static bool is_bug(rov_status_t status)
+{
+    return status == ROV_ERR_INVAL || status == ROV_ERR_PROTO || status == ROV_ERR_MSGSIZE;
+}
+
+/* Helpers -------------------------------------------------------------------- */
+
+static const struct rov_config *cfg(const struct rov_conn *conn)
+{
+    return &conn->ctx->config;
+}
+
+static bool live(const struct rov_conn *conn)
+{
+    return conn->state == ROV_CONN_ESTABLISHED || conn->state == ROV_CONN_CLOSING;
+}
+
+/* The side with the smaller endpoint id reconnects failed rails and decides
+ * the move back; the other follows. */
+static bool leads(const struct rov_conn *conn)
+{
+    return rov_conn_ep_cmp(conn) < 0;
+}
+
+static bool held(const struct rov_conn *conn)
+{
+    return conn->fo.hold || conn->fo.peer_hold || conn->ctx->fo.hold_all;
+}
+
+/* The most preferred rail both sides have, or -1. */
+static int best_rail(const struct rov_conn *conn)
+{
+    for (int i = 0; i < conn->ctx->nrails; i++)
+        if (rov_conn_peer_has_rail(conn, i))
+            return i;
+    return -1;
+}
+
+/* Where to go from rail `from`: the next rail in RAILOVER_RAILS order that
+ * both sides have and that has not failed, else any other both have. */
+static int next_rail(const struct rov_conn *conn, int from)
+{
+    int n = conn->ctx->nrails;
+
+    for (int pass = 0; pass < 2; pass++) {
+        for (int k = 1; k < n; k++) {
+            int i = (from + k) % n;
+
+            if (rov_conn_peer_has_rail(conn, i) &&
+                (pass == 1 || conn->fo.rails[i].state != ROV_FO_DOWN))
+                return i;
+        }
+    }
+    return -1;
+}
+
+static uint64_t dwell_ns(const struct rov_conn *conn)
+{
+    unsigned f = conn->fo.flaps < FLAPS_MAX ? conn->fo.flaps : FLAPS_MAX;
+
+    return cfg(conn)->failback_dwell_ns << f;
+}
+
+static void forget_chan(struct rov_fo_rail *r, uint64_t serial)
+{
+    r->chan_serial = serial;
+    r->busy_since_ns = 0;
+    r->healthy_since_ns = 0;
+    r->probe_sent = false;
+}
+
+static void mark_down(struct rov_conn *conn, int rail, uint64_t now)
+{
+    struct rov_fo_rail *r = &conn->fo.rails[rail];
+    const struct rov_config *c = cfg(conn);
+
+    if (r->state != ROV_FO_DOWN)
+        r->down_since_ns = now;
+    r->state = ROV_FO_DOWN;
+    r->backoff_ns = r->backoff_ns ? r->backoff_ns * 2 : c->failback_retry_ns;
+    if (r->backoff_ns > c->failback_retry_max_ns)
+        r->backoff_ns = c->failback_retry_max_ns;
+    r->retry_ns = now + r->backoff_ns;
+    forget_chan(r, 0);
+}
+
+/* Timer ------------------------------------------------------------------------ */
+
+static void set_timer(rov_context_t *ctx, bool on)
+{
+    struct itimerspec its = {{0, 0}, {0, 0}};
+
+    if (on) {
+        its.it_interval.tv_sec = (time_t)(ctx->fo.tick_ns / 1000000000ull);
+        its.it_interval.tv_nsec = (long)(ctx->fo.tick_ns % 1000000000ull);
+        its.it_value = its.it_interval;
+    }
+    timerfd_settime(ctx->fo.timer.fd, 0, &its, NULL);
+    ctx->fo.timer_armed = on;
+}
+
+/* Failure handling --------------------------------------------------------------- */
+
+bool rov_fo_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,
+                        rov_reason_t reason, const char *why)
+{
+    uint64_t now = rov_now_ns();
+    int to;
+    rov_status_t st;
+
+    if (!cfg(conn)->failover)
+        return false;
+    if (is_bug(status)) {
+        rov_error("failover", "conn %llu: %s channel failed with '%s' (%s): this is a bug, "
+                  "not a path failure; not moving the connection",
+                  (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, rail), why,
+                  rov_status_str(status));
+        return false;
+    }
+    /* Failing the rail we came back to soon after: the path flaps. */
+    if (rail == conn->tx_rail && conn->fo.back_ns && now - conn->fo.back_ns < 4 * dwell_ns(conn) &&
+        conn->fo.flaps < FLAPS_MAX)
+        conn->fo.flaps++;
+    mark_down(conn, rail, now);
+    if (rail != conn->tx_rail || !conn->peer_id)
+        return true;
+    to = next_rail(conn, rail);
+    if (to < 0)
+        return false;
+    st = rov_conn_move(conn, to, reason, why, ROV_HF_FAILED, rail);
+    if (st != ROV_OK && st != ROV_INPROGRESS) {
+        rov_warn("failover", "conn %llu: cannot move to %s: %s", (unsigned long long)conn->id,
+                 rov_context_rail_name(conn->ctx, to), rov_status_str(st));
+        return false;
+    }
+    return true;
+}
+
+void rov_fo_peer_failed(struct rov_conn *conn, int rail)
+{
+    struct rov_chan *chan = conn->chans[rail];
+
+    if (!cfg(conn)->failover)
+        return;
+    rov_debug("failover", "conn %llu: peer reports %s failed", (unsigned long long)conn->id,
+              rov_context_rail_name(conn->ctx, rail));
+    if (chan)
+        rov_ctx_chan_close(chan);
+    mark_down(conn, rail, rov_now_ns());
+}
+
+/* Periodic checks -------------------------------------------------------------------- */
+
+static rov_status_t health(struct rov_chan *chan, uint64_t now, struct rov_chan_health *h)
+{
+    if (chan->silent) {
+        h->busy = 1;
+        h->heard_ago_ns = now - chan->silent_since_ns;
+        h->sent_ago_ns = 0;
+        return ROV_OK;
+    }
+    return chan->rail->ops->chan_health(chan, h);
+}
+
+/* Check one channel; false when it failed (the connection may have moved). */
+static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t now)
+{
+    struct rov_fo_rail *r = &conn->fo.rails[chan->rail->index];
+    const struct rov_config *c = cfg(conn);
+    struct rov_chan_health h;
+    rov_status_t st;
+
+    if (chan->serial != r->chan_serial) {
+        forget_chan(r, chan->serial);
+        r->busy_since_ns = now; /* connect or handshake started */
+    }
+    if (chan->state == ROV_CHAN_CONNECTING) {
+        /* The rail's own connect (TCP handshake, RC connection) is due
+         * within the timeout; the peer's HELLO_ACK, which needs its
+         * application to progress, is not timed. */
+        if (now - r->busy_since_ns >= c->failover_timeout_ns) {
+            rov_conn_chan_failed_reason(chan, ROV_ERR_TIMEDOUT,
+                                        "connect did not complete within "
+                                        "RAILOVER_FAILOVER_TIMEOUT", ROV_REASON_FAIL_STALL);
+            return false;
+        }
+        return true;
+    }
+    if (!chan->handshaken || !chan->rail->ops->chan_health)
+        return true;
+    if (!r->healthy_since_ns) {
+        r->healthy_since_ns = now; /* passed its probe: the handshake */
+        r->busy_since_ns = 0;
+        r->state = ROV_FO_UP;
+    }
+    st = health(chan, now, &h);
+    if (st != ROV_OK) {
+        rov_conn_chan_failed(chan, st, "the rail reports the channel broken");
+        return false;
+    }
+    if (!h.busy) {
+        r->busy_since_ns = 0;
+        r->probe_sent = false;
+        if (c->keepalive_ns && h.sent_ago_ns >= c->keepalive_ns &&
+            rov_conn_probe(chan) == ROV_OK) {
+            r->probe_sent = true;
+            r->busy_since_ns = now;
+        }
+        return chan->state != ROV_CHAN_CLOSED;
+    }
+    if (!r->busy_since_ns)
+        r->busy_since_ns = now;
+    if (now - r->busy_since_ns >= c->failover_timeout_ns &&
+        h.heard_ago_ns >= c->failover_timeout_ns) {
+        if (r->probe_sent)
+            rov_conn_chan_failed_reason(chan, ROV_ERR_TIMEDOUT,
+                                        "keepalive probe not acknowledged by the rail within "
+                                        "RAILOVER_FAILOVER_TIMEOUT", ROV_REASON_FAIL_KEEPALIVE);
+        else
+            rov_conn_chan_failed_reason(chan, ROV_ERR_TIMEDOUT,
+                                        "posted work not completed by the rail within "
+                                        "RAILOVER_FAILOVER_TIMEOUT", ROV_REASON_FAIL_STALL);
+        return false;
+    }
+    return true;
+}
+
+/* The leader reconnects a better rail that has no channel, with backoff. */
+static void retry_rail(struct rov_conn *conn, int rail, uint64_t now)
+{
+    struct rov_fo_rail *r = &conn->fo.rails[rail];
+    rov_status_t st;
+
+    if (r->state == ROV_FO_DOWN && now < r->retry_ns)
+        return;
+    rov_debug("failover", "conn %llu: retrying %s", (unsigned long long)conn->id,
+              rov_context_rail_name(conn->ctx, rail));
+    st = rov_conn_open_rail(conn, rail);
+    if (st != ROV_OK) {
+        rov_debug("failover", "conn %llu: %s: %s", (unsigned long long)conn->id,
+                  rov_context_rail_name(conn->ctx, rail), rov_status_str(st));
+        mark_down(conn, rail, now);
+    }
+}
+
+static void maybe_failback(struct rov_conn *conn, uint64_t now)
+{
+    int best = best_rail(conn);
+    struct rov_fo_rail *r;
+    struct rov_chan *chan;
+
+    if (best < 0 || best >= conn->tx_rail || conn->tx_sync || held(conn) ||
+        !cfg(conn)->failback || conn->state != ROV_CONN_ESTABLISHED || !leads(conn))
+        return;
+    chan = conn->chans[best];
+    r = &conn->fo.rails[best];
+    if (!chan) {
+        retry_rail(conn, best, now);
+        return;
+    }
+    if (!rov_conn_chan_ready(chan) || !r->healthy_since_ns ||
+        now - r->healthy_since_ns < dwell_ns(conn))
+        return;
+    conn->fo.back_ns = now;
+    rov_conn_move(conn, best, ROV_REASON_FAILBACK, "preferred rail healthy for the dwell", 0, -1);
+}
+
+static void check_conn(struct rov_conn *conn, uint64_t now)
+{
+    for (int i = 0; i < conn->ctx->nrails; i++) {
+        struct rov_chan *chan = conn->chans[i];
+
+        if (chan && !check_chan(conn, chan, now))
+            return; /* a failure changed the connection: look again next tick */
+    }
+    /* A path that stayed up long after the move back is forgiven. */
+    if (conn->fo.back_ns && conn->tx_rail == best_rail(conn) &&
+        now - conn->fo.back_ns > STABLE_DWELLS * dwell_ns(conn)) {
+        conn->fo.flaps = 0;
+        conn->fo.back_ns = 0;
+        conn->fo.rails[conn->tx_rail].backoff_ns = 0;
+    }
+    maybe_failback(conn, now);
+}
+
+static void timer_cb(struct rov_watch *w, uint32_t events)
+{
+    rov_context_t *ctx = rov_container_of(w, rov_context_t, fo.timer);
+    uint64_t now = rov_now_ns(), expirations;
+    bool any = false;
+
+    (void)events;
+    (void)!read(w->fd, &expirations, sizeof(expirations));
+    for (struct rov_conn *c = ctx->conns; c; c = c->next) {
+        if (!live(c) || !c->peer_id)
+            continue;
+        any = true;
+        check_conn(c, now);
+    }
+    if (!any)
+        set_timer(ctx, false);
+}
+
+/* Life cycle -------------------------------------------------------------------------- */
+
+rov_status_t rov_fo_init(rov_context_t *ctx)
+{
+    uint64_t tick = ctx->config.failover_timeout_ns / 50;
+
+    ctx->fo.tick_ns = tick < TICK_MIN_NS ? TICK_MIN_NS : tick > TICK_MAX_NS ? TICK_MAX_NS : tick;
+    ctx->fo.timer.cb = timer_cb;
+    ctx->fo.timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (ctx->fo.timer.fd < 0) {
+        rov_error("failover", "timerfd_create: %m");
+        return ROV_ERR_IO;
+    }
+    if (rov_ctx_watch(ctx, &ctx->fo.timer, EPOLLIN) != ROV_OK) {
+        close(ctx->fo.timer.fd);
+        ctx->fo.timer.fd = -1;
+        return ROV_ERR_IO;
+    }
+    return ROV_OK;
+}
+
+void rov_fo_fini(rov_context_t *ctx)
+{
+    if (ctx->fo.timer.fd >= 0) {
+        rov_ctx_unwatch(ctx, &ctx->fo.timer);
+        close(ctx->fo.timer.fd);
+        ctx->fo.timer.fd = -1;
+    }
+}
+
+static rov_status_t force(struct rov_conn *conn, bool on);
+
+void rov_fo_conn_up(struct rov_conn *conn)
+{
+    rov_context_t *ctx = conn->ctx;
+
+    if (ctx->fo.hold_all || conn->fo.hold) {
+        conn->fo.hold = false;
+        force(conn, true);
+    }
+    if (ctx->config.failover && !ctx->fo.timer_armed)
+        set_timer(ctx, true);
+}
+
+/* Operator control ---------------------------------------------------------------------- */
+
+static rov_status_t force(struct rov_conn *conn, bool on)
+{
+    int best = best_rail(conn), to;
+    struct rov_chan *chan;
+
+    if (conn->fo.hold == on)
+        return ROV_OK;
+    conn->fo.hold = on;
+    if (conn->state != ROV_CONN_ESTABLISHED || !conn->peer_id)
+        return ROV_ERR_BUSY; /* applied when it is (rov_fo_conn_up) */
+    if (on) {
+        if (conn->tx_rail != best) {
+            rov_conn_announce(conn); /* already off it: tell the peer to stay */
+            return ROV_OK;
+        }
+        to = next_rail(conn, conn->tx_rail);
+        if (to < 0 || to == best) {
+            conn->fo.hold = false;
+            return ROV_ERR_UNREACHABLE;
+        }
+        rov_info("failover", "conn %llu: forced off %s by an operator",
+                 (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, best));
+        rov_conn_move(conn, to, ROV_REASON_ADMIN_FORCE, "forced onto a fallback rail", 0, -1);
+        return ROV_OK;
+    }
+    rov_info("failover", "conn %llu: released by an operator", (unsigned long long)conn->id);
+    chan = best >= 0 ? conn->chans[best] : NULL;
+    if (best >= 0 && best < conn->tx_rail && rov_conn_chan_ready(chan) &&
+        conn->fo.rails[best].healthy_since_ns && !conn->fo.peer_hold && !conn->ctx->fo.hold_all) {
+        rov_conn_move(conn, best, ROV_REASON_ADMIN_RELEASE, "released by an operator", 0, -1);
+        return ROV_OK;
+    }
+    rov_conn_announce(conn);
+    if (best >= 0)
+        conn->fo.rails[best].retry_ns = 0; /* the leader retries at once */
+    return ROV_OK;
+}
+
+rov_status_t rov_conn_force_fallback(rov_conn_t *conn, int on)
+{
+    return force(conn, on != 0);
+}
+
+static int parse_ep_id(const char *hex, uint8_t *id)
+{
+    if (strlen(hex) != 2 * ROV_EP_ID_LEN)
+        return -1;
+    for (int i = 0; i < ROV_EP_ID_LEN; i++) {
+        unsigned v;
+
+        if (!isxdigit((unsigned char)hex[2 * i]) || !isxdigit((unsigned char)hex[2 * i + 1]) ||
+            sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return -1;
+        id[i] = (uint8_t)v;
+    }
+    return 0;
+}
+
+int rov_context_force_fallback(rov_context_t *ctx, const char *peer, int on)
+{
+    uint8_t id[ROV_EP_ID_LEN];
+    int n = 0;
+
+    if (peer && parse_ep_id(peer, id) != 0)
+        return ROV_ERR_INVAL;
+    if (!peer)
+        ctx->fo.hold_all = on != 0;
+    for (struct rov_conn *c = ctx->conns; c; c = c->next) {
+        if (c->state == ROV_CONN_DEAD || c->state == ROV_CONN_FAILED)
+            continue;
+        if (peer && (!c->peer_id || memcmp(c->peer.ep_id, id, ROV_EP_ID_LEN) != 0))
+            continue;
+        force(c, on != 0);
+        n++;
+    }
+    return n;
+}
+
+/* Control commands: status, force, release ------------------------------------------------ */
+
+static const char *const conn_states[] = {
+    [ROV_CONN_CONNECTING] = "connecting", [ROV_CONN_ESTABLISHED] = "established",
+    [ROV_CONN_CLOSING] = "closing",       [ROV_CONN_FAILED] = "failed",
+    [ROV_CONN_DEAD] = "dead",
+};
+
+static void hex(const uint8_t *id, char *out)
+{
+    for (int i = 0; i < ROV_EP_ID_LEN; i++)
+        sprintf(out + 2 * i, "%02x", id[i]);
+}
+
+static void print_time(FILE *out, uint64_t realtime_ns)
+{
+    time_t secs = (time_t)(realtime_ns / 1000000000ull);
+    struct tm tm;
+    char buf[32];
+
+    if (!realtime_ns) {
+        fputc('-', out);
+        return;
+    }
+    gmtime_r(&secs, &tm);
+    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(out, "%s.%03uZ", buf, (unsigned)(realtime_ns / 1000000ull % 1000));
+}
+
+static void print_conn(FILE *out, const struct rov_conn *conn, uint64_t now)
+{
+    rov_context_t *ctx = conn->ctx;
+    rov_conn_stats_t st;
+    char peer[2 * ROV_EP_ID_LEN + 1] = "-";
+    bool first = true;
+
+    rov_conn_stats(conn, &st);
+    if (conn->peer_id || conn->peer_blob_len)
+        hex(conn->peer.ep_id, peer);
+    fprintf(out, "conn id=%llu peer=%s:%llu state=%s rail=%s(%d) forced=%s peer_forced=%s "
+            "switches=%" PRIu64 " last_reason=%s last_switch=",
+            (unsigned long long)conn->id, peer, (unsigned long long)conn->peer_id,
+            conn_states[conn->state], rov_context_rail_name(ctx, conn->tx_rail), conn->tx_rail,
+            conn->fo.hold ? "yes" : "no", conn->fo.peer_hold ? "yes" : "no", st.switches,
+            rov_reason_str(st.last_reason));
+    print_time(out, st.last_switch_ns);
+    fprintf(out, " retained_msgs=%" PRIu64 " retained_bytes=%" PRIu64 " tx_seq=%" PRIu64
+            " rx_seq=%" PRIu64 " resent=%" PRIu64 " reasons=",
+            st.retained_msgs, st.retained_bytes, st.tx_seq, st.rx_seq, st.msgs_resent);
+    for (int i = 1; i < ROV_REASON_COUNT; i++) {
+        if (!st.reasons[i])
+            continue;
+        fprintf(out, "%s%s:%" PRIu64, first ? "" : ",", rov_reason_str((rov_reason_t)i),
+                st.reasons[i]);
+        first = false;
+    }
+    if (first)
+        fputc('-', out);
+    fputc('\n', out);
+    for (int i = 0; i < ctx->nrails; i++) {
+        const struct rov_fo_rail *r = &conn->fo.rails[i];
+        struct rov_chan *chan = conn->chans[i];
+        char where[160] = "";
+
+        if (!chan) {
+            if (r->state == ROV_FO_DOWN)
+                fprintf(out, "  chan rail=%s(%d) state=none health=down retry_in_ms=%lld\n",
+                        rov_context_rail_name(ctx, i), i,
+                        (long long)((int64_t)(r->retry_ns - now) / (int64_t)MS));
+            continue;
+        }
+        if (chan->rail->ops->chan_str && chan->state == ROV_CHAN_OPEN)
+            chan->rail->ops->chan_str(chan, where, sizeof(where));
+        fprintf(out, "  chan rail=%s(%d) state=%s tx=%s health=", rov_context_rail_name(ctx, i), i,
+                chan->state == ROV_CHAN_CONNECTING ? "connecting"
+                : chan->handshaken                 ? "open" : "handshake",
+                i == conn->tx_rail ? "yes" : "no");
+        if (chan->silent)
+            fputs("silenced", out);
+        else if (!r->healthy_since_ns || r->chan_serial != chan->serial)
+            fputs("unknown", out);
+        else if (r->busy_since_ns && now - r->busy_since_ns > ctx->config.failover_timeout_ns / 4)
+            fprintf(out, "waiting_ms=%" PRIu64, (now - r->busy_since_ns) / MS);
+        else
+            fprintf(out, "up_ms=%" PRIu64, (now - r->healthy_since_ns) / MS);
+        fprintf(out, " %s\n", where);
+    }
+}
+
+static int cmd_status(rov_context_t *ctx, int argc, char **argv, FILE *out, char *err,
+                      size_t err_len)
+{
+    const struct rov_config *c = &ctx->config;
+    uint64_t now = rov_now_ns();
+    int n = 0;
+
+    (void)argv;
+    if (argc > 1) {
+        snprintf(err, err_len, "status takes no arguments");
+        return 1;
+    }
+    for (struct rov_conn *conn = ctx->conns; conn; conn = conn->next)
+        n++;
+    fprintf(out, "failover=%s timeout_ms=%" PRIu64 " keepalive_ms=%" PRIu64 " failback=%s "
+            "dwell_ms=%" PRIu64 " forced_all=%s conns=%d\n", c->failover ? "on" : "off",
+            c->failover_timeout_ns / MS, c->keepalive_ns / MS, c->failback ? "on" : "off",
+            c->failback_dwell_ns / MS, ctx->fo.hold_all ? "yes" : "no", n);
+    for (struct rov_conn *conn = ctx->conns; conn; conn = conn->next)
+        print_conn(out, conn, now);
+    return 0;
+}
+
+/* force|release all | conn ID | peer EPID */
+static int cmd_force(rov_context_t *ctx, int argc, char **argv, FILE *out, char *err,
+                     size_t err_len)
+{
+    bool on = strcmp(argv[0], "force") == 0;
+    int n = 0;
+
+    if (argc == 2 && strcmp(argv[1], "all") == 0) {
+        n = rov_context_force_fallback(ctx, NULL, on);
+    } else if (argc == 3 && strcmp(argv[1], "peer") == 0) {
+        n = rov_context_force_fallback(ctx, argv[2], on);
+        if (n < 0) {
+            snprintf(err, err_len, "'%s' is not an endpoint id (32 hex digits)", argv[2]);
+            return 1;
+        }
+    } else if (argc == 3 && strcmp(argv[1], "conn") == 0) {
+        char *end;
+        unsigned long long id = strtoull(argv[2], &end, 10);
+        struct rov_conn *conn = NULL;
+
+        if (*end || !*argv[2]) {
+            snprintf(err, err_len, "'%s' is not a connection id", argv[2]);
+            return 1;
+        }
+        for (conn = ctx->conns; conn && conn->id != id; conn = conn->next)
+            ;
+        if (!conn || conn->state == ROV_CONN_DEAD) {
+            snprintf(err, err_len, "no connection %llu", id);
+            return 1;
+        }
+        rov_status_t st = force(conn, on);
+
+        if (st == ROV_ERR_UNREACHABLE) {
+            snprintf(err, err_len, "connection %llu has no other rail to go to", id);
+            return 1;
+        }
+        n = 1;
+    } else {
+        snprintf(err, err_len, "usage: %s all | conn ID | peer EPID", argv[0]);
+        return 1;
+    }
+    fprintf(out, "%s %d connection%s\n", on ? "forced" : "released", n, n == 1 ? "" : "s");
+    return 0;
+}
+
+static const struct rov_ctl_cmd status_cmd = {
+    "status", "status", "connections: rail, state, switches and reasons, retained data",
+    cmd_status,
+};
+static const struct rov_ctl_cmd force_cmd = {
+    "force", "force all|conn ID|peer EPID",
+    "move connections to a fallback rail and keep them there (fabric maintenance)", cmd_force,
+};
+static const struct rov_ctl_cmd release_cmd = {
+    "release", "release all|conn ID|peer EPID", "let forced connections move back", cmd_force,
+};
+
+ROV_CTL_REGISTER(status_cmd)
+ROV_CTL_REGISTER(force_cmd)
+ROV_CTL_REGISTER(release_cmd)

@@ -1,0 +1,86 @@
+/*
+ * The failover engine: policy on top of the transport's switch primitive.
+ *
+ * It watches every channel of every connection through the rail's own
+ * liveness (rov_rail_ops.chan_health: the remote transport's acknowledgements,
+ * never the peer application), probes idle channels, turns rail errors and
+ * stalls into moves to the next rail with a reason code, announces a failure
+ * seen by one side to the other, retries a failed preferred rail with
+ * backoff and moves traffic back after it has stayed healthy for the dwell,
+ * and serves operator requests (force / release, status).  It knows no
+ * particular rail: it sees rails by index and channels by their health.
+ *
+ * One side of a connection leads the recovery of a failed rail (the smaller
+ * endpoint id, as for connect races): it reconnects the rail and decides the
+ * move back; the other follows, which keeps the two sides from racing and a
+ * flapping path from ping-ponging.  Either side moves away from a failed
+ * rail at once.
+ */
+#ifndef ROV_FAILOVER_H
+#define ROV_FAILOVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "railover/railover.h"
+#include "transport/config.h"
+#include "transport/rail.h"
+
+struct rov_conn;
+
+/* What the engine knows of one rail of one connection. */
+enum rov_fo_rail_state {
+    ROV_FO_UP = 0,   /* usable (or never tried) */
+    ROV_FO_DOWN,     /* failed: retry at retry_ns (the leader reconnects) */
+};
+
+struct rov_fo_rail {
+    uint8_t state;
+    bool probe_sent;          /* keepalive probe outstanding on the channel */
+    rov_reason_t pending;     /* reason of a failure the engine is reporting */
+    uint64_t chan_serial;     /* channel the fields below describe */
+    uint64_t busy_since_ns;   /* channel seen busy since, 0: idle */
+    uint64_t healthy_since_ns; /* channel handshaken and healthy since */
+    uint64_t down_since_ns;
+    uint64_t retry_ns;        /* DOWN: next reconnect attempt */
+    uint64_t backoff_ns;      /* current retry interval */
+};
+
+struct rov_fo_conn {
+    struct rov_fo_rail rails[ROV_MAX_RAILS];
+    bool hold;                /* operator: keep off the preferred rail */
+    bool peer_hold;           /* the peer's operator holds it */
+    unsigned flaps;           /* failures soon after a failback: longer dwell */
+    uint64_t back_ns;         /* when we last moved to a better rail */
+};
+
+struct rov_fo_ctx {
+    struct rov_watch timer;
+    bool timer_armed;
+    uint64_t tick_ns;
+    bool hold_all;            /* operator: every connection, present and future */
+};
+
+/* Context life cycle (context.c). */
+rov_status_t rov_fo_init(rov_context_t *ctx);
+void rov_fo_fini(rov_context_t *ctx);
+/** A connection became established: start watching it. */
+void rov_fo_conn_up(struct rov_conn *conn);
+
+/** A channel of conn on `rail` failed (status, reason code or
+ * ROV_REASON_NONE to classify by status).  Moves the connection if it was on
+ * that rail; returns whether the connection still has a rail to send on. */
+bool rov_fo_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,
+                        rov_reason_t reason, const char *why);
+
+/** The peer moved the connection away from `rail`, which failed on its side. */
+void rov_fo_peer_failed(struct rov_conn *conn, int rail);
+
+/** The reason code of a rail failure: reason if set, else from status. */
+rov_reason_t rov_fo_classify(rov_status_t status, rov_reason_t reason);
+
+/** Reason the follower records for a move the peer made for `reason`. */
+rov_reason_t rov_fo_peer_reason(rov_reason_t reason);
+
+#endif

@@ -1,0 +1,594 @@
+/*
+ * railover status|force|release|ctl: clients of the per-process control
+ * sockets.  They speak only the socket protocol (one request line; answer
+ * lines ending in "ok" or "error: ..."); the one thing shared with the
+ * library is the run-directory resolution (rov_ctl_run_dir), so that the tool
+ * looks where the processes put their sockets.
+ */
+#include "ctl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "railover/railover.h"
+#include "transport/control.h"
+
+#define CTL_TIMEOUT_S 5
+#define CTL_ANSWER_MAX (16u << 20)
+
+/* One control socket: process pid, its context number n. */
+struct target {
+    long pid;
+    unsigned n;
+    char label[32];   /* "1234", or "1234.1" for a process's second context */
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+};
+
+struct targets {
+    struct target *v;
+    size_t count, cap;
+};
+
+enum req_result {
+    REQ_ANSWERED,  /* *answer_p holds what the process sent */
+    REQ_STALE,     /* nobody listens: the process is gone; socket removed */
+    REQ_FAILED,    /* timeout or error, reported on stderr */
+};
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int run_dir(char *dir, size_t len)
+{
+    char err[512] = "";
+    rov_config_t *config;
+    rov_status_t st = rov_config_read(err, sizeof(err), &config);
+
+    if (st != ROV_OK) {
+        fprintf(stderr, "railover: %s\n", err[0] ? err : rov_status_str(st));
+        return -1;
+    }
+    st = rov_ctl_run_dir(config, dir, len);
+    rov_config_free(config);
+    if (st != ROV_OK) {
+        fprintf(stderr, "railover: the control run directory path is too long "
+                "(check RAILOVER_RUN_DIR and XDG_RUNTIME_DIR)\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Strict decimal; false for anything else (sign, spaces, overflow). */
+static bool parse_ulong(const char *s, const char *end, unsigned long max, unsigned long *out)
+{
+    unsigned long v = 0;
+
+    if (s == end)
+        return false;
+    for (; s < end; s++) {
+        if (*s < '0' || *s > '9' || v > (max - (unsigned long)(*s - '0')) / 10)
+            return false;
+        v = v * 10 + (unsigned long)(*s - '0');
+    }
+    *out = v;
+    return true;
+}
+
+static bool parse_pid(const char *s, long *pid_p)
+{
+    unsigned long v;
+
+    if (!parse_ulong(s, s + strlen(s), 0x7fffffff, &v) || v == 0)
+        return false;
+    *pid_p = (long)v;
+    return true;
+}
+
+/* "<pid>.<n>.sock" */
+static bool parse_sock_name(const char *name, long *pid_p, unsigned *n_p)
+{
+    const char *dot = strchr(name, '.'), *suffix;
+    unsigned long pid, n;
+    size_t len = strlen(name);
+
+    if (!dot || len < 5 || strcmp(name + len - 5, ".sock") != 0)
+        return false;
+    suffix = name + len - 5;
+    if (suffix <= dot || !parse_ulong(name, dot, 0x7fffffff, &pid) || pid == 0 ||
+        !parse_ulong(dot + 1, suffix, 0xffffffff, &n))
+        return false;
+    *pid_p = (long)pid;
+    *n_p = (unsigned)n;
+    return true;
+}
+
+static int target_cmp(const void *a, const void *b)
+{
+    const struct target *x = a, *y = b;
+
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    return x->n < y->n ? -1 : x->n > y->n;
+}
+
+/* Append the sockets of process pid (every process when pid is 0) found in
+ * dir to t, sorted.  -1 on error (reported). */
+static int find_targets(const char *dir, long pid, struct targets *t)
+{
+    size_t first = t->count;
+    struct dirent *de;
+    DIR *d = opendir(dir);
+
+    if (!d) {
+        if (errno == ENOENT)
+            return 0; /* no process has made it yet */
+        fprintf(stderr, "railover: cannot list %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    while ((de = readdir(d)) != NULL) {
+        struct target *tg;
+        long p;
+        unsigned n;
+
+        if (!parse_sock_name(de->d_name, &p, &n) || (pid && p != pid))
+            continue;
+        if (t->count == t->cap) {
+            size_t cap = t->cap ? 2 * t->cap : 16;
+            struct target *v = realloc(t->v, cap * sizeof(*v));
+
+            if (!v) {
+                fprintf(stderr, "railover: out of memory\n");
+                closedir(d);
+                return -1;
+            }
+            t->v = v;
+            t->cap = cap;
+        }
+        tg = &t->v[t->count];
+        tg->pid = p;
+        tg->n = n;
+        if (n)
+            snprintf(tg->label, sizeof(tg->label), "%ld.%u", p, n);
+        else
+            snprintf(tg->label, sizeof(tg->label), "%ld", p);
+        if (snprintf(tg->path, sizeof(tg->path), "%s/%s", dir, de->d_name) >=
+            (int)sizeof(tg->path))
+            continue;
+        t->count++;
+    }
+    closedir(d);
+    if (t->count - first > 1)
+        qsort(t->v + first, t->count - first, sizeof(*t->v), target_cmp);
+    return 0;
+}
+
+/* Wait for events on fd until deadline; 1 ready, 0 timed out, -1 error. */
+static int wait_fd(int fd, short events, uint64_t deadline)
+{
+    for (;;) {
+        uint64_t now = now_ms();
+        struct pollfd p = {.fd = fd, .events = events};
+        int n;
+
+        if (now >= deadline)
+            return 0;
+        n = poll(&p, 1, (int)(deadline - now));
+        if (n > 0)
+            return 1;
+        if (n < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+static void report_timeout(const struct target *t)
+{
+    fprintf(stderr, "railover: process %s did not answer within %d s (does it call "
+            "rov_progress?)\n", t->label, CTL_TIMEOUT_S);
+}
+
+/* Connect; false with *r_p set (and the reason reported) on failure. */
+static bool ctl_connect(int fd, const struct target *t, uint64_t deadline,
+                        enum req_result *r_p)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", t->path);
+    for (;;) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+            return true;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN) {
+            /* The listen backlog is full: the process is not accepting. */
+            if (now_ms() >= deadline) {
+                report_timeout(t);
+                *r_p = REQ_FAILED;
+                return false;
+            }
+            poll(NULL, 0, 10);
+            continue;
+        }
+        if (errno == EINPROGRESS) {
+            int w = wait_fd(fd, POLLOUT, deadline);
+
+            if (w == 0) {
+                report_timeout(t);
+                *r_p = REQ_FAILED;
+                return false;
+            }
+            if (w < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                err = errno;
+            if (err == 0)
+                return true;
+            errno = err;
+        }
+        break;
+    }
+    *r_p = REQ_STALE;
+    if (errno == ECONNREFUSED) {
+        /* A socket file nobody listens on: its process died without
+         * closing its context. */
+        if (unlink(t->path) == 0)
+            fprintf(stderr, "railover: %s: stale control socket (process %s is gone); "
+                    "removed\n", t->path, t->label);
+        else
+            fprintf(stderr, "railover: %s: stale control socket (process %s is gone); "
+                    "cannot remove it: %s\n", t->path, t->label, strerror(errno));
+        return false;
+    }
+    if (errno == ENOENT) {
+        fprintf(stderr, "railover: process %s has exited (%s is gone)\n", t->label, t->path);
+        return false;
+    }
+    fprintf(stderr, "railover: connect to %s: %s\n", t->path, strerror(errno));
+    *r_p = REQ_FAILED;
+    return false;
+}
+
+/* Send line (without its newline) to t and collect the answer. */
+static enum req_result ctl_request(const struct target *t, const char *line, char **answer_p,
+                                   size_t *len_p)
+{
+    uint64_t deadline = now_ms() + CTL_TIMEOUT_S * 1000u;
+    size_t req_len = strlen(line) + 1, sent = 0, len = 0, cap = 0;
+    char *req, *answer = NULL;
+    enum req_result r;
+    int fd;
+
+    *answer_p = NULL;
+    *len_p = 0;
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        fprintf(stderr, "railover: socket(AF_UNIX): %s\n", strerror(errno));
+        return REQ_FAILED;
+    }
+    if (!ctl_connect(fd, t, deadline, &r)) {
+        close(fd);
+        return r;
+    }
+    req = malloc(req_len);
+    if (!req) {
+        fprintf(stderr, "railover: out of memory\n");
+        close(fd);
+        return REQ_FAILED;
+    }
+    memcpy(req, line, req_len - 1);
+    req[req_len - 1] = '\n';
+    while (sent < req_len) {
+        ssize_t n = send(fd, req + sent, req_len - sent, MSG_NOSIGNAL);
+
+        if (n >= 0) {
+            sent += (size_t)n;
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (wait_fd(fd, POLLOUT, deadline) <= 0) {
+                report_timeout(t);
+                goto fail;
+            }
+        } else if (errno != EINTR) {
+            fprintf(stderr, "railover: send to process %s: %s\n", t->label, strerror(errno));
+            goto fail;
+        }
+    }
+    shutdown(fd, SHUT_WR);
+    for (;;) {
+        ssize_t n;
+
+        if (cap - len < 4096) {
+            char *a;
+
+            if (cap >= CTL_ANSWER_MAX) {
+                fprintf(stderr, "railover: process %s: answer longer than %u bytes\n",
+                        t->label, CTL_ANSWER_MAX);
+                goto fail;
+            }
+            cap = cap ? 2 * cap : 16384;
+            a = realloc(answer, cap);
+            if (!a) {
+                fprintf(stderr, "railover: out of memory\n");
+                goto fail;
+            }
+            answer = a;
+        }
+        n = recv(fd, answer + len, cap - len - 1, 0);
+        if (n > 0) {
+            len += (size_t)n;
+            continue;
+        }
+        /* The server closes once it has answered; a reset after the answer
+         * is its close with our bytes unread, and as final. */
+        if (n == 0 || (errno == ECONNRESET && len > 0))
+            break;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (wait_fd(fd, POLLIN, deadline) <= 0) {
+                report_timeout(t);
+                goto fail;
+            }
+        } else if (errno != EINTR) {
+            fprintf(stderr, "railover: receive from process %s: %s\n", t->label,
+                    strerror(errno));
+            goto fail;
+        }
+    }
+    answer[len] = '\0';
+    free(req);
+    close(fd);
+    *answer_p = answer;
+    *len_p = len;
+    return REQ_ANSWERED;
+
+fail:
+    free(answer);
+    free(req);
+    close(fd);
+    return REQ_FAILED;
+}
+
+/*
+ * Print an answer: its lines before the verdict to stdout, each after
+ * prefix; the verdict "ok" to stdout only when print_ok; an error to stderr.
+ * Returns 0 for "ok", 1 otherwise.
+ */
+static int print_answer(const struct target *t, const char *answer, size_t len,
+                        const char *prefix, bool print_ok)
+{
+    const char *last, *p;
+
+    if (len == 0 || answer[len - 1] != '\n' || memchr(answer, '\0', len)) {
+        fprintf(stderr, "railover: process %s closed the connection without a complete "
+                "answer\n", t->label);
+        return 1;
+    }
+    for (last = answer + len - 1; last > answer && last[-1] != '\n'; last--)
+        ;
+    for (p = answer; p < last;) {
+        const char *nl = strchr(p, '\n');
+
+        printf("%s%.*s\n", prefix, (int)(nl - p), p);
+        p = nl + 1;
+    }
+    if (strcmp(last, "ok\n") == 0) {
+        if (print_ok)
+            printf("%sok\n", prefix);
+        return 0;
+    }
+    fflush(stdout);
+    if (strncmp(last, "error: ", 7) == 0)
+        fprintf(stderr, "railover: process %s: %s", t->label, last);
+    else
+        fprintf(stderr, "railover: process %s: malformed answer: %s", t->label, last);
+    return 1;
+}
+
+/* Find the targets named by a PID argument, or every target for "all" (when
+ * allow_all) or a NULL arg.  -1 with a message when there are none. */
+static int select_targets(const char *dir, const char *arg, bool allow_all, struct targets *t)
+{
+    long pid = 0;
+
+    if (arg && !(allow_all && strcmp(arg, "all") == 0) && !parse_pid(arg, &pid)) {
+        fprintf(stderr, "railover: '%s' is not a process id%s\n", arg,
+                allow_all ? " or 'all'" : "");
+        return -1;
+    }
+    if (find_targets(dir, pid, t) < 0)
+        return -1;
+    if (t->count == 0 && pid)
+        fprintf(stderr, "railover: no control socket of process %ld in %s (not a Railover "
+                "process, RAILOVER_CONTROL=off, or another RAILOVER_RUN_DIR?)\n", pid, dir);
+    return 0;
+}
+
+static void no_process(const char *dir)
+{
+    fprintf(stderr, "railover: no Railover process with a control socket found in %s\n", dir);
+}
+
+int rov_tool_status(int argc, char **argv)
+{
+    struct targets t = {0};
+    char dir[ROV_CTL_RUN_DIR_MAX];
+    int rc = 0, live = 0;
+
+    if (run_dir(dir, sizeof(dir)) < 0)
+        return 1;
+    if (argc < 2) {
+        if (select_targets(dir, NULL, false, &t) < 0)
+            rc = 1;
+    }
+    for (int i = 1; i < argc; i++) {
+        size_t before = t.count;
+
+        if (select_targets(dir, argv[i], false, &t) < 0 || t.count == before)
+            rc = 1;
+    }
+    for (size_t i = 0; i < t.count; i++) {
+        const struct target *tg = &t.v[i];
+        enum req_result r;
+        char *answer;
+        size_t len;
+
+        r = ctl_request(tg, "hello", &answer, &len);
+        if (r != REQ_ANSWERED) {
+            /* A stale socket in a scan of the directory is housekeeping; a
+             * process asked for by pid that is gone is a failure. */
+            if (r == REQ_FAILED || argc > 1)
+                rc = 1;
+            continue;
+        }
+        if (live++)
+            putchar('\n');
+        rc |= print_answer(tg, answer, len, "", false);
+        free(answer);
+        if (ctl_request(tg, "status", &answer, &len) != REQ_ANSWERED) {
+            rc = 1;
+            continue;
+        }
+        rc |= print_answer(tg, answer, len, "", false);
+        free(answer);
+    }
+    if (argc < 2 && live == 0) {
+        no_process(dir);
+        rc = 1;
+    }
+    free(t.v);
+    return rc;
+}
+
+/* Send line to each target.  all: the targets are every process of the run
+ * directory, so output lines name their process and stale sockets are mere
+ * housekeeping. */
+static int send_all(const char *dir, const struct targets *t, const char *line, bool all,
+                    bool print_ok)
+{
+    int rc = 0, live = 0;
+
+    for (size_t i = 0; i < t->count; i++) {
+        const struct target *tg = &t->v[i];
+        char prefix[48] = "";
+        enum req_result r;
+        char *answer;
+        size_t len;
+
+        r = ctl_request(tg, line, &answer, &len);
+        if (r != REQ_ANSWERED) {
+            if (r == REQ_FAILED || !all)
+                rc = 1;
+            continue;
+        }
+        live++;
+        if (all)
+            snprintf(prefix, sizeof(prefix), "%s: ", tg->label);
+        rc |= print_answer(tg, answer, len, prefix, print_ok);
+        free(answer);
+    }
+    if (all && live == 0) {
+        no_process(dir);
+        rc = 1;
+    }
+    return rc;
+}
+
+static int force_usage(const char *verb)
+{
+    fprintf(stderr, "usage: railover %s PID|all [conn ID | peer EPID]\n", verb);
+    return 1;
+}
+
+int rov_tool_force(int argc, char **argv)
+{
+    const char *verb = argv[0];
+    struct targets t = {0};
+    char dir[ROV_CTL_RUN_DIR_MAX], line[256];
+    bool all;
+    int rc;
+
+    if (argc != 2 && argc != 4)
+        return force_usage(verb);
+    if (argc == 4 && strcmp(argv[2], "conn") != 0 && strcmp(argv[2], "peer") != 0) {
+        fprintf(stderr, "railover %s: expected 'conn ID' or 'peer EPID', not '%s'\n", verb,
+                argv[2]);
+        return force_usage(verb);
+    }
+    /* The request names the connections; the process is chosen by socket. */
+    if (argc == 4) {
+        if (strpbrk(argv[3], " \t\r\n") ||
+            snprintf(line, sizeof(line), "%s %s %s", verb, argv[2], argv[3]) >=
+                (int)sizeof(line)) {
+            fprintf(stderr, "railover %s: malformed %s '%s'\n", verb, argv[2], argv[3]);
+            return 1;
+        }
+    } else {
+        snprintf(line, sizeof(line), "%s all", verb);
+    }
+    if (run_dir(dir, sizeof(dir)) < 0)
+        return 1;
+    all = strcmp(argv[1], "all") == 0;
+    if (select_targets(dir, argv[1], true, &t) < 0) {
+        free(t.v);
+        return 1;
+    }
+    if (t.count == 0 && !all) {
+        free(t.v);
+        return 1;
+    }
+    rc = send_all(dir, &t, line, all, false);
+    free(t.v);
+    return rc;
+}
+
+int rov_tool_ctl(int argc, char **argv)
+{
+    struct targets t = {0};
+    char dir[ROV_CTL_RUN_DIR_MAX], line[ROV_CTL_LINE_MAX];
+    size_t off = 0;
+    int rc;
+
+    if (argc < 3) {
+        fprintf(stderr, "usage: railover ctl PID VERB [ARGS...]   (VERB 'help' lists them)\n");
+        return 1;
+    }
+    for (int i = 2; i < argc; i++) {
+        size_t n = strlen(argv[i]);
+
+        if (n == 0 || strpbrk(argv[i], " \t\r\n")) {
+            fprintf(stderr, "railover ctl: argument '%s' is empty or contains white space\n",
+                    argv[i]);
+            return 1;
+        }
+        if (off + n + 2 > sizeof(line)) {
+            fprintf(stderr, "railover ctl: request longer than %d bytes\n", ROV_CTL_LINE_MAX);
+            return 1;
+        }
+        if (off)
+            line[off++] = ' ';
+        memcpy(line + off, argv[i], n);
+        off += n;
+    }
+    line[off] = '\0';
+    if (run_dir(dir, sizeof(dir)) < 0)
+        return 1;
+    if (select_targets(dir, argv[1], false, &t) < 0 || t.count == 0) {
+        free(t.v);
+        return 1;
+    }
+    rc = send_all(dir, &t, line, false, true);
+    free(t.v);
+    return rc;
+}

@@ -1,0 +1,585 @@
+/*
+ * The per-process control endpoint.  Everything runs in the progress thread
+ * from the context's epoll set, and nothing blocks: a client that does not
+ * finish its request, or does not read its answer, costs a slot and a
+ * buffer, never the application's progress.
+ */
+#define _GNU_SOURCE /* struct ucred, accept4 */
+#include "transport/control.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "transport/core.h"
+#include "transport/log.h"
+
+#define CTL_MAX_CMDS 32
+#define CTL_MAX_CLIENTS 16
+#define CTL_BACKLOG 16
+#define CTL_ACCEPT_BATCH 16
+/* A full client table makes room by dropping a client that has not
+ * completed its request for this long. */
+#define CTL_CLIENT_IDLE_NS (10ull * 1000000000ull)
+/* Request bytes after the line are discarded before close, up to this, so
+ * the kernel does not reset the connection under the client's answer. */
+#define CTL_DRAIN_MAX (64 * 1024)
+
+struct ctl_client {
+    struct rov_watch watch;
+    struct rov_ctl *ctl;
+    int slot;
+    uint64_t since_ns;    /* accepted at */
+    bool answering;       /* request handled; sending the answer */
+    size_t in_len;
+    char in[ROV_CTL_LINE_MAX + 1];
+    char *out;            /* the whole answer (open_memstream buffer) */
+    size_t out_len, out_off;
+};
+
+struct rov_ctl {
+    rov_context_t *ctx;
+    struct rov_watch listen;
+    struct ctl_client *clients[CTL_MAX_CLIENTS];
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+};
+
+/* Registry ----------------------------------------------------------------- */
+
+static const struct rov_ctl_cmd *registry[CTL_MAX_CMDS];
+static int ncmds;
+
+static const struct rov_ctl_cmd *cmd_lookup(const char *verb)
+{
+    for (int i = 0; i < ncmds; i++)
+        if (strcmp(registry[i]->verb, verb) == 0)
+            return registry[i];
+    return NULL;
+}
+
+void rov_ctl_register(const struct rov_ctl_cmd *cmd)
+{
+    /* A bug in the registering layer, found before main() runs. */
+    if (!cmd->verb || !cmd->verb[0] || !cmd->usage || !cmd->help || !cmd->fn) {
+        fprintf(stderr, "railover: control command '%s' lacks a verb, usage, help or "
+                "handler; not registered\n", cmd->verb ? cmd->verb : "?");
+        abort();
+    }
+    if (cmd_lookup(cmd->verb)) {
+        fprintf(stderr, "railover: control command '%s' registered twice\n", cmd->verb);
+        abort();
+    }
+    if (ncmds == CTL_MAX_CMDS) {
+        fprintf(stderr, "railover: cannot register control command '%s': table full (%d)\n",
+                cmd->verb, CTL_MAX_CMDS);
+        abort();
+    }
+    registry[ncmds++] = cmd;
+}
+
+/* Run directory --------------------------------------------------------------- */
+
+/* Whether path is an existing directory (not a symlink) owned by us. */
+static bool own_dir(const char *path)
+{
+    struct stat st;
+
+    return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid();
+}
+
+rov_status_t rov_ctl_run_dir(const rov_config_t *config, char *buf, size_t len)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    int n;
+
+    if (config && config->run_dir[0])
+        n = snprintf(buf, len, "%s", config->run_dir);
+    else if (xdg && xdg[0] == '/' && strlen(xdg) + sizeof("/railover") <= ROV_CTL_RUN_DIR_MAX &&
+             own_dir(xdg))
+        n = snprintf(buf, len, "%s/railover", xdg);
+    else
+        n = snprintf(buf, len, "/tmp/railover-%u", (unsigned)geteuid());
+    if (n < 0 || (size_t)n >= len || (size_t)n >= ROV_CTL_RUN_DIR_MAX)
+        return ROV_ERR_INVAL;
+    return ROV_OK;
+}
+
+/* Create the run directory if needed and check that it is safe: a real
+ * directory, ours, with no group or other access.  Sockets are protected by
+ * the directory alone (connect() needs search permission on it), so this is
+ * the whole access control besides SO_PEERCRED. */
+static bool run_dir_ready(const char *dir)
+{
+    struct stat st;
+
+    if (mkdir(dir, 0700) == 0) {
+        /* The umask may have taken bits we need; it cannot have added any. */
+        if (chmod(dir, 0700) < 0) {
+            rov_warn("ctl", "chmod %s: %m; running without a control socket", dir);
+            return false;
+        }
+    } else if (errno != EEXIST) {
+        rov_warn("ctl", "cannot create run directory %s: %m; running without a control socket",
+                 dir);
+        return false;
+    }
+    if (lstat(dir, &st) < 0) {
+        rov_warn("ctl", "run directory %s: %m; running without a control socket", dir);
+        return false;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        rov_warn("ctl", "run directory %s is not a directory%s; running without a control "
+                 "socket", dir, S_ISLNK(st.st_mode) ? " (a symbolic link)" : "");
+        return false;
+    }
+    if (st.st_uid != geteuid()) {
+        rov_warn("ctl", "run directory %s belongs to uid %u, not to us (uid %u); running "
+                 "without a control socket", dir, (unsigned)st.st_uid, (unsigned)geteuid());
+        return false;
+    }
+    if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+        rov_warn("ctl", "run directory %s has mode %03o; it must be accessible by its owner "
+                 "only (chmod 700); running without a control socket", dir,
+                 (unsigned)(st.st_mode & 0777));
+        return false;
+    }
+    return true;
+}
+
+/* Clients --------------------------------------------------------------------- */
+
+static void client_free(struct ctl_client *c, bool drain)
+{
+    struct rov_ctl *ctl = c->ctl;
+
+    if (drain) {
+        char sink[4096];
+        size_t total = 0;
+        ssize_t n;
+
+        while (total < CTL_DRAIN_MAX && (n = read(c->watch.fd, sink, sizeof(sink))) > 0)
+            total += (size_t)n;
+    }
+    rov_ctx_unwatch(ctl->ctx, &c->watch);
+    close(c->watch.fd);
+    ctl->clients[c->slot] = NULL;
+    free(c->out);
+    free(c);
+}
+
+/* Send what the socket takes; returns false when the client is done (all
+ * sent, or the client went away). */
+static bool client_flush(struct ctl_client *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->watch.fd, c->out + c->out_off, c->out_len - c->out_off,
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return true;
+            rov_debug("ctl", "client fd %d: send: %m; answer dropped", c->watch.fd);
+            return false;
+        }
+        c->out_off += (size_t)n;
+    }
+    return false;
+}
+
+/* Keep an error message to one line. */
+static void one_line(char *s)
+{
+    size_t n;
+
+    for (char *p = s; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    n = strlen(s);
+    while (n > 0 && s[n - 1] == ' ')
+        s[--n] = '\0';
+}
+
+/* Run the request in line (NUL-terminated, no newline) and write the answer,
+ * including its final "ok" or "error: ..." line, to out. */
+static void run_request(rov_context_t *ctx, char *line, FILE *out)
+{
+    char *argv[ROV_CTL_MAX_ARGS + 1];
+    char err[256] = "";
+    const struct rov_ctl_cmd *cmd;
+    char *save = NULL, *tok;
+    int argc = 0;
+    long before;
+
+    for (tok = strtok_r(line, " \t\r", &save); tok; tok = strtok_r(NULL, " \t\r", &save)) {
+        if (argc == ROV_CTL_MAX_ARGS) {
+            fprintf(out, "error: more than %d arguments\n", ROV_CTL_MAX_ARGS);
+            return;
+        }
+        argv[argc++] = tok;
+    }
+    argv[argc] = NULL;
+    if (argc == 0) {
+        fputs("error: empty request (try 'help')\n", out);
+        return;
+    }
+    cmd = cmd_lookup(argv[0]);
+    if (!cmd) {
+        fprintf(out, "error: unknown command '%s' (try 'help')\n", argv[0]);
+        return;
+    }
+    before = ftell(out);
+    if (cmd->fn(ctx, argc, argv, out, err, sizeof(err)) == 0) {
+        fputs("ok\n", out);
+        return;
+    }
+    one_line(err);
+    /* The answer's last line is the verdict; finish a partial line first. */
+    if (ftell(out) > before)
+        fputc('\n', out);
+    fprintf(out, "error: %s\n", err[0] ? err : "command failed");
+}
+
+/* A whole request is in c->in (terminated by a newline or by the client's
+ * end of stream): answer it. */
+static void client_answer(struct ctl_client *c)
+{
+    char *nl = memchr(c->in, '\n', c->in_len);
+    size_t cap = 0;
+    FILE *out;
+
+    c->in[nl ? (size_t)(nl - c->in) : c->in_len] = '\0';
+    c->answering = true;
+    out = open_memstream(&c->out, &cap);
+    if (!out) {
+        static const char nomem[] = "error: out of memory\n";
+
+        rov_warn("ctl", "open_memstream: %m");
+        c->out = strdup(nomem);
+        c->out_len = c->out ? sizeof(nomem) - 1 : 0;
+        return;
+    }
+    rov_debug("ctl", "request '%s'", c->in);
+    run_request(c->ctl->ctx, c->in, out);
+    if (fclose(out) != 0) {
+        free(c->out);
+        c->out = NULL;
+        cap = 0;
+    }
+    c->out_len = cap;
+}
+
+static void client_cb(struct rov_watch *w, uint32_t events)
+{
+    struct ctl_client *c = rov_container_of(w, struct ctl_client, watch);
+    bool eof = false;
+
+    if (events & EPOLLERR) {
+        client_free(c, false);
+        return;
+    }
+    if (!c->answering) {
+        while (c->in_len < ROV_CTL_LINE_MAX) {
+            ssize_t n = read(w->fd, c->in + c->in_len, ROV_CTL_LINE_MAX - c->in_len);
+
+            if (n > 0) {
+                bool line = memchr(c->in + c->in_len, '\n', (size_t)n) != NULL;
+
+                c->in_len += (size_t)n;
+                if (line)
+                    break;
+                continue;
+            }
+            if (n == 0) {
+                eof = true;
+            } else if (errno == EINTR) {
+                continue;
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                rov_debug("ctl", "client fd %d: read: %m", w->fd);
+                client_free(c, false);
+                return;
+            }
+            break;
+        }
+        if (memchr(c->in, '\n', c->in_len) || (eof && c->in_len > 0)) {
+            client_answer(c);
+        } else if (c->in_len == ROV_CTL_LINE_MAX) {
+            char msg[64];
+            int len = snprintf(msg, sizeof(msg), "error: request longer than %d bytes\n",
+                               ROV_CTL_LINE_MAX);
+
+            rov_debug("ctl", "client fd %d: request longer than %d bytes", w->fd,
+                      ROV_CTL_LINE_MAX);
+            c->answering = true;
+            c->out = strndup(msg, (size_t)len);
+            c->out_len = c->out ? (size_t)len : 0;
+        } else if (eof) {
+            client_free(c, false); /* went away without asking anything */
+            return;
+        } else {
+            return; /* wait for the rest of the line */
+        }
+    }
+    if (client_flush(c)) {
+        /* Socket full: wait for room, no longer for requests. */
+        if (!(events & EPOLLOUT) && rov_ctx_watch_mod(c->ctl->ctx, w, EPOLLOUT) != ROV_OK)
+            client_free(c, false);
+        return;
+    }
+    client_free(c, true);
+}
+
+/* With a full table, drop the oldest client that has been sitting on an
+ * unfinished request for too long; returns the freed slot or -1. */
+static int evict_idle(struct rov_ctl *ctl)
+{
+    uint64_t now = rov_now_ns();
+    struct ctl_client *oldest = NULL;
+    int slot;
+
+    for (int i = 0; i < CTL_MAX_CLIENTS; i++) {
+        struct ctl_client *c = ctl->clients[i];
+
+        if (c && !c->answering && now - c->since_ns > CTL_CLIENT_IDLE_NS &&
+            (!oldest || c->since_ns < oldest->since_ns))
+            oldest = c;
+    }
+    if (!oldest)
+        return -1;
+    rov_debug("ctl", "client fd %d: no request after %" PRIu64 " s; dropped for a new client",
+              oldest->watch.fd, (now - oldest->since_ns) / UINT64_C(1000000000));
+    slot = oldest->slot;
+    client_free(oldest, false);
+    return slot;
+}
+
+static void client_new(struct rov_ctl *ctl, int fd)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    struct ctl_client *c;
+    int slot = -1;
+
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+        rov_debug("ctl", "SO_PEERCRED: %m; client refused");
+        close(fd);
+        return;
+    }
+    if (cred.uid != geteuid()) {
+        rov_debug("ctl", "client pid %d uid %u refused: not our uid %u", (int)cred.pid,
+                  (unsigned)cred.uid, (unsigned)geteuid());
+        close(fd);
+        return;
+    }
+    for (int i = 0; i < CTL_MAX_CLIENTS && slot < 0; i++)
+        if (!ctl->clients[i])
+            slot = i;
+    if (slot < 0)
+        slot = evict_idle(ctl);
+    if (slot < 0) {
+        rov_debug("ctl", "client pid %d refused: %d clients already", (int)cred.pid,
+                  CTL_MAX_CLIENTS);
+        close(fd);
+        return;
+    }
+    c = malloc(sizeof(*c));
+    if (!c) {
+        close(fd);
+        return;
+    }
+    c->watch.fd = fd;
+    c->watch.cb = client_cb;
+    c->ctl = ctl;
+    c->slot = slot;
+    c->since_ns = rov_now_ns();
+    c->answering = false;
+    c->in_len = 0;
+    c->out = NULL;
+    c->out_len = c->out_off = 0;
+    if (rov_ctx_watch(ctl->ctx, &c->watch, EPOLLIN) != ROV_OK) {
+        close(fd);
+        free(c);
+        return;
+    }
+    ctl->clients[slot] = c;
+}
+
+static void listen_cb(struct rov_watch *w, uint32_t events)
+{
+    struct rov_ctl *ctl = rov_container_of(w, struct rov_ctl, listen);
+
+    for (int i = 0; i < CTL_ACCEPT_BATCH; i++) {
+        int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+                errno != ECONNABORTED)
+                rov_log_ratelimited(ROV_LOG_WARN, "ctl", "accept on %s: %m", ctl->path);
+            return;
+        }
+        client_new(ctl, fd);
+    }
+}
+
+/* Socket ------------------------------------------------------------------------ */
+
+void rov_ctl_open(rov_context_t *ctx)
+{
+    static atomic_uint seq; /* contexts of this process with a control socket */
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char dir[ROV_CTL_RUN_DIR_MAX];
+    struct rov_ctl *ctl;
+    unsigned n;
+    int fd;
+
+    if (!ctx->config.control)
+        return;
+    if (rov_ctl_run_dir(&ctx->config, dir, sizeof(dir)) != ROV_OK) {
+        rov_warn("ctl", "run directory path too long; running without a control socket");
+        return;
+    }
+    if (!run_dir_ready(dir))
+        return;
+    n = atomic_fetch_add(&seq, 1);
+    if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%d.%u.sock", dir, (int)getpid(), n) >=
+        (int)sizeof(sa.sun_path)) {
+        rov_warn("ctl", "socket path in %s too long; running without a control socket", dir);
+        return;
+    }
+    ctl = calloc(1, sizeof(*ctl));
+    if (!ctl) {
+        rov_warn("ctl", "out of memory; running without a control socket");
+        return;
+    }
+    ctl->ctx = ctx;
+    snprintf(ctl->path, sizeof(ctl->path), "%s", sa.sun_path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        rov_warn("ctl", "socket(AF_UNIX): %m; running without a control socket");
+        goto err_free;
+    }
+    /* A file of this name is left by an earlier process with our pid. */
+    if (unlink(ctl->path) < 0 && errno != ENOENT) {
+        rov_warn("ctl", "cannot remove stale %s: %m; running without a control socket",
+                 ctl->path);
+        goto err_close;
+    }
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        rov_warn("ctl", "bind %s: %m; running without a control socket", ctl->path);
+        goto err_close;
+    }
+    /* Until this chmod the socket has the umask's mode, but the directory
+     * (0700) already keeps everyone else out. */
+    if (chmod(ctl->path, 0600) < 0) {
+        rov_warn("ctl", "chmod %s: %m; running without a control socket", ctl->path);
+        goto err_unlink;
+    }
+    if (listen(fd, CTL_BACKLOG) < 0) {
+        rov_warn("ctl", "listen %s: %m; running without a control socket", ctl->path);
+        goto err_unlink;
+    }
+    ctl->listen.fd = fd;
+    ctl->listen.cb = listen_cb;
+    if (rov_ctx_watch(ctx, &ctl->listen, EPOLLIN) != ROV_OK)
+        goto err_unlink; /* logged */
+    ctx->ctl = ctl;
+    rov_debug("ctl", "control socket %s", ctl->path);
+    return;
+
+err_unlink:
+    unlink(ctl->path);
+err_close:
+    close(fd);
+err_free:
+    free(ctl);
+}
+
+void rov_ctl_close(rov_context_t *ctx)
+{
+    struct rov_ctl *ctl = ctx->ctl;
+
+    if (!ctl)
+        return;
+    for (int i = 0; i < CTL_MAX_CLIENTS; i++)
+        if (ctl->clients[i])
+            client_free(ctl->clients[i], false);
+    rov_ctx_unwatch(ctx, &ctl->listen);
+    close(ctl->listen.fd);
+    if (unlink(ctl->path) < 0 && errno != ENOENT)
+        rov_warn("ctl", "cannot remove %s: %m", ctl->path);
+    rov_debug("ctl", "control socket %s closed", ctl->path);
+    free(ctl);
+    ctx->ctl = NULL;
+}
+
+const char *rov_ctl_path(const rov_context_t *ctx)
+{
+    return ctx->ctl ? ctx->ctl->path : NULL;
+}
+
+/* Built-in commands ------------------------------------------------------------ */
+
+static int ctl_help(rov_context_t *ctx, int argc, char **argv, FILE *out, char *err,
+                    size_t err_len)
+{
+    for (int i = 0; i < ncmds; i++)
+        fprintf(out, "%-32s %s\n", registry[i]->usage, registry[i]->help);
+    return 0;
+}
+
+static int ctl_hello(rov_context_t *ctx, int argc, char **argv, FILE *out, char *err,
+                     size_t err_len)
+{
+    const char *jobid = getenv("RAILOVER_JOBID");
+
+    fprintf(out, "process pid=%d version=%s endpoint=", (int)getpid(), rov_version());
+    for (size_t i = 0; i < sizeof(ctx->ep_id); i++)
+        fprintf(out, "%02x", ctx->ep_id[i]);
+    fprintf(out, " jobid=%s rails=", jobid && jobid[0] ? jobid : "-");
+    for (int i = 0; i < ctx->nrails; i++)
+        fprintf(out, "%s%s", i ? "," : "", ctx->rails[i]->spec->name);
+    if (ctx->nrails == 0)
+        fputc('-', out);
+    fputc('\n', out);
+    return 0;
+}
+
+static int ctl_ping(rov_context_t *ctx, int argc, char **argv, FILE *out, char *err,
+                    size_t err_len)
+{
+    return 0;
+}
+
+static const struct rov_ctl_cmd ctl_help_cmd = {
+    .verb = "help",
+    .usage = "help",
+    .help = "list the commands this process serves",
+    .fn = ctl_help,
+};
+static const struct rov_ctl_cmd ctl_hello_cmd = {
+    .verb = "hello",
+    .usage = "hello",
+    .help = "one line: pid, library version, endpoint id, job id, rails",
+    .fn = ctl_hello,
+};
+static const struct rov_ctl_cmd ctl_ping_cmd = {
+    .verb = "ping",
+    .usage = "ping",
+    .help = "answer 'ok' (is the process making progress?)",
+    .fn = ctl_ping,
+};
+
+ROV_CTL_REGISTER(ctl_help_cmd)
+ROV_CTL_REGISTER(ctl_hello_cmd)
+ROV_CTL_REGISTER(ctl_ping_cmd)

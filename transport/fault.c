@@ -1,0 +1,110 @@
+#include "transport/fault.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/core.h"
+#include "transport/log.h"
+
+static uint64_t splitmix(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+rov_status_t rov_fault_parse(const char *spec, struct rov_fault *out, char *why, size_t why_len)
+{
+    struct rov_fault f = {.rail = -1, .seed = 1};
+    char buf[256], *save = NULL;
+    bool have_rail = false, have_mode = false, have_after = false;
+
+    if (!*spec) {
+        if (out)
+            *out = f;
+        return ROV_OK;
+    }
+    if (strlen(spec) >= sizeof(buf)) {
+        snprintf(why, why_len, "spec too long");
+        return ROV_ERR_INVAL;
+    }
+    strcpy(buf, spec);
+    for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '='), *end;
+        unsigned long long v;
+
+        if (!eq) {
+            snprintf(why, why_len, "'%s' is not key=value", kv);
+            return ROV_ERR_INVAL;
+        }
+        *eq++ = '\0';
+        if (strcmp(kv, "mode") == 0) {
+            if (strcmp(eq, "error") == 0)
+                f.mode = ROV_FAULT_ERROR;
+            else if (strcmp(eq, "silent") == 0)
+                f.mode = ROV_FAULT_SILENT;
+            else {
+                snprintf(why, why_len, "mode '%s' is not error or silent", eq);
+                return ROV_ERR_INVAL;
+            }
+            have_mode = true;
+            continue;
+        }
+        v = strtoull(eq, &end, 10);
+        if (!*eq || *end || *eq == '-') {
+            snprintf(why, why_len, "%s='%s' is not a non-negative integer", kv, eq);
+            return ROV_ERR_INVAL;
+        }
+        if (strcmp(kv, "rail") == 0) {
+            if (v >= ROV_MAX_RAILS) {
+                snprintf(why, why_len, "rail=%llu is not below %d", v, ROV_MAX_RAILS);
+                return ROV_ERR_INVAL;
+            }
+            f.rail = (int)v;
+            have_rail = true;
+        } else if (strcmp(kv, "after") == 0 && v > 0) {
+            f.after = v;
+            have_after = true;
+        } else if (strcmp(kv, "every") == 0 && v > 1) {
+            f.every = v;
+        } else if (strcmp(kv, "seed") == 0) {
+            f.seed = v;
+        } else {
+            snprintf(why, why_len, "unknown key '%s' or value out of range (after >= 1, "
+                     "every >= 2)", kv);
+            return ROV_ERR_INVAL;
+        }
+    }
+    if (!have_rail || !have_mode || !have_after) {
+        snprintf(why, why_len, "rail=, mode= and after= are required");
+        return ROV_ERR_INVAL;
+    }
+    f.next = f.after;
+    f.rng = f.seed;
+    if (out)
+        *out = f;
+    return ROV_OK;
+}
+
+void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan)
+{
+    if (chan->rail->index != f->rail || ++f->sent != f->next)
+        return;
+    f->fired++;
+    f->next = f->every ? f->sent + f->every / 2 + splitmix(&f->rng) % (f->every + 1) : 0;
+    rov_info("fault", "RAILOVER_FAULT: %s channel of conn %llu %s after %" PRIu64
+             " data frames on the rail", chan->rail->spec->name,
+             chan->conn ? (unsigned long long)chan->conn->id : 0ull,
+             f->mode == ROV_FAULT_ERROR ? "fails" : "goes silent", f->sent);
+    if (f->mode == ROV_FAULT_SILENT) {
+        chan->silent = 1;
+        chan->silent_since_ns = rov_now_ns();
+        return;
+    }
+    rov_conn_chan_failed_reason(chan, ROV_ERR_IO, "injected fault (RAILOVER_FAULT)",
+                                ROV_REASON_FAIL_INJECTED);
+}

@@ -1,0 +1,45 @@
+/*
+ * Library fault injection (RAILOVER_FAULT), for fast deterministic tests of
+ * the failover engine, next to the real faults (links down, nftables) the
+ * test tiers inject.  Rail-agnostic: it acts on channels as the transport
+ * sees them.
+ *
+ *   RAILOVER_FAULT=rail=N,mode=error|silent,after=N[,every=M][,seed=S]
+ *
+ * After `after` data frames sent on rail N (counted over all its channels),
+ * the channel that sent the last one fails: `error` reports a rail error at
+ * once (like a reset or an error completion); `silent` makes it drop every
+ * frame both ways from then on, as a dead path does, so only the
+ * lack-of-progress timer can find it.  With `every`, the fault re-arms after
+ * a random count in [M/2, 3M/2] (from `seed`).
+ */
+#ifndef ROV_FAULT_H
+#define ROV_FAULT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "railover/railover.h"
+
+struct rov_chan;
+
+enum rov_fault_mode { ROV_FAULT_ERROR = 1, ROV_FAULT_SILENT = 2 };
+
+struct rov_fault {
+    int rail;                 /* -1: no fault configured */
+    enum rov_fault_mode mode;
+    uint64_t after, every, seed;
+    uint64_t sent;            /* data frames sent on the rail so far */
+    uint64_t next;            /* fire when sent reaches this; 0: never again */
+    uint64_t rng;
+    uint64_t fired;
+};
+
+/** Parse a spec; f may be NULL to validate only.  An empty spec disarms. */
+rov_status_t rov_fault_parse(const char *spec, struct rov_fault *f, char *why, size_t why_len);
+
+/** Count one data frame sent on chan; fire the fault if it is due. */
+void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan);
+
+#endif
