@@ -22,9 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/sockios.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -824,27 +822,27 @@ static void tcp_close(struct rov_rail *rail)
     free(r);
 }
 
-/* Liveness from the kernel: bytes not yet acknowledged by the peer's TCP
- * (SIOCOUTQ) or still in our queue make the channel busy; the time since the
- * last ACK from the peer's kernel is what the failover engine waits on.  The
- * peer's kernel acknowledges (and answers zero-window probes) whether or not
- * its application reads, so a busy peer never looks dead. */
+/* Liveness from the kernel.  The channel is busy while segments it sent
+ * await the peer kernel's ACK (tcpi_unacked), or zero-window probes go
+ * unanswered (tcpi_probes); the engine then waits on the time since the last
+ * ACK.  Data waiting for the peer's receive window is not busy: the peer's
+ * kernel acknowledges and answers window probes whether or not its
+ * application reads, so a peer that computes for minutes looks healthy. */
 static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_health *h)
 {
     struct tcp_chan *c = rov_container_of(chan, struct tcp_chan, base);
-    int fd = c->watch.fd;
     struct tcp_info ti;
     socklen_t len = sizeof(ti);
-    int outq = 0;
 
-    if (c->dead || c->connecting) {
-        h->busy = c->connecting;
-        h->heard_ago_ns = h->sent_ago_ns = 0;
-        return c->dead ? ROV_ERR_RESET : ROV_OK;
-    }
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 || ioctl(fd, SIOCOUTQ, &outq) < 0)
+    h->busy = c->connecting;
+    h->heard_ago_ns = h->sent_ago_ns = 0;
+    if (c->dead)
+        return ROV_ERR_RESET;
+    if (c->connecting)
+        return ROV_OK;
+    if (getsockopt(c->watch.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
         return errno_status(errno);
-    h->busy = outq > 0 || c->txq_head != NULL;
+    h->busy = ti.tcpi_unacked > 0 || ti.tcpi_probes > 0;
     h->heard_ago_ns = (uint64_t)ti.tcpi_last_ack_recv * 1000000ull;
     h->sent_ago_ns = (uint64_t)ti.tcpi_last_data_sent * 1000000ull;
     return ROV_OK;

@@ -946,8 +946,9 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
         rov_warn("conn", "closing %s channel%s: protocol error: %s", chan->rail->spec->name,
                  conn ? "" : " (no connection yet)", why);
     else
-        rov_log(conn && conn->state == ROV_CONN_ESTABLISHED ? ROV_LOG_INFO : ROV_LOG_DEBUG,
-                "conn", "%s channel of conn %llu closed: %s (%s)", chan->rail->spec->name,
+        /* At debug level: the switch it causes, or the connection's
+         * failure, is the one line an operator sees. */
+        rov_debug("conn", "%s channel of conn %llu closed: %s (%s)", chan->rail->spec->name,
                 conn ? (unsigned long long)conn->id : 0ull, why, rov_status_str(status));
     rov_ctx_chan_close(chan);
     if (!conn || parked || conn->state == ROV_CONN_DEAD || conn->state == ROV_CONN_FAILED)

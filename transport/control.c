@@ -212,15 +212,16 @@ static void one_line(char *s)
 }
 
 /* Run the request in line (NUL-terminated, no newline) and write the answer,
- * including its final "ok" or "error: ..." line, to out. */
-static void run_request(rov_context_t *ctx, char *line, FILE *out)
+ * including its final "ok" or "error: ..." line, to out, the open_memstream
+ * of *buf_p and *size_p. */
+static void run_request(rov_context_t *ctx, char *line, FILE *out, char **buf_p,
+                        size_t *size_p)
 {
     char *argv[ROV_CTL_MAX_ARGS + 1];
     char err[256] = "";
     const struct rov_ctl_cmd *cmd;
     char *save = NULL, *tok;
-    int argc = 0;
-    long before;
+    int argc = 0, rc;
 
     for (tok = strtok_r(line, " \t\r", &save); tok; tok = strtok_r(NULL, " \t\r", &save)) {
         if (argc == ROV_CTL_MAX_ARGS) {
@@ -239,15 +240,15 @@ static void run_request(rov_context_t *ctx, char *line, FILE *out)
         fprintf(out, "error: unknown command '%s' (try 'help')\n", argv[0]);
         return;
     }
-    before = ftell(out);
-    if (cmd->fn(ctx, argc, argv, out, err, sizeof(err)) == 0) {
+    rc = cmd->fn(ctx, argc, argv, out, err, sizeof(err));
+    /* The verdict must be a line of its own: finish a partial line. */
+    if (fflush(out) == 0 && *size_p > 0 && (*buf_p)[*size_p - 1] != '\n')
+        fputc('\n', out);
+    if (rc == 0) {
         fputs("ok\n", out);
         return;
     }
     one_line(err);
-    /* The answer's last line is the verdict; finish a partial line first. */
-    if (ftell(out) > before)
-        fputc('\n', out);
     fprintf(out, "error: %s\n", err[0] ? err : "command failed");
 }
 
@@ -256,12 +257,12 @@ static void run_request(rov_context_t *ctx, char *line, FILE *out)
 static void client_answer(struct ctl_client *c)
 {
     char *nl = memchr(c->in, '\n', c->in_len);
-    size_t cap = 0;
+    size_t size = 0;
     FILE *out;
 
     c->in[nl ? (size_t)(nl - c->in) : c->in_len] = '\0';
     c->answering = true;
-    out = open_memstream(&c->out, &cap);
+    out = open_memstream(&c->out, &size);
     if (!out) {
         static const char nomem[] = "error: out of memory\n";
 
@@ -271,13 +272,13 @@ static void client_answer(struct ctl_client *c)
         return;
     }
     rov_debug("ctl", "request '%s'", c->in);
-    run_request(c->ctl->ctx, c->in, out);
+    run_request(c->ctl->ctx, c->in, out, &c->out, &size);
     if (fclose(out) != 0) {
         free(c->out);
         c->out = NULL;
-        cap = 0;
+        size = 0;
     }
-    c->out_len = cap;
+    c->out_len = size;
 }
 
 static void client_cb(struct rov_watch *w, uint32_t events)

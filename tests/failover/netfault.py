@@ -670,19 +670,30 @@ def common_args(description, extra=None):
     return args
 
 
-class Workdir:
+class Dir:
+    def __init__(self, path):
+        self.path = path
+
+    def file(self, name):
+        return os.path.join(self.path, name)
+
+    def sub(self, name):
+        """A subdirectory (e.g. one per phase of a test)."""
+        d = Dir(self.file(name))
+        os.mkdir(d.path, 0o700)
+        return d
+
+
+class Workdir(Dir):
     """Temporary log directory: removed on success unless --keep, kept (and
     its path printed) on failure."""
 
     def __init__(self, name, keep=False):
-        self.path = tempfile.mkdtemp(prefix="rov-fo-%s-" % name)
+        super().__init__(tempfile.mkdtemp(prefix="rov-fo-%s-" % name))
         os.chmod(self.path, 0o700)
         self.keep = keep
         self.failed = True   # until the test says otherwise
         at_cleanup(self.finish)
-
-    def file(self, name):
-        return os.path.join(self.path, name)
 
     def finish(self):
         cancel_cleanup(self.finish)
@@ -1265,3 +1276,21 @@ def fault_and_heal(args, name, inject, heal, leader_ok, env=None, conns=None,
         check_counts(ck, pair)
     ck.done()
     wd.failed = False
+
+
+def count_cycles(pair, conn):
+    """Failover/failback cycles of one connection: a switch away from rail 0
+    with a failover.* reason (either side) followed by a switch back to rail
+    0 with reason failback (either side).  Follower switches (peer.*) are
+    the same moves seen from the other side and are not counted."""
+    evs = sorted((e for role in SIDES for e in pair.switches(role, conn)),
+                 key=lambda e: e.get("t", 0))
+    away, n = False, 0
+    for e in evs:
+        r = e.get("reason")
+        if is_failover(r) and e.get("to") != 0:
+            away = True
+        elif r == FAILBACK and e.get("to") == 0 and away:
+            n += 1
+            away = False
+    return n

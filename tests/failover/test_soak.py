@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""soak: thousands of failover/failback cycles under traffic, zero loss.
+
+Runs on loopback (no namespaces, no root): RAILOVER_RAILS=tcp@127.0.0.1,
+tcp@127.0.0.2, and the library's own fault injection on rail 0 in both
+processes (RAILOVER_FAULT=rail=0,mode=...,after=N,every=M) with a very short
+failback dwell and retry, so connections fail over and back continuously.
+Two phases: mode=error (the channel fails with an error), then mode=silent
+(frames dropped both ways, found by the lack-of-progress timer).  A cycle
+is a failover.* switch away from rail 0 followed by a failback switch back,
+counted per connection from the events files of both sides; each phase
+stops (stop file, graceful close) once it has its share of --cycles.
+Claims per phase: zero loss (count cross-check), no duplicate, in order
+(rov_stream exit 0), every switch counted once, every connection ends on
+rail 0... or on rail 1 when it was cut by a fault at the close (printed).
+Prints cycles/s and totals.  --long: 20000 cycles, for a hand-started run.
+"""
+import math
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import netfault as nf  # noqa: E402
+
+
+def opts(ap):
+    ap.add_argument("--cycles", type=int, default=None, help="cycles in all (default 1000)")
+    ap.add_argument("--long", action="store_true", help="20000 cycles, longer budget")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="seconds allowed for all phases (default 280, --long 7200)")
+    ap.add_argument("--silent-share", type=float, default=0.25,
+                    help="share of the cycles made with silent faults (default 0.25)")
+    ap.set_defaults(conns=4)
+
+
+BASE_ENV = {
+    "RAILOVER_LOG": "warn",
+    "RAILOVER_FAILOVER": "on",
+    "RAILOVER_FAILBACK": "on",
+    "RAILOVER_FAILBACK_DWELL": "5ms",
+    "RAILOVER_FAILBACK_RETRY": "1ms",
+    "RAILOVER_FAILBACK_RETRY_MAX": "10ms",
+}
+
+PHASES = {
+    "error": dict(BASE_ENV, RAILOVER_FAILOVER_TIMEOUT="250ms", RAILOVER_KEEPALIVE="100ms"),
+    "silent": dict(BASE_ENV, RAILOVER_FAILOVER_TIMEOUT="50ms", RAILOVER_KEEPALIVE="20ms"),
+}
+FAULT = "rail=0,mode=%s,after=%d,every=%d,seed=%d"
+FAULT_ARGS = {"error": (50, 200), "silent": (50, 200)}
+
+
+def phase(args, wd, ck, mode, target, budget):
+    after, every = FAULT_ARGS[mode]
+    sub = wd.sub(mode)
+    env = PHASES[mode]
+    pair = nf.StreamPair(args, sub, None, conns=args.conns, env=env,
+                         env_l={"RAILOVER_FAULT": FAULT % (mode, after, every, args.seed)},
+                         env_c={"RAILOVER_FAULT": FAULT % (mode, after, every, args.seed + 1)},
+                         rate_ms=0, timeout_s=int(budget) + 120, stall_s=30)
+    t0 = time.monotonic()
+    try:
+        pair.start()
+        last = 0
+        while True:
+            n = sum(nf.count_cycles(pair, i) for i in range(args.conns))
+            el = time.monotonic() - t0
+            if n >= target:
+                break
+            if el > budget:
+                raise nf.Failure("%s phase: only %d of %d cycles within %.0f s\n%s" %
+                                 (mode, n, target, budget, pair.describe()))
+            if el - last >= 10:
+                nf.log("%s phase: %d/%d cycles after %.0f s" % (mode, n, target, el))
+                last = el
+            pair.check_alive("during the %s phase" % mode)
+            time.sleep(0.5)
+        elapsed = time.monotonic() - t0
+        pair.stop(timeout=120)
+    finally:
+        pair.kill()
+    nf.check_stream(ck, pair)
+    nf.check_counts(ck, pair)
+    per = [nf.count_cycles(pair, i) for i in range(args.conns)]
+    reasons = {}
+    for role in nf.SIDES:
+        for c in pair.results[role]["conns"].values():
+            for k, v in c["reasons"].items():
+                reasons[k] = reasons.get(k, 0) + v
+    tot = {role: pair.results[role]["total"] or {} for role in nf.SIDES}
+    conns = {role: pair.results[role]["conns"] for role in nf.SIDES}
+    resent = sum(c.get("resent", 0) or 0 for role in nf.SIDES for c in conns[role].values())
+    dups = sum(c.get("dups_dropped", 0) or 0 for role in nf.SIDES
+               for c in conns[role].values())
+    msgs = sum(t.get("recv", 0) or 0 for t in tot.values())
+    nf.log("%s phase: %d cycles (per connection %s) in %.1f s = %.1f cycles/s; %d messages "
+           "verified, %d resent, %d duplicates dropped; reasons (both sides) %s" %
+           (mode, sum(per), per, elapsed, sum(per) / elapsed, msgs, resent, dups,
+            nf.fmt_reasons(reasons)))
+    expect = "failover.injected" if mode == "error" else "failover.stall"
+    ck.check(any(k.startswith("failover.") for k in reasons),
+             "%s phase: no failover.* reason at all (expected mostly %s*): %s" %
+             (mode, expect, nf.fmt_reasons(reasons)))
+    for role in nf.SIDES:
+        for i in range(args.conns):
+            c = conns[role].get(i) or {}
+            if c.get("rail") != 0:
+                nf.log("note: %s conn %d ended on rail %s (a fault hit it at the close)" %
+                       (role, i, c.get("rail")))
+    return sum(per), elapsed, msgs
+
+
+def test():
+    args = nf.common_args(__doc__.splitlines()[0], opts)
+    total = args.cycles or (20000 if args.long else 1000)
+    budget = args.budget or (7200 if args.long else 280)
+    silent = max(1, int(math.ceil(total * args.silent_share)))
+    error = max(1, total - silent)
+    wd = nf.Workdir("soak", args.keep)
+    ck = nf.Checker()
+    t0 = time.monotonic()
+    n1, e1, m1 = phase(args, wd, ck, "error", error, budget * error / total)
+    left = budget - (time.monotonic() - t0)
+    n2, e2, m2 = phase(args, wd, ck, "silent", silent, max(left, 30))
+    el = time.monotonic() - t0
+    nf.log("soak: %d failover/failback cycles (%d error, %d silent) in %.1f s (%.1f cycles/s "
+           "including set-up), %d messages verified, target %d" %
+           (n1 + n2, n1, n2, el, (n1 + n2) / el, m1 + m2, total))
+    ck.check(n1 + n2 >= total, "only %d cycles, expected at least %d" % (n1 + n2, total))
+    ck.done()
+    wd.failed = False
+
+
+if __name__ == "__main__":
+    nf.main(test, needs_netns=False)
