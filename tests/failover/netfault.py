@@ -867,8 +867,10 @@ class StreamPair:
 
     def _ready(self):
         for role in SIDES:
+            # The listener's "accepted" events carry conn -1 (the index is
+            # known only from the connector's hello): count them.
             evs = self.events[role].poll()
-            up = {e.get("conn") for e in evs if e.get("ev") in ("established", "accepted")}
+            up = [e for e in evs if e.get("ev") in ("established", "accepted")]
             if len(up) < self.conns:
                 return False
         if self.rate_ms:
@@ -923,7 +925,7 @@ class StreamPair:
         time (t_s of the CSV)."""
         tot = {}
         for r in read_rate_csv(self.rate[role]):
-            if r.get("side") not in (role, None) and r.get("side") != role:
+            if r.get("side") != role:
                 continue
             if rail is not None and r.get("rail") != rail:
                 continue

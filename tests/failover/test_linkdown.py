@@ -11,6 +11,7 @@ duplicate, in order.  --side A|B picks the end that goes down (A = listener).
 import os
 import sys
 
+sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netfault as nf  # noqa: E402
 

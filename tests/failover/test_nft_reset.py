@@ -13,6 +13,7 @@ after the rule is removed and the dwell every connection is back on rail 0
 import os
 import sys
 
+sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netfault as nf  # noqa: E402
 

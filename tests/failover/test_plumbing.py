@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 
+sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netfault as nf  # noqa: E402
 
@@ -21,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 _CHILD = r"""
 import sys, time
+sys.dont_write_bytecode = True
 sys.path.insert(0, sys.argv[1])
 import netfault as nf
 t = nf.Topology().create()

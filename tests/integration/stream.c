@@ -82,6 +82,7 @@
 
 #define PUMP_BATCH 256
 #define MAX_CONNS 1024
+#define MAX_REPORTS 20 /* failures outside the flows printed; the rest are counted */
 #define STATUS_EVERY_NS (5ull * 1000000000ull)
 #define ERROR_GRACE_NS (1ull * 1000000000ull) /* collect more reports, then stop */
 #define STOP_POLL_NS (10ull * 1000000ull)     /* how often to look for the stop file */
@@ -162,6 +163,7 @@ struct app {
     uint64_t next_stop_poll_ns;
     uint64_t unexpected;      /* failures not tied to a known connection */
     uint64_t first_unexpected_ns;
+    uint64_t fail_reports;
 
     FILE *events, *rate;
     uint64_t last_rate_ns, next_rate_ns;
@@ -483,6 +485,12 @@ static void fail(struct app *app, struct sconn *sc, const char *fmt, ...)
         sc->unexpected++;
     else
         app->unexpected++;
+    if (++app->fail_reports > MAX_REPORTS) {
+        if (app->fail_reports == MAX_REPORTS + 1)
+            fprintf(stderr, "FAIL [%s]: further failures outside the streams are counted, "
+                    "not printed\n", app->role);
+        return;
+    }
     fprintf(stderr, "FAIL [%s]: ", sc ? sc->name : app->role);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
@@ -497,7 +505,7 @@ static void sconn_name(struct sconn *sc, const char *what, unsigned n)
     if (app->nconns == 1 && sc->index >= 0)
         snprintf(sc->name, sizeof(sc->name), "%s", app->role);
     else
-        snprintf(sc->name, sizeof(sc->name), "%s %s %u", app->role, what, n);
+        snprintf(sc->name, sizeof(sc->name), "%s %s%u", app->role, what, n);
 }
 
 /* Each connection's two directions have their own content; connection 0's
@@ -518,7 +526,7 @@ static int sconn_start(struct sconn *sc, unsigned index)
     uint64_t rx_count = app->stop_file ? IT_UNLIMITED : app->count;
 
     sc->index = (int)index;
-    sconn_name(sc, "conn", index);
+    sconn_name(sc, "conn ", index);
     if (it_flow_init(&sc->flow, sc->name, app->listen ? from_l : from_c,
                      app->listen ? from_c : from_l, app->count, rx_count, app->max_size))
         return -1;
@@ -676,7 +684,7 @@ static void on_accepted(struct app *app, rov_conn_t *conn)
     sc = &app->conns[app->nrecs++];
     sc->conn = conn;
     sc->established = true;
-    sconn_name(sc, "accepted", app->nrecs);
+    sconn_name(sc, "accepted #", app->nrecs);
     rov_conn_set_user(conn, sc);
     if (!app->t_start)
         app->t_start = it_now_ns();
