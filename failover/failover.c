@@ -356,6 +356,13 @@ static void timer_cb(struct rov_watch *w, uint32_t events)
     (void)events;
     (void)!read(w->fd, &expirations, sizeof(expirations));
     for (struct rov_conn *c = ctx->conns; c; c = c->next) {
+        if (c->state == ROV_CONN_CONNECTING && c->tx_rail >= 0 && c->chans[c->tx_rail]) {
+            /* First connect: a rail whose connect hangs (a blackholed
+             * address) gives way to the next rail after the timeout. */
+            any = true;
+            check_chan(c, c->chans[c->tx_rail], now);
+            continue;
+        }
         if (!live(c) || !c->peer_id)
             continue;
         any = true;
@@ -396,6 +403,12 @@ void rov_fo_fini(rov_context_t *ctx)
 }
 
 static rov_status_t force(struct rov_conn *conn, bool on);
+
+void rov_fo_conn_connecting(struct rov_conn *conn)
+{
+    if (conn->ctx->config.failover && !conn->ctx->fo.timer_armed)
+        set_timer(conn->ctx, true);
+}
 
 void rov_fo_conn_up(struct rov_conn *conn)
 {

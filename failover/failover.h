@@ -65,6 +65,8 @@ struct rov_fo_ctx {
 /* Context life cycle (context.c). */
 rov_status_t rov_fo_init(rov_context_t *ctx);
 void rov_fo_fini(rov_context_t *ctx);
+/** rov_conn_connect() started a connection: time its rail connect. */
+void rov_fo_conn_connecting(struct rov_conn *conn);
 /** A connection became established: start watching it. */
 void rov_fo_conn_up(struct rov_conn *conn);
 

@@ -430,6 +430,7 @@ rov_status_t rov_conn_connect(rov_endpoint_t *ep, const void *addr, size_t addr_
         st = ROV_ERR_UNREACHABLE;
         goto err;
     }
+    rov_fo_conn_connecting(conn);
     *conn_p = conn;
     return ROV_OK;
 err:

@@ -8,7 +8,6 @@
 #include "transport/control.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -313,7 +312,7 @@ static void client_cb(struct rov_watch *w, uint32_t events)
             }
             break;
         }
-        if (memchr(c->in, '\n', c->in_len) || (eof && c->in_len > 0)) {
+        if (memchr(c->in, '\n', c->in_len)) {
             client_answer(c);
         } else if (c->in_len == ROV_CTL_LINE_MAX) {
             char msg[64];
@@ -325,6 +324,8 @@ static void client_cb(struct rov_watch *w, uint32_t events)
             c->answering = true;
             c->out = strndup(msg, (size_t)len);
             c->out_len = c->out ? (size_t)len : 0;
+        } else if (eof && c->in_len > 0) {
+            client_answer(c); /* the client ended its line by shutting down */
         } else if (eof) {
             client_free(c, false); /* went away without asking anything */
             return;

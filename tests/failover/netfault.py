@@ -1105,6 +1105,8 @@ def check_moves(ck, pair, conn, since_ns, until_ns, to, leader_ok, follower_ok, 
         sw = [e for e in pair.switches(role, conn)
               if since_ns <= e.get("t", 0) <= until_ns and e.get("to") == to]
         found[role] = [e.get("reason") for e in sw]
+    log("conn %d %s: listener %s, connector %s" % (conn, what, found["listener"] or "-",
+                                                    found["connector"] or "-"))
     lead = [r for r in SIDES if any(leader_ok(x) for x in found[r])]
     ok = bool(lead) and all(any(leader_ok(x) or follower_ok(x) for x in found[r])
                             for r in SIDES)

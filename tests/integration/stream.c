@@ -163,7 +163,7 @@ struct app {
     uint64_t next_stop_poll_ns;
     uint64_t unexpected;      /* failures not tied to a known connection */
     uint64_t first_unexpected_ns;
-    uint64_t fail_reports;
+    uint64_t fail_reports;    /* of fail(), printed up to MAX_REPORTS */
 
     FILE *events, *rate;
     uint64_t last_rate_ns, next_rate_ns;
@@ -498,11 +498,12 @@ static void fail(struct app *app, struct sconn *sc, const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+/* Names in reports: the role alone when there is one connection. */
 static void sconn_name(struct sconn *sc, const char *what, unsigned n)
 {
     const struct app *app = sc->app;
 
-    if (app->nconns == 1 && sc->index >= 0)
+    if (app->nconns == 1)
         snprintf(sc->name, sizeof(sc->name), "%s", app->role);
     else
         snprintf(sc->name, sizeof(sc->name), "%s %s%u", app->role, what, n);
@@ -1103,13 +1104,26 @@ static uint64_t progress_signature(const struct app *app)
     return h;
 }
 
+/* Continuous mode with every connection's --count sent and acknowledged:
+ * waiting for the stop file is no stall (a peer whose own sends stall sees
+ * that itself). */
+static bool idle_until_stop(const struct app *app)
+{
+    if (!app->stop_file || app->stopping || app->nrecs < app->nconns)
+        return false;
+    for (unsigned r = 0; r < app->nrecs; r++)
+        if (app->conns[r].state != SC_STREAM || !it_flow_tx_done(&app->conns[r].flow))
+            return false;
+    return true;
+}
+
 /* 0 while running, else the exit status to leave with. */
 static int check_abort(struct app *app, uint64_t now, uint64_t deadline)
 {
     uint64_t sig = progress_signature(app);
     uint64_t first_error = app->unexpected ? app->first_unexpected_ns : UINT64_MAX;
 
-    if (sig != app->progress_sig || !app->last_progress_ns) {
+    if (sig != app->progress_sig || !app->last_progress_ns || idle_until_stop(app)) {
         app->progress_sig = sig;
         app->last_progress_ns = now;
     } else if (app->stall_s && now - app->last_progress_ns > app->stall_s * 1000000000ull) {
