@@ -262,6 +262,7 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
         rov_conn_chan_failed(chan, st, "the rail reports the channel broken");
         return false;
     }
+    r->heard_ago_ns = h.busy ? h.heard_ago_ns : 0;
     if (!h.busy) {
         r->busy_since_ns = 0;
         r->probe_sent = false;
@@ -583,10 +584,10 @@ static void print_conn(FILE *out, const struct rov_conn *conn, uint64_t now)
             fputs("silenced", out);
         else if (!r->healthy_since_ns || r->chan_serial != chan->serial)
             fputs("unknown", out);
-        else if (r->busy_since_ns && now - r->busy_since_ns > ctx->config.failover_timeout_ns / 4)
-            fprintf(out, "waiting_ms=%" PRIu64, (now - r->busy_since_ns) / MS);
         else
-            fprintf(out, "up_ms=%" PRIu64, (now - r->healthy_since_ns) / MS);
+            fprintf(out, "up_ms=%" PRIu64 " busy=%s unanswered_ms=%" PRIu64,
+                    (now - r->healthy_since_ns) / MS, r->busy_since_ns ? "yes" : "no",
+                    r->heard_ago_ns / MS);
         fprintf(out, " %s\n", where);
     }
 }

@@ -42,6 +42,7 @@ struct rov_fo_rail {
     uint64_t chan_serial;     /* channel the fields below describe */
     uint64_t busy_since_ns;   /* channel seen busy since, 0: idle */
     uint64_t healthy_since_ns; /* channel handshaken and healthy since */
+    uint64_t heard_ago_ns;    /* at the last check: since the rail last answered */
     uint64_t down_since_ns;
     uint64_t retry_ns;        /* DOWN: next reconnect attempt */
     uint64_t backoff_ns;      /* current retry interval */

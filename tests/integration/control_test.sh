@@ -205,6 +205,58 @@ else
     show status
 fi
 
+# ---- operator control: force the connection off its preferred rail ---------
+
+status_has() { # PID REGEX: the process's status shows a line matching REGEX
+    "$railover" status "$1" 2>/dev/null | grep -Eq "$2"
+}
+
+if wait_for 10 status_has "$lpid" '^conn id=[0-9]+ .* rail=tcp@lo\(0\) '; then
+    pass "status shows the connection on rail 0"
+else
+    fail "status of $lpid: no connection on tcp@lo(0)"
+    "$railover" status "$lpid" >&2
+fi
+run force "$railover" force "$lpid"
+if [ "$(rc_of force)" = 0 ] && grep -q "^forced 1 connection$" "$work/force.out" &&
+   wait_for 10 status_has "$lpid" 'rail=tcp@127.0.0.1\(1\) forced=yes .*reasons=.*admin.force:1' &&
+   wait_for 10 status_has "$cpid" 'rail=tcp@127.0.0.1\(1\) forced=no peer_forced=yes .*peer.admin:1'; then
+    pass "force moved the connection to rail 1 on both sides, reasons admin.force / peer.admin"
+else
+    fail "railover force $lpid"
+    show force
+    "$railover" status "$lpid" "$cpid" >&2
+fi
+# Held: no failback, although the preferred rail is healthy (dwell 2 s).
+sleep 3
+if status_has "$lpid" 'rail=tcp@127.0.0.1\(1\) forced=yes' &&
+   status_has "$cpid" 'rail=tcp@127.0.0.1\(1\)'; then
+    pass "a forced connection stays on the fallback rail"
+else
+    fail "the forced connection moved back"
+    "$railover" status "$lpid" "$cpid" >&2
+fi
+run release "$railover" release "$lpid"
+if [ "$(rc_of release)" = 0 ] && grep -q "^released 1 connection$" "$work/release.out" &&
+   wait_for 10 status_has "$lpid" 'rail=tcp@lo\(0\) forced=no peer_forced=no' &&
+   wait_for 10 status_has "$cpid" 'rail=tcp@lo\(0\) forced=no peer_forced=no'; then
+    pass "release moved it back to rail 0"
+else
+    fail "railover release $lpid"
+    show release
+    "$railover" status "$lpid" "$cpid" >&2
+fi
+run badconn "$railover" force "$lpid" conn 424242
+run badpeer "$railover" force "$lpid" peer xyz
+if [ "$(rc_of badconn)" = 1 ] && grep -q "error: no connection 424242" "$work/badconn.err" &&
+   [ "$(rc_of badpeer)" = 1 ] && grep -q "is not an endpoint id" "$work/badpeer.err"; then
+    pass "bad force targets are refused with a clear error"
+else
+    fail "bad force targets"
+    show badconn
+    show badpeer
+fi
+
 # A process that does not call rov_progress does not answer.
 kill -STOP "$lpid"
 run stopped "$railover" ctl "$lpid" ping
