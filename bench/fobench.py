@@ -10,7 +10,9 @@ order statistics.
 Only the Python standard library is used.
 """
 
+import ctypes
 import os
+import select
 import statistics
 import subprocess
 import sys
@@ -27,6 +29,7 @@ log = netfault.log
 SIDES = netfault.SIDES            # ("listener", "connector")
 SIDE_NS = {"listener": "A", "connector": "B"}
 NFT_TABLE = "rovbench"
+CLONE_NEWNET = 0x40000000
 
 MS = 1000000
 
@@ -79,49 +82,108 @@ def ms(t_ns):
 
 # ---- faults with timestamps ------------------------------------------------------
 
+class NftShell:
+    """One `nft --echo --handle -i` process inside a namespace, fed one line
+    per change: a rule lands within about a millisecond of the request,
+    where a fresh `ip netns exec ... nft` takes 10-20 ms on a busy host (and
+    the moment the fault starts would be that vague)."""
+
+    def __init__(self, topo, side):
+        path = "/run/netns/" + topo.ns[side]
+        self.fd = os.open(path, os.O_RDONLY)
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = self.fd
+
+        def enter():
+            if libc.setns(fd, CLONE_NEWNET) != 0:
+                os._exit(127)
+            libc.prctl(1, 9, 0, 0, 0)   # PR_SET_PDEATHSIG, SIGKILL
+
+        self.p = subprocess.Popen(["nft", "--echo", "--handle", "-i"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+                                  preexec_fn=enter, pass_fds=(fd,))
+        netfault.at_cleanup(self.close)
+
+    def close(self):
+        netfault.cancel_cleanup(self.close)
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def do(self, lines, done, timeout=5.0):
+        """Write the lines; read until the output ends with `done` (bytes).
+        Returns (t_before_write, t_after_done, output)."""
+        out = b""
+        t0 = now_ns()
+        self.p.stdin.write(("".join(l + "\n" for l in lines)).encode())
+        deadline = time.monotonic() + timeout
+        while not out.endswith(done):
+            left = deadline - time.monotonic()
+            r, _, _ = select.select([self.p.stdout, self.p.stderr], [], [], max(0, left))
+            if not r:
+                raise netfault.Failure("nft -i: no answer within %gs to %r; got %r" %
+                                       (timeout, lines, out))
+            for f in r:
+                d = os.read(f.fileno(), 65536)
+                if not d:
+                    raise netfault.Failure("nft -i exited; output %r" % out)
+                if f is self.p.stderr:
+                    time.sleep(0.05)
+                    try:
+                        d += os.read(f.fileno(), 65536)
+                    except BlockingIOError:
+                        pass
+                    raise netfault.Failure("nft -i: %r -> %s" % (lines, d.decode(errors="replace")))
+                out += d
+        return t0, now_ns(), out.decode(errors="replace")
+
+
+COMMITTED = b" (nft)\n"      # end of the echo's "# new generation N by process P (nft)"
+LISTED = b"}\n}\n"           # end of `list chain`
+
+
 class Faults:
-    """nft rules in table `inet rovbench` of one namespace of a netfault
-    Topology.  Every change returns (t_before, t_after): CLOCK_MONOTONIC
-    right before the command and right after it returned; the rule is in
-    place (or gone) somewhere in between, certainly by t_after."""
+    """nft rules in table `inet rovbench` of a namespace of a netfault
+    Topology, through an NftShell.  Every change returns (t_before, t_after):
+    CLOCK_MONOTONIC right before the request and right after nft confirmed
+    the commit (the echo of the new generation, or for removal a listing
+    made after it); the rule is in place, or gone, by t_after."""
 
     def __init__(self, topo):
         self.topo = topo
-        self.ready = set()
+        self.shells = {}
 
-    def _nft(self, side, args, input=None):
-        argv = self.topo.exec_argv(side, ["nft"] + args)
-        p = subprocess.run(argv, input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
-        if p.returncode != 0:
-            raise netfault.Failure("nft failed: %s\n%s" % (" ".join(argv), p.stderr.strip()))
-        return p.stdout
-
-    def setup(self, side):
-        if side in self.ready:
-            return
-        self._nft(side, ["-f", "-"], input="""
-table inet %(t)s {
-    chain input  { type filter hook input  priority 0; policy accept; }
-    chain output { type filter hook output priority 0; policy accept; }
-}
-""" % {"t": NFT_TABLE})
-        self.ready.add(side)
+    def shell(self, side):
+        if side not in self.shells:
+            sh = NftShell(self.topo, side)
+            # Idempotent (the table may be left from an earlier shell), so
+            # completion is seen by a listing, not by an echo.
+            sh.do(["add table inet %s; " % NFT_TABLE + "; ".join(
+                "add chain inet %s %s { type filter hook %s priority 0; policy accept; }; "
+                "flush chain inet %s %s" % (NFT_TABLE, c, c, NFT_TABLE, c)
+                for c in ("input", "output")), "list chain inet %s output" % NFT_TABLE], LISTED)
+            self.shells[side] = sh
+        return self.shells[side]
 
     def add(self, side, rules):
         """rules: [(chain, rule text)], added in one nft transaction."""
-        self.setup(side)
-        script = "".join("add rule inet %s %s %s\n" % (NFT_TABLE, c, r) for c, r in rules)
-        t0 = now_ns()
-        self._nft(side, ["-f", "-"], input=script)
-        t1 = now_ns()
+        line = "; ".join("add rule inet %s %s %s" % (NFT_TABLE, c, r) for c, r in rules)
+        t0, t1, _ = self.shell(side).do([line], COMMITTED)
         return t0, t1
 
     def clear(self, side):
-        t0 = now_ns()
-        self._nft(side, ["flush", "table", "inet", NFT_TABLE])
-        t1 = now_ns()
+        t0, t1, _ = self.shell(side).do(
+            ["flush chain inet %s input; flush chain inet %s output" % (NFT_TABLE, NFT_TABLE),
+             "list chain inet %s output" % NFT_TABLE], LISTED)
         return t0, t1
+
+    def close(self):
+        for sh in self.shells.values():
+            sh.close()
+        self.shells = {}
 
     def fabric_reset(self, side="A"):
         """TCP from the peer's fabric address is answered with a reset (the

@@ -219,6 +219,7 @@ static rov_status_t health(struct rov_chan *chan, uint64_t now, struct rov_chan_
 {
     if (chan->silent) {
         h->busy = 1;
+        h->queued = 0;
         h->heard_ago_ns = now - chan->silent_since_ns;
         h->sent_ago_ns = 0;
         return ROV_OK;
@@ -266,9 +267,12 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
     if (!h.busy) {
         r->busy_since_ns = 0;
         r->probe_sent = false;
-        if (c->keepalive_ns && h.sent_ago_ns >= c->keepalive_ns &&
-            rov_conn_probe(chan) == ROV_OK) {
+        /* Probe an idle channel; one held back by flow control has data
+         * waiting already, and a probe would only queue behind it. */
+        if (c->keepalive_ns && !h.queued && h.sent_ago_ns >= c->keepalive_ns &&
+            now - r->probe_ns >= c->keepalive_ns && rov_conn_probe(chan) == ROV_OK) {
             r->probe_sent = true;
+            r->probe_ns = now;
             r->busy_since_ns = now;
         }
         return chan->state != ROV_CHAN_CLOSED;

@@ -43,6 +43,7 @@ struct rov_fo_rail {
     uint64_t busy_since_ns;   /* channel seen busy since, 0: idle */
     uint64_t healthy_since_ns; /* channel handshaken and healthy since */
     uint64_t heard_ago_ns;    /* at the last check: since the rail last answered */
+    uint64_t probe_ns;        /* last keepalive probe sent */
     uint64_t down_since_ns;
     uint64_t retry_ns;        /* DOWN: next reconnect attempt */
     uint64_t backoff_ns;      /* current retry interval */

@@ -22,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -823,26 +825,32 @@ static void tcp_close(struct rov_rail *rail)
 }
 
 /* Liveness from the kernel.  The channel is busy while segments it sent
- * await the peer kernel's ACK (tcpi_unacked), or zero-window probes go
- * unanswered (tcpi_probes); the engine then waits on the time since the last
- * ACK.  Data waiting for the peer's receive window is not busy: the peer's
- * kernel acknowledges and answers window probes whether or not its
- * application reads, so a peer that computes for minutes looks healthy. */
+ * await the peer kernel's ACK (tcpi_unacked); the engine then waits on the
+ * time since the last ACK.  Data held back by the peer's receive window is
+ * only queued: a peer that computes for minutes without reading closes its
+ * window, and its kernel's answers to window probes are rate-limited
+ * (tcp_invalid_ratelimit), so they say nothing about the path.  A path that
+ * dies while the window is closed is found by the peer, whose own traffic
+ * or keepalive stalls as soon as it reads again, and announced. */
 static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_health *h)
 {
     struct tcp_chan *c = rov_container_of(chan, struct tcp_chan, base);
     struct tcp_info ti;
     socklen_t len = sizeof(ti);
+    int notsent = 0;
 
     h->busy = c->connecting;
+    h->queued = 0;
     h->heard_ago_ns = h->sent_ago_ns = 0;
     if (c->dead)
         return ROV_ERR_RESET;
     if (c->connecting)
         return ROV_OK;
-    if (getsockopt(c->watch.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+    if (getsockopt(c->watch.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+        ioctl(c->watch.fd, SIOCOUTQNSD, &notsent) < 0)
         return errno_status(errno);
-    h->busy = ti.tcpi_unacked > 0 || ti.tcpi_probes > 0;
+    h->busy = ti.tcpi_unacked > 0;
+    h->queued = notsent > 0 || c->txq_head != NULL;
     h->heard_ago_ns = (uint64_t)ti.tcpi_last_ack_recv * 1000000ull;
     h->sent_ago_ns = (uint64_t)ti.tcpi_last_data_sent * 1000000ull;
     return ROV_OK;

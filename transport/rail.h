@@ -70,7 +70,8 @@ struct rov_chan {
 
 /* See rov_rail_ops.chan_health. */
 struct rov_chan_health {
-    int busy;              /* work posted that the remote transport has not acknowledged */
+    int busy;              /* work handed to the remote transport, not yet acknowledged */
+    int queued;            /* work accepted but not yet handed over (flow control) */
     uint64_t heard_ago_ns; /* since the remote transport last acknowledged anything */
     uint64_t sent_ago_ns;  /* since the rail last transmitted anything on the channel */
 };

@@ -958,6 +958,50 @@ class StreamPair:
             raise Failure("railover %s %d failed: %s" % (" ".join(words), p.pid, out.stdout))
         return out.stdout
 
+    def stalled(self, window_s):
+        """(side, conn) pairs that received nothing during the last window_s
+        seconds of their rate CSV (empty until the CSV spans window_s)."""
+        res = []
+        for role in SIDES:
+            rows = [r for r in read_rate_csv(self.rate[role]) if r.get("side") == role]
+            if not rows:
+                continue
+            end = max(r.get("t_s", 0) for r in rows)
+            if end - min(r.get("t_s", 0) for r in rows) < window_s:
+                continue
+            got = {}
+            for r in rows:
+                if r.get("t_s", 0) > end - window_s:
+                    got[r.get("conn")] = got.get(r.get("conn"), 0) + int(r.get("rx_msgs", 0))
+            res += [(role, i) for i in range(self.conns) if got.get(i, 0) == 0]
+        return res
+
+    def check_flowing(self, window_s=10):
+        """Fail when a direction of a connection has stopped delivering for
+        window_s seconds while the program runs (its own --stall watches
+        the process as a whole, so one stuck direction goes unnoticed)."""
+        bad = self.stalled(window_s)
+        if bad:
+            raise Failure("no message delivered for %gs on: %s (rate CSV)\n%s" % (
+                window_s, ", ".join("%s conn %d (rail by events %s)" %
+                                   (role, i, self.rail_of(role, i)) for role, i in bad),
+                self.describe()))
+
+    def status_text(self, role):
+        """Raw `railover status` of a live side, for failure reports."""
+        p = self.procs.get(role)
+        if not p or not p.alive():
+            return "  (%s not running)" % role
+        try:
+            out = subprocess.run([self.args.railover, "status", str(p.pid)], env=self.env[role],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 timeout=10).stdout
+        except subprocess.TimeoutExpired:
+            return "  (railover status %d timed out)" % p.pid
+        with open(self.wd.file(role + ".status.txt"), "a") as f:
+            f.write("# %d railover status %d (failure report)\n%s" % (now_ns(), p.pid, out))
+        return "\n".join("  " + l for l in out.splitlines())
+
     def describe(self):
         """Current state for failure messages."""
         lines = ["  rails now (by events): " + ", ".join(
@@ -967,6 +1011,9 @@ class StreamPair:
                 lines.append("  %s conn %s switch %s->%s %s @%.3fs" % (
                     role, e.get("conn"), e.get("from"), e.get("to"), e.get("reason"),
                     (e.get("t", 0) - _T0) / 1e9))
+        for role in self.procs:
+            lines.append("  --- %s: railover status ---" % role)
+            lines.append(self.status_text(role))
         for role, p in self.procs.items():
             lines.append("  --- %s (pid %d, %s): last lines ---" %
                          (role, p.pid, "running" if p.alive() else "exit %s" % p.rc))

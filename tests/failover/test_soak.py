@@ -32,6 +32,9 @@ def opts(ap):
                     help="seconds allowed for all phases (default 280, --long 7200)")
     ap.add_argument("--silent-share", type=float, default=0.25,
                     help="share of the cycles made with silent faults (default 0.25)")
+    ap.add_argument("--modes", default="error,silent",
+                    help="fault modes, one phase each, in order (default error,silent)")
+    ap.add_argument("--max-size", type=int, default=65536, help="rov_stream --max-size")
     ap.set_defaults(conns=4)
 
 
@@ -49,7 +52,8 @@ PHASES = {
     "silent": dict(BASE_ENV, RAILOVER_FAILOVER_TIMEOUT="50ms", RAILOVER_KEEPALIVE="20ms"),
 }
 FAULT = "rail=0,mode=%s,after=%d,every=%d,seed=%d"
-FAULT_ARGS = {"error": (50, 200), "silent": (50, 200)}
+FAULT_ARGS = {"error": (int(os.environ.get("SOAK_AFTER", 50)), int(os.environ.get("SOAK_EVERY", 200))), "silent": (50, 200)}
+STUCK_S = 10   # a direction of a connection delivering nothing this long is stuck
 
 
 def phase(args, wd, ck, mode, target, budget):
@@ -59,7 +63,8 @@ def phase(args, wd, ck, mode, target, budget):
     pair = nf.StreamPair(args, sub, None, conns=args.conns, env=env,
                          env_l={"RAILOVER_FAULT": FAULT % (mode, after, every, args.seed)},
                          env_c={"RAILOVER_FAULT": FAULT % (mode, after, every, args.seed + 1)},
-                         rate_ms=0, timeout_s=int(budget) + 120, stall_s=30)
+                         rate_ms=500, timeout_s=int(budget) + 120, stall_s=30,
+                         max_size=args.max_size)
     t0 = time.monotonic()
     try:
         pair.start()
@@ -76,6 +81,7 @@ def phase(args, wd, ck, mode, target, budget):
                 nf.log("%s phase: %d/%d cycles after %.0f s" % (mode, n, target, el))
                 last = el
             pair.check_alive("during the %s phase" % mode)
+            pair.check_flowing(STUCK_S)
             time.sleep(0.5)
         elapsed = time.monotonic() - t0
         pair.stop(timeout=120)
@@ -116,19 +122,33 @@ def test():
     args = nf.common_args(__doc__.splitlines()[0], opts)
     total = args.cycles or (20000 if args.long else 1000)
     budget = args.budget or (7200 if args.long else 280)
-    silent = max(1, int(math.ceil(total * args.silent_share)))
-    error = max(1, total - silent)
+    modes = [m for m in args.modes.split(",") if m]
+    for m in modes:
+        if m not in PHASES:
+            raise SystemExit("test_soak.py: unknown mode %r (error, silent)" % m)
+    # the silent share goes to the silent phase, the rest to the others
+    if len(modes) > 1 and "silent" in modes:
+        share = {m: (args.silent_share if m == "silent" else
+                     (1 - args.silent_share) / (len(modes) - 1)) for m in modes}
+    else:
+        share = {m: 1.0 / len(modes) for m in modes}
+    targets = {m: max(1, int(math.ceil(total * share[m]))) for m in modes}
     wd = nf.Workdir("soak", args.keep)
     ck = nf.Checker()
     t0 = time.monotonic()
-    n1, e1, m1 = phase(args, wd, ck, "error", error, budget * error / total)
-    left = budget - (time.monotonic() - t0)
-    n2, e2, m2 = phase(args, wd, ck, "silent", silent, max(left, 30))
+    done, msgs = {}, 0
+    for k, m in enumerate(modes):
+        left = budget - (time.monotonic() - t0)
+        rest = sum(targets[x] for x in modes[k:])
+        n, _, nm = phase(args, wd, ck, m, targets[m], max(30, left * targets[m] / rest))
+        done[m] = n
+        msgs += nm
     el = time.monotonic() - t0
-    nf.log("soak: %d failover/failback cycles (%d error, %d silent) in %.1f s (%.1f cycles/s "
-           "including set-up), %d messages verified, target %d" %
-           (n1 + n2, n1, n2, el, (n1 + n2) / el, m1 + m2, total))
-    ck.check(n1 + n2 >= total, "only %d cycles, expected at least %d" % (n1 + n2, total))
+    n = sum(done.values())
+    nf.log("soak: %d failover/failback cycles (%s) in %.1f s (%.1f cycles/s including set-up), "
+           "%d messages verified, target %d" %
+           (n, ", ".join("%d %s" % (done[m], m) for m in modes), el, n / el, msgs, total))
+    ck.check(n >= total, "only %d cycles, expected at least %d" % (n, total))
     ck.done()
     wd.failed = False
 

@@ -8,7 +8,9 @@
 # `PROGRAM --connect ADDRFILE ARGS...`.  Waits for both with one deadline.
 # Fails if either exits non-zero or the deadline passes; then both are killed
 # and the end of each log is printed.  With --expect-switches, at least one
-# side must report switches > 0 on its ROV_STREAM_RESULT line.
+# side must report switches > 0 on its ROV_STREAM_RESULT line.  When the
+# program prints ROV_STREAM_CONN lines, each connection's sent on one side
+# must equal its recv on the other.
 set -u
 
 timeout=600
@@ -127,6 +129,25 @@ lres=$(result "$llog")
 cres=$(result "$clog")
 [ -n "$lres" ] || fail "listener printed no ROV_STREAM_RESULT line"
 [ -n "$cres" ] || fail "connector printed no ROV_STREAM_RESULT line"
+
+# Per connection: what one side sent, the other received.
+conn_field() { # LOG CONN FIELD
+    sed -n "s/^ROV_STREAM_CONN .* conn=$2 .* $3=\([0-9]*\).*/\1/p" "$1" | tail -n 1
+}
+lconns=$(grep -c '^ROV_STREAM_CONN' "$llog")
+cconns=$(grep -c '^ROV_STREAM_CONN' "$clog")
+[ "$lconns" = "$cconns" ] ||
+    fail "ROV_STREAM_CONN lines: listener $lconns, connector $cconns"
+for ((i = 0; i < lconns; i++)); do
+    lsent=$(conn_field "$llog" "$i" sent)
+    lrecv=$(conn_field "$llog" "$i" recv)
+    csent=$(conn_field "$clog" "$i" sent)
+    crecv=$(conn_field "$clog" "$i" recv)
+    if [ -z "$lsent" ] || [ "$lsent" != "$crecv" ] || [ "$csent" != "$lrecv" ]; then
+        fail "connection $i: listener sent ${lsent:-?} received ${lrecv:-?}," \
+            "connector sent ${csent:-?} received ${crecv:-?}"
+    fi
+done
 
 if [ "$expect_switches" = 1 ]; then
     field() { sed -n "s/.* $2=\([0-9]*\).*/\1/p" <<<"$1"; }

@@ -60,7 +60,8 @@
  *
  * Exit status: 0 success on every connection, 1 verification failure (any
  * connection), 2 library or system error, 3 timeout or stall (nothing moved
- * for --stall seconds), 64 usage.  Only the public API is used.
+ * for --stall seconds), 64 usage; a CONN line's rc is the status that
+ * connection alone would give.  Only the public API is used.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -191,7 +192,8 @@ static void usage(FILE *f)
             "  --switch-every MS  switch each connection's rail at random intervals around MS\n"
             "  --busy             busy-poll rov_progress instead of rov_context_wait\n"
             "  --timeout SEC      give up (dumping state) after SEC seconds (default 0: never)\n"
-            "  --stall SEC        give up when nothing moves for SEC seconds (default 30, 0: never)\n"
+            "  --stall SEC        give up when nothing moves for SEC seconds (default 30, 0: never;\n"
+            "                     waiting for --stop-file with --count all sent is no stall)\n"
             "  --stop-file PATH   continuous mode: send until PATH exists, then close; the\n"
             "                     receiver takes what it has at the peer's close as the stream\n"
             "  --events FILE      append one JSON line per connection event (CLOCK_MONOTONIC ns)\n"
@@ -1423,9 +1425,11 @@ int main(int argc, char **argv)
         rc = EXIT_LIB;
     else
         rc = run(&app);
-    for (unsigned r = 0; rc == 0 && r < app.nrecs; r++)
-        if (check_final(&app.conns[r]))
-            rc = EXIT_VERIFY;
+    if (rc == 0) {
+        for (unsigned r = 0; r < app.nrecs; r++)
+            if (check_final(&app.conns[r]))
+                rc = EXIT_VERIFY;
+    }
     if (rc == 0 && app.unexpected)
         rc = EXIT_VERIFY;
     for (unsigned r = 0; rc == 0 && r < app.nrecs; r++)
