@@ -1,8 +1,10 @@
 /*
  * railover-demo: two processes stream checksummed messages to each other
  * over Railover and print what happens, once a second: rate, rail, retained
- * bytes, and every event (connection, rail switch, close).  The connecting
- * side moves the connection to the next rail every --switch-ms, as an
+ * bytes, and every event (connection, rail switch with its reason, close).
+ * tools/demo.sh takes a link down under it to show a failover.  With
+ * --switch-ms MS (> 0) the connecting side also moves the connection to the
+ * next rail every MS, as an
  * operator would before fabric maintenance.
  *
  *   railover-demo --listen FILE  [--seconds N]
@@ -84,11 +86,13 @@ static void on_event(void *arg, const rov_event_t *ev)
         printf("[%s] connected on rail %s\n", d->who, rov_context_rail_name(d->ctx, ev->rail_to));
         break;
     case ROV_EVENT_CONN_RAIL_SWITCH:
-        printf("[%s] rail switch %s -> %s (%s)\n", d->who, rov_context_rail_name(d->ctx, ev->rail_from),
-               rov_context_rail_name(d->ctx, ev->rail_to), ev->reason);
+        printf("[%s] rail switch %s -> %s (%s: %s)\n", d->who,
+               rov_context_rail_name(d->ctx, ev->rail_from),
+               rov_context_rail_name(d->ctx, ev->rail_to), rov_reason_str(ev->code), ev->reason);
         break;
     case ROV_EVENT_CONN_RAIL_DOWN:
-        printf("[%s] rail %s down: %s\n", d->who, rov_context_rail_name(d->ctx, ev->rail_from), ev->reason);
+        printf("[%s] rail %s down (%s: %s)\n", d->who,
+               rov_context_rail_name(d->ctx, ev->rail_from), rov_reason_str(ev->code), ev->reason);
         break;
     case ROV_EVENT_CONN_PEER_CLOSED:
         printf("[%s] peer finished\n", d->who);
@@ -216,7 +220,8 @@ int main(int argc, char **argv)
         } else if (d.conn && (t - start >= seconds || d.peer_closed)) {
             rov_conn_close(d.conn); /* idempotent: flushes, then closes */
         }
-        if (connect_file && d.conn && t - last_switch > switch_ms / 1000 && t - start < seconds) {
+        if (connect_file && switch_ms > 0 && d.conn && t - last_switch > switch_ms / 1000 &&
+            t - start < seconds) {
             int next = (rov_conn_rail(d.conn) + 1) % rov_context_rail_count(d.ctx);
 
             last_switch = t;
