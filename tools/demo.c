@@ -4,8 +4,7 @@
  * bytes, and every event (connection, rail switch with its reason, close).
  * tools/demo.sh takes a link down under it to show a failover.  With
  * --switch-ms MS (> 0) the connecting side also moves the connection to the
- * next rail every MS, as an
- * operator would before fabric maintenance.
+ * next rail every MS, as an operator would before fabric maintenance.
  *
  *   railover-demo --listen FILE  [--seconds N]
  *   railover-demo --connect FILE [--seconds N] [--switch-ms MS]
