@@ -61,6 +61,9 @@ def parse_args():
     ap.add_argument("--retry-max", default="100ms", help="RAILOVER_FAILBACK_RETRY_MAX (100ms)")
     ap.add_argument("--log-level", default="info", help="RAILOVER_LOG (info; debug to see "
                     "retries in DIR/stream/*.log)")
+    ap.add_argument("--env", action="append", default=[], metavar="RAILOVER_X=V",
+                    help="extra library setting for both sides (repeatable), e.g. "
+                    "RAILOVER_WINDOW_BYTES=1M")
     ap.add_argument("--hold", type=float, default=0.5,
                     help="seconds the fault stays after traffic moved (default 0.5)")
     ap.add_argument("--settle", type=float, default=None,
@@ -86,6 +89,9 @@ def parse_args():
     for what, path in (("--rov-stream", args.rov_stream), ("--railover", args.railover)):
         if not os.access(path, os.X_OK):
             ap.error("%s %s is not executable: build first (see bench/README.md)" % (what, path))
+    for kv in args.env:
+        if not kv.startswith("RAILOVER_") or "=" not in kv:
+            ap.error("--env takes RAILOVER_NAME=VALUE, not '%s'" % kv)
     args.timeout_ns = fobench.parse_duration_ns(args.timeout)
     args.dwell_ns = fobench.parse_duration_ns(args.dwell)
     args.retry_max_ns = fobench.parse_duration_ns(args.retry_max)
@@ -97,7 +103,7 @@ def parse_args():
 
 
 def lib_env(args):
-    return {
+    env = {
         "RAILOVER_LOG": args.log_level,
         "RAILOVER_FAILOVER": "on",
         "RAILOVER_FAILOVER_TIMEOUT": args.timeout,
@@ -107,6 +113,8 @@ def lib_env(args):
         "RAILOVER_FAILBACK_RETRY": args.retry,
         "RAILOVER_FAILBACK_RETRY_MAX": args.retry_max,
     }
+    env.update(kv.split("=", 1) for kv in args.env)
+    return env
 
 
 def write_clock(path):

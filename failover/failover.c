@@ -208,9 +208,13 @@ void rov_fo_peer_failed(struct rov_conn *conn, int rail)
         return;
     rov_debug("failover", "conn %llu: peer reports %s failed", (unsigned long long)conn->id,
               rov_context_rail_name(conn->ctx, rail));
+    /* Through the normal failure path: if we were still sending there (our
+     * own move there crossed the peer's move away), we move on too. */
     if (chan)
-        rov_ctx_chan_close(chan);
-    mark_down(conn, rail, rov_now_ns());
+        rov_conn_chan_failed_reason(chan, ROV_ERR_RESET, "the peer reports this rail failed",
+                                    ROV_REASON_PEER_FAILOVER);
+    else
+        mark_down(conn, rail, rov_now_ns());
 }
 
 /* Periodic checks -------------------------------------------------------------------- */
@@ -336,6 +340,15 @@ static void maybe_failback(struct rov_conn *conn, uint64_t now)
 
 static void check_conn(struct rov_conn *conn, uint64_t now)
 {
+    if (!conn->chans[conn->tx_rail]) {
+        /* Every path that closes the transmit channel moves the connection;
+         * this is the net under them. */
+        rov_error("failover", "conn %llu: no channel on its transmit rail %s; moving it",
+                  (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, conn->tx_rail));
+        rov_fo_chan_failed(conn, conn->tx_rail, ROV_ERR_RESET, ROV_REASON_FAIL_CLOSED,
+                           "no channel on the transmit rail");
+        return;
+    }
     for (int i = 0; i < conn->ctx->nrails; i++) {
         struct rov_chan *chan = conn->chans[i];
 

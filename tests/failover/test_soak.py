@@ -1,19 +1,29 @@
 #!/usr/bin/env python3
-"""soak: thousands of failover/failback cycles under traffic, zero loss.
+"""soak: a thousand failover/failback cycles under traffic, zero loss.
 
 Runs on loopback (no namespaces, no root): RAILOVER_RAILS=tcp@127.0.0.1,
-tcp@127.0.0.2, and the library's own fault injection on rail 0 in both
-processes (RAILOVER_FAULT=rail=0,mode=...,after=N,every=M) with a very short
-failback dwell and retry, so connections fail over and back continuously.
-Two phases: mode=error (the channel fails with an error), then mode=silent
-(frames dropped both ways, found by the lack-of-progress timer).  A cycle
-is a failover.* switch away from rail 0 followed by a failback switch back,
-counted per connection from the events files of both sides; each phase
-stops (stop file, graceful close) once it has its share of --cycles.
-Claims per phase: zero loss (count cross-check), no duplicate, in order
-(rov_stream exit 0), every switch counted once, every connection ends on
-rail 0... or on rail 1 when it was cut by a fault at the close (printed).
-Prints cycles/s and totals.  --long: 20000 cycles, for a hand-started run.
+tcp@127.0.0.2, with the library's own fault injection on rail 0 in both
+processes (RAILOVER_FAULT=rail=0,mode=M,after=50,every=N, a different seed
+per side) and a very short failback dwell and retry (5 ms, 1 ms .. 10 ms),
+so connections fail over and back continuously.  Two phases, one process
+pair each: mode=error (the channel fails with an error; 75% of the cycles),
+then mode=silent (frames dropped both ways, found only by the
+lack-of-progress timer: RAILOVER_FAILOVER_TIMEOUT=50ms, KEEPALIVE=20ms).
+
+A cycle is a failover.* switch away from rail 0 followed by a failback
+switch back to it, on the same connection, by either side (the follower's
+peer.* switches are the same moves and are not counted); cycles are counted
+from both sides' events files while the phase runs, and the phase ends
+(stop file, graceful close) once it has its share of --cycles.
+
+Claims per phase: zero loss (count cross-check per connection), no
+duplicate and in order (rov_stream exit 0), every switch counted once
+(events = switches= = sum of reasons=), and no direction of any connection
+stuck (nothing delivered for 10 s, from the rate CSV: rov_stream's own
+--stall only notices a process where nothing moves at all).  Connections may
+end on rail 1 when a fault hit them at the close (printed).  Prints
+cycles/s and totals; time is never asserted, the budget only bounds a run
+that does not progress.  --long: 20000 cycles, for a hand-started run.
 """
 import math
 import os
@@ -24,20 +34,6 @@ sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netfault as nf  # noqa: E402
 
-
-def opts(ap):
-    ap.add_argument("--cycles", type=int, default=None, help="cycles in all (default 1000)")
-    ap.add_argument("--long", action="store_true", help="20000 cycles, longer budget")
-    ap.add_argument("--budget", type=float, default=None,
-                    help="seconds allowed for all phases (default 280, --long 7200)")
-    ap.add_argument("--silent-share", type=float, default=0.25,
-                    help="share of the cycles made with silent faults (default 0.25)")
-    ap.add_argument("--modes", default="error,silent",
-                    help="fault modes, one phase each, in order (default error,silent)")
-    ap.add_argument("--max-size", type=int, default=65536, help="rov_stream --max-size")
-    ap.set_defaults(conns=4)
-
-
 BASE_ENV = {
     "RAILOVER_LOG": "warn",
     "RAILOVER_FAILOVER": "on",
@@ -46,25 +42,39 @@ BASE_ENV = {
     "RAILOVER_FAILBACK_RETRY": "1ms",
     "RAILOVER_FAILBACK_RETRY_MAX": "10ms",
 }
-
-PHASES = {
+PHASE_ENV = {
     "error": dict(BASE_ENV, RAILOVER_FAILOVER_TIMEOUT="250ms", RAILOVER_KEEPALIVE="100ms"),
     "silent": dict(BASE_ENV, RAILOVER_FAILOVER_TIMEOUT="50ms", RAILOVER_KEEPALIVE="20ms"),
 }
 FAULT = "rail=0,mode=%s,after=%d,every=%d,seed=%d"
-FAULT_ARGS = {"error": (int(os.environ.get("SOAK_AFTER", 50)), int(os.environ.get("SOAK_EVERY", 200))), "silent": (50, 200)}
 STUCK_S = 10   # a direction of a connection delivering nothing this long is stuck
 
 
+def opts(ap):
+    ap.add_argument("--cycles", type=int, default=None, help="cycles in all (default 1000)")
+    ap.add_argument("--long", action="store_true", help="20000 cycles, longer budget")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="seconds allowed for all phases (default 600, --long 14400)")
+    ap.add_argument("--modes", default="error,silent",
+                    help="fault modes, one phase each, in order (default error,silent)")
+    ap.add_argument("--silent-share", type=float, default=0.25,
+                    help="share of the cycles made with silent faults (default 0.25)")
+    ap.add_argument("--every", type=int, default=200,
+                    help="RAILOVER_FAULT every= (data frames on rail 0 per process between "
+                    "faults, randomised in [N/2, 3N/2]; default 200: a fault soon after "
+                    "most failbacks)")
+    ap.add_argument("--max-size", type=int, default=4096,
+                    help="rov_stream --max-size (default 4096: more cycles per second)")
+    ap.set_defaults(conns=4)
+
+
 def phase(args, wd, ck, mode, target, budget):
-    after, every = FAULT_ARGS[mode]
-    sub = wd.sub(mode)
-    env = PHASES[mode]
-    pair = nf.StreamPair(args, sub, None, conns=args.conns, env=env,
-                         env_l={"RAILOVER_FAULT": FAULT % (mode, after, every, args.seed)},
-                         env_c={"RAILOVER_FAULT": FAULT % (mode, after, every, args.seed + 1)},
-                         rate_ms=500, timeout_s=int(budget) + 120, stall_s=30,
-                         max_size=args.max_size)
+    pair = nf.StreamPair(
+        args, wd.sub(mode), None, conns=args.conns, env=PHASE_ENV[mode],
+        env_l={"RAILOVER_FAULT": FAULT % (mode, 50, args.every, args.seed)},
+        env_c={"RAILOVER_FAULT": FAULT % (mode, 50, args.every, args.seed + 1)},
+        rate_ms=500, timeout_s=int(budget) + 120, stall_s=30, max_size=args.max_size)
+    nf.log("%s phase: %d cycles wanted within %.0f s" % (mode, target, budget))
     t0 = time.monotonic()
     try:
         pair.start()
@@ -95,38 +105,32 @@ def phase(args, wd, ck, mode, target, budget):
         for c in pair.results[role]["conns"].values():
             for k, v in c["reasons"].items():
                 reasons[k] = reasons.get(k, 0) + v
-    tot = {role: pair.results[role]["total"] or {} for role in nf.SIDES}
-    conns = {role: pair.results[role]["conns"] for role in nf.SIDES}
-    resent = sum(c.get("resent", 0) or 0 for role in nf.SIDES for c in conns[role].values())
-    dups = sum(c.get("dups_dropped", 0) or 0 for role in nf.SIDES
-               for c in conns[role].values())
-    msgs = sum(t.get("recv", 0) or 0 for t in tot.values())
-    nf.log("%s phase: %d cycles (per connection %s) in %.1f s = %.1f cycles/s; %d messages "
+    conns = [c for role in nf.SIDES for c in pair.results[role]["conns"].values()]
+    msgs = sum((pair.results[role]["total"] or {}).get("recv", 0) or 0 for role in nf.SIDES)
+    nf.log("%s phase: %d cycles (per connection %s) in %.1f s = %.2f cycles/s; %d messages "
            "verified, %d resent, %d duplicates dropped; reasons (both sides) %s" %
-           (mode, sum(per), per, elapsed, sum(per) / elapsed, msgs, resent, dups,
-            nf.fmt_reasons(reasons)))
-    expect = "failover.injected" if mode == "error" else "failover.stall"
-    ck.check(any(k.startswith("failover.") for k in reasons),
-             "%s phase: no failover.* reason at all (expected mostly %s*): %s" %
-             (mode, expect, nf.fmt_reasons(reasons)))
+           (mode, sum(per), per, elapsed, sum(per) / elapsed, msgs,
+            sum(c.get("resent", 0) or 0 for c in conns),
+            sum(c.get("dups_dropped", 0) or 0 for c in conns), nf.fmt_reasons(reasons)))
+    ck.check(any(k.startswith(nf.FAILOVER_PREFIX) for k in reasons),
+             "%s phase: no failover.* reason at all: %s" % (mode, nf.fmt_reasons(reasons)))
     for role in nf.SIDES:
         for i in range(args.conns):
-            c = conns[role].get(i) or {}
+            c = pair.results[role]["conns"].get(i) or {}
             if c.get("rail") != 0:
                 nf.log("note: %s conn %d ended on rail %s (a fault hit it at the close)" %
                        (role, i, c.get("rail")))
-    return sum(per), elapsed, msgs
+    return sum(per), msgs
 
 
 def test():
     args = nf.common_args(__doc__.splitlines()[0], opts)
     total = args.cycles or (20000 if args.long else 1000)
-    budget = args.budget or (7200 if args.long else 280)
+    budget = args.budget or (14400 if args.long else 600)
     modes = [m for m in args.modes.split(",") if m]
     for m in modes:
-        if m not in PHASES:
+        if m not in PHASE_ENV:
             raise SystemExit("test_soak.py: unknown mode %r (error, silent)" % m)
-    # the silent share goes to the silent phase, the rest to the others
     if len(modes) > 1 and "silent" in modes:
         share = {m: (args.silent_share if m == "silent" else
                      (1 - args.silent_share) / (len(modes) - 1)) for m in modes}
@@ -140,12 +144,11 @@ def test():
     for k, m in enumerate(modes):
         left = budget - (time.monotonic() - t0)
         rest = sum(targets[x] for x in modes[k:])
-        n, _, nm = phase(args, wd, ck, m, targets[m], max(30, left * targets[m] / rest))
-        done[m] = n
+        done[m], nm = phase(args, wd, ck, m, targets[m], max(30, left * targets[m] / rest))
         msgs += nm
     el = time.monotonic() - t0
     n = sum(done.values())
-    nf.log("soak: %d failover/failback cycles (%s) in %.1f s (%.1f cycles/s including set-up), "
+    nf.log("soak: %d failover/failback cycles (%s) in %.1f s (%.2f cycles/s including set-up), "
            "%d messages verified, target %d" %
            (n, ", ".join("%d %s" % (done[m], m) for m in modes), el, n / el, msgs, total))
     ck.check(n >= total, "only %d cycles, expected at least %d" % (n, total))
