@@ -30,7 +30,7 @@ usage: $(basename "$0") [options]
   --sizes LIST      message sizes (default 8,65536,1048576)
   --iters N         latency iterations (default: the tool's)
   --warmup N        latency warmup iterations (default: the tool's)
-  --bw-bytes N      bytes per bandwidth repetition (default 256M)
+  --bw-bytes N      bytes per bandwidth repetition (default 64M)
   --rails LIST      RAILOVER_RAILS of both settings (default tcp@127.0.0.1,tcp@127.0.0.2)
   --timeout T       RAILOVER_FAILOVER_TIMEOUT of "on" (default 250ms)
   --keepalive T     RAILOVER_KEEPALIVE of "on" (default 100ms)
@@ -49,7 +49,7 @@ fo_timeout=250ms
 keepalive=100ms
 out=
 json=0
-client_args=(--bw-bytes 256M)
+client_args=(--bw-bytes 64M)
 
 while [ $# -gt 0 ]; do
     case "$1" in

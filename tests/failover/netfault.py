@@ -38,7 +38,6 @@ import traceback
 
 SKIP = 77
 
-NS_PREFIXES = ("rovA-", "rovB-")
 FAB_A, FAB_B = "192.0.2.1", "192.0.2.2"
 ETH_A, ETH_B = "198.51.100.1", "198.51.100.2"
 FAB_NET, ETH_NET = "192.0.2.0/24", "198.51.100.0/24"

@@ -54,15 +54,16 @@ def test():
         nf.check_stream(ck, pair)
         nf.final_rails(ck, pair, 0)
         nf.check_counts(ck, pair)
+        # A connection with nothing in flight for a whole outage has nothing
+        # to time out (its keepalive may fall into the up phase): at least
+        # one connection must have felt the flaps, not necessarily each.
+        if args.down_ms > timeout_ms:
+            felt = [i for i in range(args.conns)
+                    if any(nf.is_failover(e.get("reason"))
+                           for role in nf.SIDES for e in pair.switches(role, i))]
+            ck.check(bool(felt), "no connection failed over during %d flaps of %d ms "
+                     "(failover timeout %d ms)" % (args.flaps, args.down_ms, timeout_ms))
         for i in range(args.conns):
-            reasons = {role: [e.get("reason") for e in pair.switches(role, i)]
-                       for role in nf.SIDES}
-            if args.down_ms > timeout_ms:
-                ck.check(any(nf.is_failover(r) for role in nf.SIDES for r in reasons[role]),
-                         "conn %d never failed over during %d flaps of %d ms (failover "
-                         "timeout %d ms): listener %s, connector %s" %
-                         (i, args.flaps, args.down_ms, timeout_ms, reasons["listener"],
-                          reasons["connector"]))
             last = [pair.switches(role, i)[-1].get("reason") if pair.switches(role, i) else None
                     for role in nf.SIDES]
             ck.check(last == [None, None] or
