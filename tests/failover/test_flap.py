@@ -3,9 +3,10 @@
 
 `ip link set fab down` for 400 ms, up for 400 ms, 6 times (--down-ms,
 --up-ms, --flaps, --side), then it stays up.  Claims:
-  - every connection left rail 0 at least once, with a failover.* reason on
-    some side (when the flaps are longer than the failover timeout, 250 ms;
-    shorter blips need not move anything);
+  - the flaps hit the traffic: at least one connection left rail 0 with a
+    failover.* reason (when the flaps are longer than the failover timeout,
+    250 ms; shorter blips need not move anything; a connection with nothing
+    unacknowledged on the fabric during an outage has nothing to time out);
   - after the flapping stops every connection ends on rail 0, the last move
     being failback / peer.failback;
   - no ping-pong: per connection and side at most 2 switches per flap plus 2
