@@ -3,16 +3,19 @@
 # side by side in one run, over loopback with `railover perf`.
 #
 # Two servers run for the whole benchmark, one per setting (the server and
-# the client of a run share the setting, as they must); the client runs R
-# times against each, alternating on/off, the order flipping every round so
-# that neither setting always runs first.  Every result is kept; the table
-# shows per size:
+# the client of a run share the setting, as they must).  A round runs the
+# client once per size against each server, on and off back to back (a few
+# seconds apart, so both see the same load on a shared machine), the order
+# flipping every size and every round so that neither setting always runs
+# first.  Every result is kept; the table shows per size:
 #
 #   size, p50 latency on / off and ratio, MB/s on / off and ratio
 #                                           (ratio = on / off, medians)
 #
-# plus the median of the per-round ratios (each on run against the off run
-# next to it, which cancels slow drifts in the load of the machine).
+# plus the median [min..max] of the per-round ratios (each on run against
+# the off run next to it, which cancels slow drifts in the load of the
+# machine), and the ratio of the best runs (lowest latency, highest
+# bandwidth: what each setting does when nothing else interferes).
 #
 # Both settings use the same rails (default two TCP rails on loopback,
 # tcp@127.0.0.1,tcp@127.0.0.2, so that the engine has somewhere to fail
@@ -26,11 +29,12 @@ usage() {
 usage: $(basename "$0") [options]
   --bin PATH        the railover tool (default: \$RAILOVER_BIN, railover in PATH,
                     or a build directory next to this script, build-bench first)
-  --reps R          rounds of on + off (default 7)
+  --reps R          rounds of on + off (default 9)
   --sizes LIST      message sizes (default 8,65536,1048576)
   --iters N         latency iterations (default: the tool's)
   --warmup N        latency warmup iterations (default: the tool's)
-  --bw-bytes N      bytes per bandwidth repetition (default 64M)
+  --bw-bytes N      bytes per bandwidth repetition (default per size: 128Ki
+                    messages' worth, at most 256M; 1M for 8-byte messages)
   --rails LIST      RAILOVER_RAILS of both settings (default tcp@127.0.0.1,tcp@127.0.0.2)
   --timeout T       RAILOVER_FAILOVER_TIMEOUT of "on" (default 250ms)
   --keepalive T     RAILOVER_KEEPALIVE of "on" (default 100ms)
@@ -42,21 +46,23 @@ EOF
 
 script_dir=$(cd "$(dirname "$0")" && pwd)
 bin=${RAILOVER_BIN:-}
-reps=7
+reps=9
 sizes=8,65536,1048576
 rails=tcp@127.0.0.1,tcp@127.0.0.2
 fo_timeout=250ms
 keepalive=100ms
 out=
 json=0
-client_args=(--bw-bytes 64M)
+client_args=()
+bw_bytes=
 
 while [ $# -gt 0 ]; do
     case "$1" in
     --bin) bin=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
-    --iters|--warmup|--bw-bytes) client_args+=("$1" "$2"); shift 2 ;;
+    --iters|--warmup) client_args+=("$1" "$2"); shift 2 ;;
+    --bw-bytes) bw_bytes=$2; shift 2 ;;
     --rails) rails=$2; shift 2 ;;
     --timeout) fo_timeout=$2; shift 2 ;;
     --keepalive) keepalive=$2; shift 2 ;;
@@ -66,7 +72,6 @@ while [ $# -gt 0 ]; do
     *) echo "failover-overhead: unknown option '$1'" >&2; usage >&2; exit 1 ;;
     esac
 done
-client_args+=(--sizes "$sizes")
 
 if ! [[ "$reps" =~ ^[1-9][0-9]*$ ]]; then
     echo "failover-overhead: --reps must be a positive number" >&2
@@ -140,11 +145,21 @@ echo "# failover-overhead: $bin; RAILOVER_RAILS=$RAILOVER_RAILS" \
      "RAILOVER_FAILOVER_TIMEOUT=$RAILOVER_FAILOVER_TIMEOUT RAILOVER_KEEPALIVE=$RAILOVER_KEEPALIVE;" \
      "servers on=${addr[on]} off=${addr[off]}; $reps rounds; $pinning; load $load_start" >&2
 
+size_bytes() {   # 8, 64K, 1M, 1G -> bytes
+    python3 -c "import sys; v=sys.argv[1].upper(); m={'K':1<<10,'M':1<<20,'G':1<<30};
+print(int(v[:-1])*m[v[-1]] if v[-1] in m else int(v))" "$1"
+}
+
 run_client() {
-    local s=$1 round=$2
-    echo "# round $round/$reps: failover $s" >&2
+    local s=$1 round=$2 size=$3 bw
+    bw=$bw_bytes
+    if [ -z "$bw" ]; then
+        bw=$(( $(size_bytes "$size") * 131072 ))
+        [ "$bw" -le $((256 << 20)) ] || bw=$((256 << 20))
+    fi
     if ! RAILOVER_FAILOVER=$s "${client_pin[@]}" "$bin" perf "${addr[$s]}" --json \
-            "${client_args[@]}" >"$work/run.jsonl" 2>"$work/client.err"; then
+            --sizes "$size" --bw-bytes "$bw" "${client_args[@]}" >"$work/run.jsonl" \
+            2>"$work/client.err"; then
         echo "failover-overhead: the client (failover $s) failed in round $round:" >&2
         cat "$work/client.err" >&2
         echo "--- server log:" >&2
@@ -155,14 +170,23 @@ run_client() {
     sed "s/^{/{\"round\":$round,/" "$work/run.jsonl" >>"$work/$s.jsonl"
 }
 
+IFS=, read -r -a size_list <<<"$sizes"
+flip=0
 for round in $(seq "$reps"); do
-    if [ $((round % 2)) -eq 1 ]; then
-        run_client on "$round"
-        run_client off "$round"
-    else
-        run_client off "$round"
-        run_client on "$round"
-    fi
+    echo "# round $round/$reps" >&2
+    for size in "${size_list[@]}"; do
+        if [ $((flip % 2)) -eq 0 ]; then
+            run_client on "$round" "$size"
+            run_client off "$round" "$size"
+        else
+            run_client off "$round" "$size"
+            run_client on "$round" "$size"
+        fi
+        flip=$((flip + 1))
+    done
+    # An odd number of sizes flips by itself from round to round; an even
+    # number needs one more flip.
+    [ $(( ${#size_list[@]} % 2 )) -eq 1 ] || flip=$((flip + 1))
 done
 read -r load_end _ </proc/loadavg 2>/dev/null || load_end=?
 
@@ -223,7 +247,12 @@ for size in sorted({k[2] for k in vals}):
         on, off = med("on", test, size), med("off", test, size)
         rr = round_ratios(test, size)
         pre = "lat" if test == "latency" else "bw"
+        best = min if test == "latency" else max
+        b_on = best(vals[("on", test, size)]) if vals.get(("on", test, size)) else None
+        b_off = best(vals[("off", test, size)]) if vals.get(("off", test, size)) else None
         row.update({"%s_on_%s" % (pre, unit): on, "%s_off_%s" % (pre, unit): off,
+                    "%s_best_on" % pre: b_on, "%s_best_off" % pre: b_off,
+                    "%s_best_ratio" % pre: ratio(b_on, b_off),
                     "%s_ratio" % pre: ratio(on, off),
                     "%s_round_ratio_median" % pre: statistics.median(rr) if rr else None,
                     "%s_round_ratio_min" % pre: min(rr) if rr else None,
@@ -247,20 +276,23 @@ def f(v, spec):
 
 print("# medians of %d rounds; ratio = on / off (latency: above 1 = on is slower; bandwidth:"
       " below 1 = on is slower); goal: within 2%%" % reps)
-print("# per-round: median [min..max] of on/off of the two runs of one round; rail %s; load"
-      " average %s at start, %s at end" % (",".join(sorted(rails)), load0, load1))
-print("%9s | %9s %9s %7s %22s | %9s %9s %7s %22s" % (
-    "size", "p50 on us", "off us", "ratio", "per-round ratio", "on MB/s", "off MB/s", "ratio",
-    "per-round ratio"))
+print("# per-round: median [min..max] of on/off of the two runs of one size in one round;"
+      " best: lowest latency / highest bandwidth of each setting; rail %s; load average %s at"
+      " start, %s at end" % (",".join(sorted(rails)), load0, load1))
+print("%9s | %9s %9s %7s %22s %6s | %9s %9s %7s %22s %6s" % (
+    "size", "p50 on us", "off us", "ratio", "per-round ratio", "best",
+    "on MB/s", "off MB/s", "ratio", "per-round ratio", "best"))
 for r in rows:
-    print("%9d | %9s %9s %7s %22s | %9s %9s %7s %22s" % (
+    print("%9d | %9s %9s %7s %22s %6s | %9s %9s %7s %22s %6s" % (
         r["size"], f(r["lat_on_p50_us"], ".2f"), f(r["lat_off_p50_us"], ".2f"),
         f(r["lat_ratio"], ".3f"),
         "%s [%s..%s]" % (f(r["lat_round_ratio_median"], ".3f"),
                          f(r["lat_round_ratio_min"], ".2f"), f(r["lat_round_ratio_max"], ".2f")),
+        f(r["lat_best_ratio"], ".3f"),
         f(r["bw_on_mb_s"], ".1f"), f(r["bw_off_mb_s"], ".1f"), f(r["bw_ratio"], ".3f"),
         "%s [%s..%s]" % (f(r["bw_round_ratio_median"], ".3f"),
-                         f(r["bw_round_ratio_min"], ".2f"), f(r["bw_round_ratio_max"], ".2f"))))
+                         f(r["bw_round_ratio_min"], ".2f"), f(r["bw_round_ratio_max"], ".2f")),
+        f(r["bw_best_ratio"], ".3f")))
 EOF
 )
 echo "$summary"
@@ -271,7 +303,8 @@ if [ -n "$out" ]; then
     echo "$summary" >"$out/table.txt"
     {
         echo "RAILOVER_RAILS=$RAILOVER_RAILS RAILOVER_FAILOVER_TIMEOUT=$RAILOVER_FAILOVER_TIMEOUT"
-        echo "RAILOVER_KEEPALIVE=$RAILOVER_KEEPALIVE reps=$reps client: ${client_args[*]}"
+        echo "RAILOVER_KEEPALIVE=$RAILOVER_KEEPALIVE reps=$reps sizes=$sizes" \
+             "bw-bytes=${bw_bytes:-per size} client: ${client_args[*]}"
         echo "$pinning"
     } >"$out/config.txt"
     echo "# results kept in $out" >&2

@@ -23,8 +23,10 @@ DIR/runs.csv; DIR/summary.json has the statistics and the configuration;
 DIR/stream/ keeps both sides' events, logs and the nft timing marks.
 --plot also makes the throughput picture (DIR/throughput.csv, .png).
 
-Numbers, never verdicts: the goals are printed next to the medians, the
-exit status says only whether the runs completed.  Needs root, ip, nft.
+Numbers, never verdicts: the goals are printed next to the medians; the
+exit status says only whether the runs completed and the stream verified
+(no loss, duplicate or reordering), never whether a time met its goal.
+Needs root, ip, nft.
 """
 
 import argparse
