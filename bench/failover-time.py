@@ -391,6 +391,7 @@ def write_plot(args, pair, out, marks):
             args.plot_rate_ms),
         'set grid', 'set key outside right top', 'set xlabel "seconds since the stream was up"',
         'set ylabel "MB/s received"', 'set yrange [0:*]',
+        'set lmargin 10', 'set rmargin 28',   # both panels on one time axis
         'set xrange [-0.2:%.3f]' % (rel["back"] + 1.6),
     ]
     for i, role in enumerate(SIDES):
