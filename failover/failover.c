@@ -9,7 +9,6 @@
  */
 #include "failover/failover.h"
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -485,27 +484,12 @@ rov_status_t rov_conn_force_fallback(rov_conn_t *conn, int on)
     return force(conn, on != 0);
 }
 
-static int parse_ep_id(const char *hex, uint8_t *id)
-{
-    if (strlen(hex) != 2 * ROV_EP_ID_LEN)
-        return -1;
-    for (int i = 0; i < ROV_EP_ID_LEN; i++) {
-        unsigned v;
-
-        if (!isxdigit((unsigned char)hex[2 * i]) || !isxdigit((unsigned char)hex[2 * i + 1]) ||
-            sscanf(hex + 2 * i, "%2x", &v) != 1)
-            return -1;
-        id[i] = (uint8_t)v;
-    }
-    return 0;
-}
-
 int rov_context_force_fallback(rov_context_t *ctx, const char *peer, int on)
 {
     uint8_t id[ROV_EP_ID_LEN];
     int n = 0;
 
-    if (peer && parse_ep_id(peer, id) != 0)
+    if (peer && rov_wire_ep_id_parse(peer, id) != ROV_OK)
         return ROV_ERR_INVAL;
     if (!peer)
         ctx->fo.hold_all = on != 0;
@@ -521,18 +505,6 @@ int rov_context_force_fallback(rov_context_t *ctx, const char *peer, int on)
 }
 
 /* Control commands: status, force, release ------------------------------------------------ */
-
-static const char *const conn_states[] = {
-    [ROV_CONN_CONNECTING] = "connecting", [ROV_CONN_ESTABLISHED] = "established",
-    [ROV_CONN_CLOSING] = "closing",       [ROV_CONN_FAILED] = "failed",
-    [ROV_CONN_DEAD] = "dead",
-};
-
-static void hex(const uint8_t *id, char *out)
-{
-    for (int i = 0; i < ROV_EP_ID_LEN; i++)
-        sprintf(out + 2 * i, "%02x", id[i]);
-}
 
 static void print_time(FILE *out, uint64_t realtime_ns)
 {
@@ -553,16 +525,16 @@ static void print_conn(FILE *out, const struct rov_conn *conn, uint64_t now)
 {
     rov_context_t *ctx = conn->ctx;
     rov_conn_stats_t st;
-    char peer[2 * ROV_EP_ID_LEN + 1] = "-";
+    char peer[ROV_EP_ID_HEX_LEN + 1] = "-";
     bool first = true;
 
     rov_conn_stats(conn, &st);
     if (conn->peer_id || conn->peer_blob_len)
-        hex(conn->peer.ep_id, peer);
+        rov_wire_ep_id_hex(conn->peer.ep_id, peer);
     fprintf(out, "conn id=%llu peer=%s:%llu state=%s rail=%s(%d) forced=%s peer_forced=%s "
             "switches=%" PRIu64 " last_reason=%s last_switch=",
             (unsigned long long)conn->id, peer, (unsigned long long)conn->peer_id,
-            conn_states[conn->state], rov_context_rail_name(ctx, conn->tx_rail), conn->tx_rail,
+            rov_conn_state_name(conn->state), rov_context_rail_name(ctx, conn->tx_rail), conn->tx_rail,
             conn->fo.hold ? "yes" : "no", conn->fo.peer_hold ? "yes" : "no", st.switches,
             rov_reason_str(st.last_reason));
     print_time(out, st.last_switch_ns);

@@ -23,6 +23,11 @@ static const char *const state_names[] = {
     [ROV_CONN_DEAD] = "dead",
 };
 
+const char *rov_conn_state_name(enum rov_conn_state state)
+{
+    return state_names[state];
+}
+
 static void conn_set_state(struct rov_conn *conn, enum rov_conn_state state, const char *why)
 {
     rov_debug("conn", "conn %llu: %s -> %s (%s)", (unsigned long long)conn->id,

@@ -545,10 +545,11 @@ static int ctl_hello(rov_context_t *ctx, int argc, char **argv, FILE *out, char 
 {
     const char *jobid = getenv("RAILOVER_JOBID");
 
-    fprintf(out, "process pid=%d version=%s endpoint=", (int)getpid(), rov_version());
-    for (size_t i = 0; i < sizeof(ctx->ep_id); i++)
-        fprintf(out, "%02x", ctx->ep_id[i]);
-    fprintf(out, " jobid=%s rails=", jobid && jobid[0] ? jobid : "-");
+    char ep[ROV_EP_ID_HEX_LEN + 1];
+
+    rov_wire_ep_id_hex(ctx->ep_id, ep);
+    fprintf(out, "process pid=%d version=%s endpoint=%s jobid=%s rails=", (int)getpid(),
+            rov_version(), ep, jobid && jobid[0] ? jobid : "-");
     for (int i = 0; i < ctx->nrails; i++)
         fprintf(out, "%s%s", i ? "," : "", ctx->rails[i]->spec->name);
     if (ctx->nrails == 0)

@@ -89,6 +89,7 @@ struct rov_context {
 uint64_t rov_now_ns(void);
 
 /* conn.c: the connection protocol */
+const char *rov_conn_state_name(enum rov_conn_state state);
 struct rov_conn *rov_conn_new(rov_context_t *ctx);
 void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
                        const uint8_t *payload);

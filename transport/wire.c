@@ -224,3 +224,39 @@ truncated:
     *why_p = "address blob truncated";
     return ROV_ERR_INVAL;
 }
+
+void rov_wire_ep_id_hex(const uint8_t *id, char out[ROV_EP_ID_HEX_LEN + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+
+    for (int i = 0; i < ROV_EP_ID_LEN; i++) {
+        out[2 * i] = digits[id[i] >> 4];
+        out[2 * i + 1] = digits[id[i] & 15];
+    }
+    out[ROV_EP_ID_HEX_LEN] = '\0';
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+rov_status_t rov_wire_ep_id_parse(const char *hex, uint8_t *id)
+{
+    if (strlen(hex) != ROV_EP_ID_HEX_LEN)
+        return ROV_ERR_INVAL;
+    for (int i = 0; i < ROV_EP_ID_LEN; i++) {
+        int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+
+        if (hi < 0 || lo < 0)
+            return ROV_ERR_INVAL;
+        id[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return ROV_OK;
+}

@@ -101,6 +101,12 @@ size_t rov_wire_hello_encode(void *buf, const struct rov_wire_hello *hello);
 rov_status_t rov_wire_hello_decode(const void *buf, size_t len, struct rov_wire_hello *hello,
                                    const char **why_p);
 
+/* Text form of an endpoint id: 32 lowercase hex digits (status, control). */
+#define ROV_EP_ID_HEX_LEN (2 * ROV_EP_ID_LEN)
+void rov_wire_ep_id_hex(const uint8_t *id, char out[ROV_EP_ID_HEX_LEN + 1]);
+/** Parse the text form (either case); ROV_ERR_INVAL unless exactly 32 hex digits. */
+rov_status_t rov_wire_ep_id_parse(const char *hex, uint8_t *id);
+
 /* Endpoint address blob (rov_endpoint_address()):
  *   u32 magic 0x41564f52 ("ROVA"), u8 version, u8 rail count, 16-byte ep id,
  *   then per rail: u8 rail index, u8 kind length, kind ("tcp"), u16 address
