@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "transport/log.h"
+#include "transport/netaddr.h"
 #include "transport/rail.h"
 #include "transport/wire.h"
 
@@ -75,24 +76,6 @@ struct tcp_rail {
     int nchans;
 };
 
-static rov_status_t errno_status(int err)
-{
-    switch (err) {
-    case ECONNREFUSED: return ROV_ERR_REFUSED;
-    case ETIMEDOUT: return ROV_ERR_TIMEDOUT;
-    case EHOSTUNREACH:
-    case ENETUNREACH:
-    case EHOSTDOWN:
-    case ENETDOWN: return ROV_ERR_UNREACHABLE;
-    case ECONNRESET:
-    case ECONNABORTED:
-    case EPIPE: return ROV_ERR_RESET;
-    case ENOMEM:
-    case ENOBUFS: return ROV_ERR_NOMEM;
-    default: return ROV_ERR_IO;
-    }
-}
-
 static const char *errno_why(int err)
 {
     switch (err) {
@@ -111,128 +94,9 @@ static const char *errno_why(int err)
 
 /* Addresses ------------------------------------------------------------------ */
 
-static size_t encode_addr(const struct sockaddr_storage *ss, uint8_t *out)
-{
-    if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
-
-        out[0] = 4;
-        memcpy(out + 1, &sin->sin_port, 2);
-        memcpy(out + 3, &sin->sin_addr, 4);
-        return 7;
-    } else {
-        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
-
-        out[0] = 6;
-        memcpy(out + 1, &sin6->sin6_port, 2);
-        memcpy(out + 3, &sin6->sin6_addr, 16);
-        return 19;
-    }
-}
-
-static rov_status_t decode_addr(const void *addr, size_t len, struct sockaddr_storage *ss,
-                                socklen_t *sslen_p)
-{
-    const uint8_t *p = addr;
-
-    memset(ss, 0, sizeof(*ss));
-    if (len == 7 && p[0] == 4) {
-        struct sockaddr_in *sin = (struct sockaddr_in *)ss;
-
-        sin->sin_family = AF_INET;
-        memcpy(&sin->sin_port, p + 1, 2);
-        memcpy(&sin->sin_addr, p + 3, 4);
-        *sslen_p = sizeof(*sin);
-    } else if (len == 19 && p[0] == 6) {
-        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
-
-        sin6->sin6_family = AF_INET6;
-        memcpy(&sin6->sin6_port, p + 1, 2);
-        memcpy(&sin6->sin6_addr, p + 3, 16);
-        *sslen_p = sizeof(*sin6);
-    } else {
-        return ROV_ERR_INVAL;
-    }
-    return ROV_OK;
-}
-
 static void tcp_addr_str(const void *addr, size_t len, char *buf, size_t buf_len)
 {
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    char ip[INET6_ADDRSTRLEN] = "?";
-
-    if (decode_addr(addr, len, &ss, &sl) != ROV_OK) {
-        snprintf(buf, buf_len, "<bad tcp address>");
-        return;
-    }
-    if (ss.ss_family == AF_INET)
-        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip, sizeof(ip));
-    else
-        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, ip, sizeof(ip));
-    snprintf(buf, buf_len, ss.ss_family == AF_INET ? "%s:%u" : "[%s]:%u", ip,
-             ntohs(((struct sockaddr_in *)&ss)->sin_port));
-}
-
-/* Pick the local address: an IP literal, or an interface's first address
- * (IPv4 preferred), or with no argument the first non-loopback interface. */
-static rov_status_t resolve_local(struct tcp_rail *r, const char *arg)
-{
-    struct sockaddr_in *sin = (struct sockaddr_in *)&r->local;
-    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&r->local;
-    struct ifaddrs *ifs, *ifa, *best = NULL;
-
-    memset(&r->local, 0, sizeof(r->local));
-    if (*arg && inet_pton(AF_INET, arg, &sin->sin_addr) == 1) {
-        sin->sin_family = AF_INET;
-        r->local_len = sizeof(*sin);
-        return ROV_OK;
-    }
-    if (*arg && inet_pton(AF_INET6, arg, &sin6->sin6_addr) == 1) {
-        sin6->sin6_family = AF_INET6;
-        r->local_len = sizeof(*sin6);
-        return ROV_OK;
-    }
-    if (getifaddrs(&ifs) < 0) {
-        rov_error("tcp", "getifaddrs: %m");
-        return ROV_ERR_IO;
-    }
-    for (ifa = ifs; ifa; ifa = ifa->ifa_next) {
-        int fam = ifa->ifa_addr ? ifa->ifa_addr->sa_family : -1;
-
-        if (fam != AF_INET && fam != AF_INET6)
-            continue;
-        if (fam == AF_INET6 &&
-            IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr))
-            continue;
-        if (*arg ? strcmp(ifa->ifa_name, arg) != 0
-                 : (ifa->ifa_flags & IFF_LOOPBACK) || !(ifa->ifa_flags & IFF_UP))
-            continue;
-        if (!best || (fam == AF_INET && best->ifa_addr->sa_family != AF_INET))
-            best = ifa;
-    }
-    if (!best && !*arg) {
-        /* No network at all: loopback still lets processes of one host talk. */
-        freeifaddrs(ifs);
-        return resolve_local(r, "127.0.0.1");
-    }
-    if (!best) {
-        freeifaddrs(ifs);
-        rov_error("tcp", "interface '%s' does not exist or has no IP address", arg);
-        return ROV_ERR_NOT_FOUND;
-    }
-    snprintf(r->ifname, sizeof(r->ifname), "%s", best->ifa_name);
-    if (best->ifa_addr->sa_family == AF_INET) {
-        *sin = *(struct sockaddr_in *)best->ifa_addr;
-        sin->sin_port = 0;
-        r->local_len = sizeof(*sin);
-    } else {
-        *sin6 = *(struct sockaddr_in6 *)best->ifa_addr;
-        sin6->sin6_port = 0;
-        r->local_len = sizeof(*sin6);
-    }
-    freeifaddrs(ifs);
-    return ROV_OK;
+    rov_net_addr_str(addr, len, buf, buf_len);
 }
 
 /* Channels -------------------------------------------------------------------- */
@@ -450,7 +314,7 @@ static rov_status_t tcp_send(struct rov_chan *chan, const struct iovec *iov, int
 
             rov_debug("tcp", "sendmsg on fd %d: %s", c->watch.fd, strerror(err));
             set_events(c, 0);
-            return errno_status(err);
+            return rov_net_errno_status(err);
         }
         n = 0;
     }
@@ -476,7 +340,7 @@ static void flush_txq(struct tcp_chan *c)
         n = write_iov(c->watch.fd, iov, n_iov);
         if (n < 0) {
             if (errno != EAGAIN)
-                fail(c, errno_status(errno), errno_why(errno));
+                fail(c, rov_net_errno_status(errno), errno_why(errno));
             return;
         }
         for (left = (size_t)n; left > 0;) {
@@ -589,7 +453,7 @@ static int read_chan(struct tcp_chan *c)
             if (errno == EINTR)
                 continue;
             if (errno != EAGAIN)
-                fail(c, errno_status(errno), errno_why(errno));
+                fail(c, rov_net_errno_status(errno), errno_why(errno));
             break;
         }
         got++;
@@ -619,7 +483,7 @@ static void finish_connect(struct tcp_chan *c)
         err = errno;
     if (err) {
         rov_debug("tcp", "connect on fd %d: %s", c->watch.fd, strerror(err));
-        fail(c, errno_status(err), errno_why(err));
+        fail(c, rov_net_errno_status(err), errno_why(err));
         return;
     }
     c->connecting = false;
@@ -654,7 +518,8 @@ static rov_status_t tcp_open(rov_context_t *ctx, const struct rov_rail_spec *spe
 
     if (!r)
         return ROV_ERR_NOMEM;
-    st = resolve_local(r, spec->arg[0] ? spec->arg : config->tcp_if);
+    st = rov_net_resolve("tcp", spec->arg[0] ? spec->arg : config->tcp_if, &r->local,
+                         &r->local_len, r->ifname, sizeof(r->ifname));
     if (st != ROV_OK) {
         rov_error("tcp", "cannot open rail %s", spec->name);
         free(r);
@@ -721,7 +586,7 @@ static rov_status_t tcp_listen(struct rov_rail *rail, void *addr, size_t *len_p)
             r->listen_fd = -1;
             return ROV_ERR_IO;
         }
-        r->addr_len = encode_addr(&ss, r->addr);
+        r->addr_len = rov_net_addr_encode(&ss, r->addr);
         if (rov_log_level >= ROV_LOG_DEBUG) {
             char s[64];
 
@@ -754,7 +619,7 @@ static rov_status_t tcp_connect(struct rov_rail *rail, const void *addr, size_t 
     struct tcp_chan *c;
     int fd;
 
-    if (decode_addr(addr, len, &peer, &pl) != ROV_OK) {
+    if (rov_net_addr_decode(addr, len, &peer, &pl) != ROV_OK) {
         rov_error("tcp", "malformed peer address for rail %s", rail->spec->name);
         return ROV_ERR_INVAL;
     }
@@ -778,7 +643,7 @@ static rov_status_t tcp_connect(struct rov_rail *rail, const void *addr, size_t 
 
         rov_debug("tcp", "connect: %s", strerror(err));
         close(fd);
-        return errno_status(err);
+        return rov_net_errno_status(err);
     }
     c = chan_new(r, fd, true);
     if (!c) {
@@ -848,32 +713,12 @@ static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_healt
         return ROV_OK;
     if (getsockopt(c->watch.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
         ioctl(c->watch.fd, SIOCOUTQNSD, &notsent) < 0)
-        return errno_status(errno);
+        return rov_net_errno_status(errno);
     h->busy = ti.tcpi_unacked > 0;
     h->queued = notsent > 0 || c->txq_head != NULL;
     h->heard_ago_ns = (uint64_t)ti.tcpi_last_ack_recv * 1000000ull;
     h->sent_ago_ns = (uint64_t)ti.tcpi_last_data_sent * 1000000ull;
     return ROV_OK;
-}
-
-static void sockaddr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
-{
-    char ip[INET6_ADDRSTRLEN] = "?";
-    uint16_t port = 0;
-
-    if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
-
-        inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
-        port = ntohs(sin->sin_port);
-        snprintf(buf, len, "%s:%u", ip, port);
-    } else {
-        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
-
-        inet_ntop(AF_INET6, &sin6->sin6_addr, ip, sizeof(ip));
-        port = ntohs(sin6->sin6_port);
-        snprintf(buf, len, "[%s]:%u", ip, port);
-    }
 }
 
 static void tcp_chan_str(struct rov_chan *chan, char *buf, size_t len)
@@ -886,9 +731,9 @@ static void tcp_chan_str(struct rov_chan *chan, char *buf, size_t len)
     memset(&l, 0, sizeof(l));
     memset(&r, 0, sizeof(r));
     if (getsockname(c->watch.fd, (struct sockaddr *)&l, &ll) == 0)
-        sockaddr_str(&l, ls, sizeof(ls));
+        rov_net_sockaddr_str(&l, ls, sizeof(ls));
     if (getpeername(c->watch.fd, (struct sockaddr *)&r, &rl) == 0)
-        sockaddr_str(&r, rs, sizeof(rs));
+        rov_net_sockaddr_str(&r, rs, sizeof(rs));
     snprintf(buf, len, "local=%s remote=%s", ls, rs);
 }
 

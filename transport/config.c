@@ -250,9 +250,19 @@ void rov_config_defaults(struct rov_config *c)
     c->failback_retry_ns = 50 * NS_PER_MS;
     c->failback_retry_max_ns = 5 * NS_PER_S;
     c->control = 1;
+    c->verbs_cm = ROV_VERBS_CM_OOB;
+    c->verbs_gid_index = -1;
+    c->verbs_timeout = 14;
+    c->verbs_retry = 6;
+    c->verbs_eager = 8 * KiB;
+    c->verbs_recv = 64;
+    c->verbs_regcache = 256 * MiB;
 }
 
-enum var_type { V_RAILS, V_IFNAME, V_LOG, V_COUNT, V_SIZE, V_DURATION, V_BOOL, V_FAULT, V_PATH };
+enum var_type {
+    V_RAILS, V_IFNAME, V_LOG, V_COUNT, V_SIZE, V_DURATION, V_BOOL, V_FAULT, V_PATH,
+    V_DEVLIST, V_CHOICE, V_INDEX
+};
 
 struct var {
     const char *name;
@@ -300,11 +310,33 @@ static const struct var vars[] = {
      3600 * NS_PER_S, "longest wait between retries of a failed rail"},
     {"RAILOVER_FAULT", V_FAULT, OFF(fault), 0, 0,
      "fault injection for tests: rail=N,mode=error|silent,after=N[,every=N][,seed=N]"},
+    {"RAILOVER_VERBS_DEV", V_DEVLIST, OFF(verbs_dev), 0, 0,
+     "RDMA devices of verbs rails without @DEV: dev[:port],... first active wins (empty: any)"},
+    {"RAILOVER_VERBS_CM", V_CHOICE, OFF(verbs_cm), 0, 0,
+     "how verbs QPs are connected: oob (TCP handshake, checkpointable) or rdmacm"},
+    {"RAILOVER_VERBS_GID_INDEX", V_INDEX, OFF(verbs_gid_index), 0, 255,
+     "GID table index (auto: RoCE v2 with an IPv4 address first)"},
+    {"RAILOVER_VERBS_TIMEOUT", V_COUNT, OFF(verbs_timeout), 1, 31,
+     "RC ACK timeout exponent, 4.096us*2^N (14 = 67ms; lower gives false alarms on Soft-RoCE)"},
+    {"RAILOVER_VERBS_RETRY", V_COUNT, OFF(verbs_retry), 1, 7,
+     "RC retry count; a dead path errors after about (N+1)*timeout (7 = retry forever on rxe)"},
+    {"RAILOVER_VERBS_EAGER", V_SIZE, OFF(verbs_eager), 1 * KiB, 1 * MiB,
+     "receive buffer size; larger frames are RDMA-read from the sender's memory"},
+    {"RAILOVER_VERBS_RECV", V_COUNT, OFF(verbs_recv), 4, 4096,
+     "pre-posted receive buffers (send credits) per verbs channel"},
+    {"RAILOVER_VERBS_REGCACHE", V_SIZE, OFF(verbs_regcache), 0, 1024 * GiB,
+     "memory registrations kept for reuse after use (0: register per message)"},
     {"RAILOVER_CONTROL", V_BOOL, OFF(control), 0, 0,
      "serve the per-process control socket (railover status/force/release)"},
     {"RAILOVER_RUN_DIR", V_PATH, OFF(run_dir), 0, 0,
      "directory of control sockets (empty: $XDG_RUNTIME_DIR/railover or /tmp/railover-UID)"},
 };
+
+/* The words a V_CHOICE variable accepts, stored as their index. */
+static const char *choices(const struct var *v)
+{
+    return v->offset == OFF(verbs_cm) ? "oob|rdmacm" : "";
+}
 
 static rov_status_t set_var(struct rov_config *c, const struct var *v, const char *value,
                             char *err, size_t err_len)
@@ -367,6 +399,49 @@ static rov_status_t set_var(struct rov_config *c, const struct var *v, const cha
         if (st == ROV_OK)
             snprintf(field, sizeof(c->fault), "%s", value);
         break;
+    case V_DEVLIST:
+        if (strlen(value) >= sizeof(c->verbs_dev) ||
+            strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:,") !=
+                strlen(value)) {
+            snprintf(why, sizeof(why), "not a list of device[:port] names");
+            st = ROV_ERR_INVAL;
+        } else {
+            snprintf(field, sizeof(c->verbs_dev), "%s", value);
+        }
+        break;
+    case V_CHOICE: {
+        const char *p = choices(v);
+        int i = 0;
+        size_t n = strlen(value);
+
+        st = ROV_ERR_INVAL;
+        while (p && *p) {
+            size_t w = strcspn(p, "|");
+
+            if (n && w == n && strncmp(p, value, n) == 0) {
+                *(int *)field = i;
+                st = ROV_OK;
+                break;
+            }
+            p += w + (p[w] == '|');
+            i++;
+        }
+        if (st != ROV_OK)
+            snprintf(why, sizeof(why), "not one of %s", choices(v));
+        break;
+    }
+    case V_INDEX: {
+        uint64_t u;
+
+        if (strcmp(value, "auto") == 0) {
+            *(int *)field = -1;
+        } else {
+            st = rov_parse_u64(value, v->min, v->max, &u, why, sizeof(why));
+            if (st == ROV_OK)
+                *(int *)field = (int)u;
+        }
+        break;
+    }
     case V_PATH:
         if (*value && (value[0] != '/' || strlen(value) >= sizeof(c->run_dir) - 32)) {
             snprintf(why, sizeof(why), "not an absolute path shorter than %zu characters",
@@ -451,7 +526,23 @@ static void print_value(const struct rov_config *c, const struct var *v, FILE *f
     case V_IFNAME:
     case V_FAULT:
     case V_PATH:
+    case V_DEVLIST:
         fputs(field, f);
+        break;
+    case V_CHOICE: {
+        const char *p = choices(v);
+
+        for (int i = *(const int *)field; i > 0 && p; i--)
+            p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL;
+        if (p)
+            fprintf(f, "%.*s", (int)strcspn(p, "|"), p);
+        break;
+    }
+    case V_INDEX:
+        if (*(const int *)field < 0)
+            fputs("auto", f);
+        else
+            fprintf(f, "%d", *(const int *)field);
         break;
     case V_BOOL:
         fputs(*(const int *)field ? "on" : "off", f);

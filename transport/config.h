@@ -38,6 +38,15 @@ struct rov_config {
     uint64_t failback_retry_ns;    /* first retry of a failed rail; doubles ... */
     uint64_t failback_retry_max_ns; /* ... up to this */
     char fault[128];               /* RAILOVER_FAULT: fault injection spec, empty: none */
+    /* verbs rail (verbs/) */
+    char verbs_dev[128];           /* device[:port],... tried in order; empty: any active */
+    int verbs_cm;                  /* ROV_VERBS_CM_*: how QPs are connected */
+    int verbs_gid_index;           /* -1: auto (RoCE v2 IPv4-mapped first) */
+    uint64_t verbs_timeout;        /* RC local ACK timeout exponent: 4.096 us * 2^n */
+    uint64_t verbs_retry;          /* RC retry count (7 = infinite on rxe) */
+    uint64_t verbs_eager;          /* bytes per receive buffer; larger frames: RDMA READ */
+    uint64_t verbs_recv;           /* receive buffers (= credits) per channel */
+    uint64_t verbs_regcache;       /* bytes of idle registrations kept; 0: none */
     /* control endpoint (transport/control.c) */
     int control;                   /* serve the per-process control socket */
     char run_dir[108];             /* where control sockets live; empty: per-user default */
@@ -53,6 +62,8 @@ rov_status_t rov_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t 
 /* Durations: a number with unit ns, us, ms, s (e.g. "250ms", "2s"). */
 rov_status_t rov_parse_duration(const char *s, uint64_t min_ns, uint64_t max_ns,
                                 uint64_t *out_ns_p, char *err, size_t err_len);
+enum { ROV_VERBS_CM_OOB = 0, ROV_VERBS_CM_RDMACM = 1 };
+
 rov_status_t rov_parse_rails(const char *s, struct rov_rail_spec *rails, unsigned *nrails_p,
                              char *err, size_t err_len);
 

@@ -1,0 +1,39 @@
+/*
+ * Socket addresses shared by the rails that use IP: the TCP rail's data
+ * sockets, the verbs rail's out-of-band connection setup and the UCX rail's
+ * listener all publish and parse the same compact address form.
+ *
+ * Address format (at most ROV_NET_ADDR_MAX bytes): u8 family (4 or 6),
+ * u16 port (network order), then 4 or 16 address bytes (network order).
+ */
+#ifndef ROV_NETADDR_H
+#define ROV_NETADDR_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "railover/railover.h"
+
+#define ROV_NET_ADDR_MAX 19
+
+/** Encode ss (AF_INET or AF_INET6) into out; returns the length (7 or 19). */
+size_t rov_net_addr_encode(const struct sockaddr_storage *ss, uint8_t *out);
+/** Decode; ROV_ERR_INVAL for anything malformed. */
+rov_status_t rov_net_addr_decode(const void *addr, size_t len, struct sockaddr_storage *ss,
+                                 socklen_t *sslen_p);
+/** "192.0.2.1:5000" / "[2001:db8::1]:5000", or "<bad address>". */
+void rov_net_addr_str(const void *addr, size_t len, char *buf, size_t buf_len);
+void rov_net_sockaddr_str(const struct sockaddr_storage *ss, char *buf, size_t len);
+
+/** The local address to bind (port 0): arg is an IP literal, an interface
+ * name (its first address, IPv4 preferred) or empty (the first non-loopback
+ * interface that is up; loopback when there is none).  ifname receives the
+ * interface name when one was looked up (may be NULL with ifname_len 0).
+ * ROV_ERR_NOT_FOUND for an unknown interface, logged under subsys. */
+rov_status_t rov_net_resolve(const char *subsys, const char *arg, struct sockaddr_storage *ss,
+                             socklen_t *len_p, char *ifname, size_t ifname_len);
+
+/** Map a socket errno to a status (ECONNREFUSED: ROV_ERR_REFUSED, ...). */
+rov_status_t rov_net_errno_status(int err);
+
+#endif

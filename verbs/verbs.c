@@ -1,0 +1,1800 @@
+/*
+ * The verbs rail: reliable-connected queue pairs over libibverbs.
+ *
+ * Connection setup (RAILOVER_VERBS_CM=oob, the default): the rail address is
+ * a small TCP listener on the IP address of the RDMA port (the IPv4 address
+ * in its RoCE GID; RAILOVER_TCP_IF otherwise).  The connector creates its QP,
+ * connects to that listener and sends its QP number, PSN, GID, LID, receive
+ * depth and keepalive target; the acceptor creates its QP, brings it to RTS
+ * and answers with the same; the connector brings its QP to RTS and confirms;
+ * both close the socket.  Nothing of librdmacm is touched, so after the rail
+ * is closed the process holds no /dev/infiniband descriptor and CRIU can dump
+ * it (librdmacm keeps its device context open for the life of the process).
+ *
+ * Data path.  Each channel has its own CQ (one completion channel per rail,
+ * watched by the progress engine), a ring of pre-posted receive buffers of
+ * RAILOVER_VERBS_EAGER bytes and as many registered send slots.
+ *  - Frames up to the eager size go as one SEND (inline when small enough,
+ *    otherwise copied into a send slot): the caller's memory is free at once.
+ *  - Larger frames are not copied: the sender registers the payload (through
+ *    the registration cache) and SENDs a small RTS naming it; the receiver
+ *    RDMA-READs it into its staging buffer, delivers the frame and SENDs a
+ *    FIN, on which the sender releases the buffer (rov_rail_send_done).
+ *  - Credit-based flow control: a sender posts a SEND only with a credit,
+ *    i.e. for a receive buffer the peer is known to have posted; credits come
+ *    back in the immediate data of every SEND, or in a credit-only SEND that
+ *    uses a small separate pool of receive buffers when there is nothing to
+ *    piggyback on.  rnr_retry is 0: a receiver-not-ready is a bug here, never
+ *    a retry storm, and shows up as an error.
+ *  - Immediate data: bits 0-15 data credits returned, 16-23 credit-only
+ *    buffers returned, 24-31 the message type (frame, RTS, FIN, credit).
+ *  - Liveness: the health query (failover engine, every few ms) posts, on a
+ *    channel that has posted nothing for half the keepalive interval, an
+ *    8-byte RDMA WRITE of a counter into the peer's memory.  The peer's HCA
+ *    acknowledges it without the peer's CPU; an unanswered probe shows as
+ *    busy with no completion, and a dead path as RETRY_EXC_ERR.
+ *
+ * Failures become rail events with a precise reason: work-completion errors
+ * (status named), QP/CQ async events on the channel, port and device events
+ * on every channel of the rail.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "transport/core.h"
+#include "transport/log.h"
+#include "transport/netaddr.h"
+#include "transport/rail.h"
+#include "transport/wire.h"
+#include "verbs/regcache.h"
+
+#define VB "verbs"
+
+#define VB_NCTRL 4          /* receive buffers for credit-only messages */
+#define VB_POLL_BATCH 16
+#define VB_MAX_RD_ATOMIC 4
+#define VB_OOB_MAGIC 0x52564230u /* "RVB0" */
+#define VB_OOB_VERSION 1
+#define VB_OOB_READY 0x52545321u /* "RTS!" */
+
+enum vb_msg { VB_MSG_FRAME = 0, VB_MSG_RTS = 1, VB_MSG_FIN = 2, VB_MSG_CREDIT = 3 };
+
+/* wr_id: kind in the top byte, slot index below. */
+enum vb_wr {
+    VB_WR_RECV = 1,
+    VB_WR_SEND = 2,   /* used a send slot */
+    VB_WR_INLINE = 3, /* no slot */
+    VB_WR_READ = 4,
+    VB_WR_PROBE = 5,
+};
+#define WR_ID(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
+#define WR_KIND(id) ((unsigned)((id) >> 56))
+#define WR_IDX(id) ((uint32_t)(id))
+
+#define IMM(type, data, ctrl) \
+    (((uint32_t)(type) << 24) | ((uint32_t)(ctrl) << 16) | (uint32_t)(data))
+#define IMM_TYPE(imm) ((imm) >> 24)
+#define IMM_CTRL(imm) (((imm) >> 16) & 0xff)
+#define IMM_DATA(imm) ((imm) & 0xffff)
+
+/* The out-of-band handshake message, all fields in network order. */
+struct vb_oob {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t lid;
+    uint32_t qpn;
+    uint32_t psn;
+    uint8_t gid[16];
+    uint32_t nrecv;   /* data receive buffers = credits granted */
+    uint32_t eager;   /* bytes per receive buffer */
+    uint32_t mtu;     /* enum ibv_mtu */
+    uint32_t ka_rkey; /* keepalive target */
+    uint64_t ka_addr;
+};
+
+/* RTS payload, followed by the inline part of the frame. */
+struct vb_rts {
+    uint64_t addr;
+    uint32_t rkey;
+    uint32_t len;   /* bytes to read */
+    uint32_t inl;   /* bytes of the frame carried inline, first */
+    uint32_t pad;
+};
+
+/* A frame waiting for credit (copied) or a FIN to send. */
+struct vb_pend {
+    struct vb_pend *next;
+    enum vb_msg type;
+    size_t len;
+    uint8_t data[];
+};
+
+/* A large frame the peer is reading from us. */
+struct vb_big {
+    struct vb_big *next;
+    void *cookie;             /* transport's, or NULL when we own copy */
+    struct rov_reg *reg;
+    void *copy;
+};
+
+enum vb_oob_state {
+    OOB_NONE,          /* handshake over (or never: chan is OPEN) */
+    OOB_CONNECTING,    /* connector: TCP connect in progress */
+    OOB_WAIT_INFO,     /* connector: sent ours, waiting for the peer's */
+    OOB_ACCEPTED,      /* acceptor: waiting for the connector's info */
+    OOB_WAIT_READY,    /* acceptor: sent ours, waiting for READY */
+};
+
+struct vb_chan {
+    struct rov_chan base;
+    struct vb_rail *rail;
+    struct vb_chan *next;      /* rail's list (live or graveyard) */
+    bool dead;                 /* failed or closed: no more upcalls */
+    bool closed;               /* chan_close called: waiting to be freed */
+    bool accepted;             /* reported to the transport (acceptor side) */
+
+    /* out-of-band setup */
+    enum vb_oob_state oob;
+    int oob_fd;
+    struct rov_watch oob_watch;
+    uint8_t oob_buf[sizeof(struct vb_oob)];
+    size_t oob_have;
+    struct sockaddr_storage peer_oob;
+
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    uint32_t psn;
+    struct vb_oob peer;        /* host order */
+
+    /* receive side */
+    uint8_t *rbufs;            /* (nrecv + VB_NCTRL) * eager */
+    struct ibv_mr *rmr;
+    uint32_t nrecv;
+    uint32_t *held;            /* ring of received slots waiting for delivery */
+    uint32_t held_head, held_count;
+    bool reading;              /* an RDMA READ of a large frame is in flight */
+    uint8_t *big;              /* staging buffer for large frames */
+    size_t big_cap;
+    struct ibv_mr *big_mr;
+    size_t big_len;            /* frame being read */
+    uint32_t owed_data, owed_ctrl; /* credits to return */
+
+    /* send side */
+    uint8_t *sbufs;            /* nsend * eager */
+    struct ibv_mr *smr;
+    uint32_t nsend;
+    uint32_t *sfree;           /* stack of free send slots */
+    uint32_t nfree;
+    uint32_t credits, ctrl_credits;
+    uint32_t sq_out, sq_max;   /* work requests outstanding on the send queue */
+    size_t eager_max;          /* largest frame sent eagerly (peer's buffers) */
+    struct vb_pend *pend_head, *pend_tail;
+    bool want_writable;
+    struct vb_big *big_head, *big_tail; /* RTS sent, FIN awaited, in order */
+
+    /* keepalive */
+    uint64_t *ka_local;        /* the peer writes here */
+    uint64_t *ka_src;          /* we write from here */
+    struct ibv_mr *ka_mr;      /* covers both */
+    uint64_t last_post_ns, last_heard_ns;
+};
+
+struct vb_rail {
+    struct rov_rail base;
+    struct ibv_context *ctx;
+    struct ibv_pd *pd;
+    struct ibv_comp_channel *cc;
+    struct rov_watch cc_watch, async_watch, listen_watch;
+    char dev_name[64];
+    uint8_t port;
+    int gid_index;
+    union ibv_gid gid;
+    uint16_t lid;
+    bool global;               /* RoCE or GRH needed */
+    enum ibv_mtu mtu;
+    uint32_t max_inline;
+    bool port_down, device_dead;
+    const char *down_why;
+
+    /* settings */
+    uint32_t nrecv;
+    size_t eager;
+    uint8_t timeout, retry;
+    uint64_t keepalive_ns;
+
+    struct sockaddr_storage oob_local;
+    socklen_t oob_local_len;
+    int listen_fd;
+    uint8_t addr[ROV_NET_ADDR_MAX];
+    size_t addr_len;
+
+    struct rov_regcache *regcache;
+    struct vb_chan *chans, *graveyard;
+    int nchans;
+};
+
+static const char *mtu_str(enum ibv_mtu m)
+{
+    static const char *s[] = {"?", "256", "512", "1024", "2048", "4096"};
+    return (unsigned)m < 6 ? s[m] : "?";
+}
+
+/* Failures ------------------------------------------------------------------ */
+
+static void vb_chan_close(struct rov_chan *chan);
+
+static void fail(struct vb_chan *c, rov_status_t st, const char *why)
+{
+    if (c->dead)
+        return;
+    c->dead = true;
+    rov_debug(VB, "channel qp %u failed: %s", c->qp ? c->qp->qp_num : 0, why);
+    if (!c->base.outbound && !c->accepted) {
+        /* An inbound handshake the transport never saw: just drop it. */
+        vb_chan_close(&c->base);
+        return;
+    }
+    rov_rail_failed(&c->base, st, why);
+}
+
+/* The transport knows the channel: its messages may be delivered. */
+static bool known(const struct vb_chan *c)
+{
+    return c->base.outbound || c->accepted;
+}
+
+/* Work completion status -> status and a precise, static reason. */
+static rov_status_t wc_status(enum ibv_wc_status s, const char **why)
+{
+    switch (s) {
+    case IBV_WC_RETRY_EXC_ERR:
+        *why = "verbs: transport retry counter exceeded (IBV_WC_RETRY_EXC_ERR): peer unreachable";
+        return ROV_ERR_TIMEDOUT;
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+        *why = "verbs: receiver not ready (IBV_WC_RNR_RETRY_EXC_ERR): credit accounting bug";
+        return ROV_ERR_PROTO;
+    case IBV_WC_LOC_QP_OP_ERR:
+        *why = "verbs: local QP operation error (IBV_WC_LOC_QP_OP_ERR): port or path down";
+        return ROV_ERR_UNREACHABLE;
+    case IBV_WC_WR_FLUSH_ERR:
+        *why = "verbs: work request flushed (IBV_WC_WR_FLUSH_ERR): QP in error state";
+        return ROV_ERR_RESET;
+    case IBV_WC_REM_ABORT_ERR:
+        *why = "verbs: remote aborted (IBV_WC_REM_ABORT_ERR)";
+        return ROV_ERR_RESET;
+    case IBV_WC_REM_OP_ERR:
+        *why = "verbs: remote operation error (IBV_WC_REM_OP_ERR)";
+        return ROV_ERR_RESET;
+    case IBV_WC_FATAL_ERR:
+        *why = "verbs: fatal device error (IBV_WC_FATAL_ERR)";
+        return ROV_ERR_IO;
+    case IBV_WC_REM_ACCESS_ERR:
+        *why = "verbs: remote access error (IBV_WC_REM_ACCESS_ERR): bad rkey from peer";
+        return ROV_ERR_PROTO;
+    case IBV_WC_REM_INV_REQ_ERR:
+        *why = "verbs: remote invalid request (IBV_WC_REM_INV_REQ_ERR)";
+        return ROV_ERR_PROTO;
+    case IBV_WC_LOC_LEN_ERR:
+        *why = "verbs: local length error (IBV_WC_LOC_LEN_ERR): message larger than buffer";
+        return ROV_ERR_PROTO;
+    case IBV_WC_LOC_PROT_ERR:
+        *why = "verbs: local protection error (IBV_WC_LOC_PROT_ERR)";
+        return ROV_ERR_PROTO;
+    default:
+        *why = "verbs: work completion error";
+        return ROV_ERR_IO;
+    }
+}
+
+/* Posting -------------------------------------------------------------------- */
+
+static uint8_t *rslot(struct vb_chan *c, uint32_t i) { return c->rbufs + (size_t)i * c->rail->eager; }
+static uint8_t *sslot(struct vb_chan *c, uint32_t i) { return c->sbufs + (size_t)i * c->rail->eager; }
+
+static int post_recv(struct vb_chan *c, uint32_t i)
+{
+    struct ibv_sge sge = {(uintptr_t)rslot(c, i), (uint32_t)c->rail->eager, c->rmr->lkey};
+    struct ibv_recv_wr wr = {.wr_id = WR_ID(VB_WR_RECV, i), .sg_list = &sge, .num_sge = 1};
+    struct ibv_recv_wr *bad;
+
+    return ibv_post_recv(c->qp, &wr, &bad);
+}
+
+/* Post one SEND_WITH_IMM carrying `type`; returns 0 or errno.  Returns the
+ * owed credits with it.  sge may be NULL (no payload). */
+static int post_send(struct vb_chan *c, enum vb_msg type, struct ibv_sge *sge, int nsge,
+                     uint64_t wr_id, bool inl)
+{
+    struct ibv_send_wr wr = {0}, *bad;
+    uint32_t d = c->owed_data > 0xffff ? 0xffff : c->owed_data;
+    uint32_t k = c->owed_ctrl > 0xff ? 0xff : c->owed_ctrl;
+    int rc;
+
+    wr.wr_id = wr_id;
+    wr.sg_list = sge;
+    wr.num_sge = nsge;
+    wr.opcode = IBV_WR_SEND_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
+    wr.imm_data = htonl(IMM(type, d, k));
+    rc = ibv_post_send(c->qp, &wr, &bad);
+    if (rc == 0) {
+        c->owed_data -= d;
+        c->owed_ctrl -= k;
+        c->sq_out++;
+        c->last_post_ns = rov_now_ns();
+    }
+    return rc;
+}
+
+static bool can_send(struct vb_chan *c, enum vb_msg type)
+{
+    if (c->sq_out >= c->sq_max)
+        return false;
+    return type == VB_MSG_CREDIT ? c->ctrl_credits > 0 : c->credits > 0;
+}
+
+/* Copy len bytes of iov (skipping nothing) into dst. */
+static void iov_copy(uint8_t *dst, const struct iovec *iov, int iovcnt)
+{
+    for (int i = 0; i < iovcnt; i++) {
+        memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+        dst += iov[i].iov_len;
+    }
+}
+
+static size_t iov_total(const struct iovec *iov, int iovcnt)
+{
+    size_t n = 0;
+
+    for (int i = 0; i < iovcnt; i++)
+        n += iov[i].iov_len;
+    return n;
+}
+
+/* Send a small message now (caller checked can_send and that a slot is
+ * free unless it goes inline). */
+static int send_small(struct vb_chan *c, enum vb_msg type, const struct iovec *iov, int iovcnt,
+                      size_t len)
+{
+    struct ibv_sge sge[ROV_RAIL_MAX_IOV];
+    int rc;
+
+    if (len == 0)
+        return post_send(c, type, NULL, 0, WR_ID(VB_WR_INLINE, 0), false);
+    if (len <= c->rail->max_inline && iovcnt <= ROV_RAIL_MAX_IOV) {
+        for (int i = 0; i < iovcnt; i++) {
+            sge[i].addr = (uintptr_t)iov[i].iov_base;
+            sge[i].length = (uint32_t)iov[i].iov_len;
+            sge[i].lkey = 0;
+        }
+        return post_send(c, type, sge, iovcnt, WR_ID(VB_WR_INLINE, 0), true);
+    }
+    uint32_t slot = c->sfree[--c->nfree];
+
+    iov_copy(sslot(c, slot), iov, iovcnt);
+    sge[0].addr = (uintptr_t)sslot(c, slot);
+    sge[0].length = (uint32_t)len;
+    sge[0].lkey = c->smr->lkey;
+    rc = post_send(c, type, sge, 1, WR_ID(VB_WR_SEND, slot), false);
+    if (rc)
+        c->sfree[c->nfree++] = slot;
+    return rc;
+}
+
+static bool slot_ok(struct vb_chan *c, size_t len)
+{
+    return len == 0 || len <= c->rail->max_inline || c->nfree > 0;
+}
+
+static void post_failed(struct vb_chan *c, int rc)
+{
+    rov_error(VB, "ibv_post_send on qp %u: %s", c->qp->qp_num, strerror(rc));
+    fail(c, ROV_ERR_IO, "verbs: ibv_post_send failed (QP in error state)");
+}
+
+/* Start a large frame: register (or copy and register), send RTS. */
+static rov_status_t send_big(struct vb_chan *c, const struct iovec *iov, int iovcnt,
+                             void *cookie)
+{
+    struct vb_big *b = calloc(1, sizeof(*b));
+    uint8_t msg[sizeof(struct vb_rts) + ROV_WIRE_HDR_LEN];
+    struct vb_rts rts = {0};
+    const void *base;
+    size_t len, inl = 0;
+    struct iovec one;
+    int rc;
+
+    if (!b)
+        return ROV_ERR_NOMEM;
+    if (cookie && iovcnt == 2 && iov[0].iov_len <= ROV_WIRE_HDR_LEN) {
+        inl = iov[0].iov_len;       /* header inline, payload read in place */
+        base = iov[1].iov_base;
+        len = iov[1].iov_len;
+    } else if (cookie && iovcnt == 1) {
+        base = iov[0].iov_base;
+        len = iov[0].iov_len;
+    } else {
+        /* No cookie: the memory is not ours after return, so copy it. */
+        len = iov_total(iov, iovcnt);
+        b->copy = malloc(len);
+        if (!b->copy) {
+            free(b);
+            return ROV_ERR_NOMEM;
+        }
+        iov_copy(b->copy, iov, iovcnt);
+        base = b->copy;
+    }
+    b->reg = rov_regcache_get(c->rail->regcache, base, len);
+    if (!b->reg) {
+        free(b->copy);
+        free(b);
+        return ROV_ERR_NOMEM;
+    }
+    rts.addr = htobe64((uintptr_t)base);
+    rts.rkey = htonl(rov_reg_rkey(b->reg));
+    rts.len = htonl((uint32_t)len);
+    rts.inl = htonl((uint32_t)inl);
+    memcpy(msg, &rts, sizeof(rts));
+    if (inl)
+        memcpy(msg + sizeof(rts), iov[0].iov_base, inl);
+    one.iov_base = msg;
+    one.iov_len = sizeof(rts) + inl;
+    rc = send_small(c, VB_MSG_RTS, &one, 1, one.iov_len);
+    if (rc) {
+        rov_regcache_put(c->rail->regcache, b->reg);
+        free(b->copy);
+        free(b);
+        post_failed(c, rc);
+        return ROV_ERR_IO;
+    }
+    c->credits--;
+    b->cookie = cookie;
+    if (c->big_tail)
+        c->big_tail->next = b;
+    else
+        c->big_head = b;
+    c->big_tail = b;
+    return cookie ? ROV_INPROGRESS : ROV_OK;
+}
+
+/* Try one message now.  ROV_ERR_AGAIN: no credit, slot or send queue room. */
+static rov_status_t try_send(struct vb_chan *c, enum vb_msg type, const struct iovec *iov,
+                             int iovcnt, void *cookie)
+{
+    size_t len = iov_total(iov, iovcnt);
+    int rc;
+
+    if (!can_send(c, type))
+        return ROV_ERR_AGAIN;
+    if (type == VB_MSG_FRAME && len > c->eager_max) {
+        if (c->nfree == 0 && sizeof(struct vb_rts) + ROV_WIRE_HDR_LEN > c->rail->max_inline)
+            return ROV_ERR_AGAIN;
+        return send_big(c, iov, iovcnt, cookie);
+    }
+    if (!slot_ok(c, len))
+        return ROV_ERR_AGAIN;
+    rc = send_small(c, type, iov, iovcnt, len);
+    if (rc) {
+        post_failed(c, rc);
+        return ROV_ERR_IO;
+    }
+    if (type == VB_MSG_CREDIT)
+        c->ctrl_credits--;
+    else
+        c->credits--;
+    return ROV_OK;
+}
+
+static void pend_push(struct vb_chan *c, struct vb_pend *p)
+{
+    p->next = NULL;
+    if (c->pend_tail)
+        c->pend_tail->next = p;
+    else
+        c->pend_head = p;
+    c->pend_tail = p;
+}
+
+static rov_status_t pend_copy(struct vb_chan *c, enum vb_msg type, const struct iovec *iov,
+                              int iovcnt)
+{
+    size_t len = iov_total(iov, iovcnt);
+    struct vb_pend *p = malloc(sizeof(*p) + len);
+
+    if (!p)
+        return ROV_ERR_NOMEM;
+    p->type = type;
+    p->len = len;
+    iov_copy(p->data, iov, iovcnt);
+    pend_push(c, p);
+    return ROV_OK;
+}
+
+/* Send what waits for credits, in order; then return credits nobody carried. */
+static void flush(struct vb_chan *c)
+{
+    while (c->pend_head && !c->dead) {
+        struct vb_pend *p = c->pend_head;
+        struct iovec iov = {p->data, p->len};
+        rov_status_t st = try_send(c, p->type, &iov, 1, NULL);
+
+        if (st == ROV_ERR_AGAIN)
+            break;
+        c->pend_head = p->next;
+        if (!c->pend_head)
+            c->pend_tail = NULL;
+        free(p);
+        if (st < 0)
+            return;
+    }
+    if (c->dead)
+        return;
+    /* Credit-only message: when enough is owed that the peer may be waiting
+     * for it and no message of ours carried it (we may be out of credits
+     * ourselves: both sides waiting would deadlock), and never just to
+     * return credit-only buffers (that would ping-pong). */
+    if (c->owed_data >= (c->nrecv + 3) / 4 && c->ctrl_credits > 0 && c->sq_out < c->sq_max) {
+        if (try_send(c, VB_MSG_CREDIT, NULL, 0, NULL) < 0)
+            return;
+    }
+    if (!c->pend_head && c->want_writable && c->credits > 0 && c->base.state == ROV_CHAN_OPEN) {
+        c->want_writable = false;
+        rov_rail_writable(&c->base);
+    }
+}
+
+static rov_status_t vb_send(struct rov_chan *chan, const struct iovec *iov, int iovcnt,
+                            void *cookie)
+{
+    struct vb_chan *c = (struct vb_chan *)chan;
+    rov_status_t st;
+
+    if (c->dead)
+        return ROV_ERR_RESET;
+    if (!c->pend_head) {
+        st = try_send(c, VB_MSG_FRAME, iov, iovcnt, cookie);
+        if (st != ROV_ERR_AGAIN)
+            return st;
+    }
+    if (cookie) {
+        c->want_writable = true;
+        return ROV_ERR_AGAIN;
+    }
+    /* Control frame: it must be taken; it goes out in order when credits come. */
+    return pend_copy(c, VB_MSG_FRAME, iov, iovcnt);
+}
+
+/* Keepalive probe: an RDMA WRITE of a counter, answered by the peer's HCA. */
+static void post_probe(struct vb_chan *c)
+{
+    struct ibv_sge sge = {(uintptr_t)c->ka_src, sizeof(uint64_t), c->ka_mr->lkey};
+    struct ibv_send_wr wr = {0}, *bad;
+    int rc;
+
+    (*c->ka_src)++;
+    wr.wr_id = WR_ID(VB_WR_PROBE, 0);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    wr.wr.rdma.remote_addr = c->peer.ka_addr;
+    wr.wr.rdma.rkey = c->peer.ka_rkey;
+    rc = ibv_post_send(c->qp, &wr, &bad);
+    if (rc)
+        post_failed(c, rc);
+    else {
+        c->sq_out++;
+        c->last_post_ns = rov_now_ns();
+    }
+}
+
+/* Receive side --------------------------------------------------------------- */
+
+static bool grow_big(struct vb_chan *c, size_t need)
+{
+    struct vb_rail *r = c->rail;
+    size_t cap = c->big_cap ? c->big_cap : 64 * 1024;
+    uint8_t *nb;
+
+    while (cap < need)
+        cap *= 2;
+    if (cap > r->base.max_frame)
+        cap = r->base.max_frame;
+    if (c->big_mr)
+        ibv_dereg_mr(c->big_mr);
+    c->big_mr = NULL;
+    free(c->big);
+    c->big_cap = 0;
+    nb = aligned_alloc(4096, (cap + 4095) & ~(size_t)4095);
+    if (!nb)
+        return false;
+    c->big_mr = ibv_reg_mr(r->pd, nb, cap, IBV_ACCESS_LOCAL_WRITE);
+    if (!c->big_mr) {
+        free(nb);
+        return false;
+    }
+    c->big = nb;
+    c->big_cap = cap;
+    return true;
+}
+
+static bool check_frame(struct vb_chan *c, const uint8_t *buf, size_t len)
+{
+    size_t flen;
+    const char *why = "verbs: frame length does not match the message";
+
+    if (rov_wire_peek(buf, len, c->rail->base.max_frame - ROV_WIRE_HDR_LEN, &flen, &why) !=
+            ROV_OK ||
+        flen != len) {
+        rov_warn(VB, "qp %u: bad frame from peer (%s); closing the channel", c->qp->qp_num, why);
+        fail(c, ROV_ERR_PROTO, why);
+        return false;
+    }
+    return true;
+}
+
+/* Give a receive buffer back to the HCA.  A SEND takes whichever buffer is
+ * posted next, so the credit owed depends on the message type, not on the
+ * buffer: credit-only messages return credit-only credits. */
+static void repost(struct vb_chan *c, uint32_t slot, bool ctrl)
+{
+    int rc = post_recv(c, slot);
+
+    if (rc) {
+        rov_error(VB, "ibv_post_recv on qp %u: %s", c->qp->qp_num, strerror(rc));
+        fail(c, ROV_ERR_IO, "verbs: ibv_post_recv failed (QP in error state)");
+        return;
+    }
+    if (ctrl)
+        c->owed_ctrl++;
+    else
+        c->owed_data++;
+}
+
+/* Start reading the large frame an RTS names. */
+static void start_read(struct vb_chan *c, const uint8_t *msg, size_t len)
+{
+    struct vb_rts rts;
+    struct ibv_sge sge;
+    struct ibv_send_wr wr = {0}, *bad;
+    size_t inl, rlen;
+    int rc;
+
+    if (len < sizeof(rts)) {
+        fail(c, ROV_ERR_PROTO, "verbs: truncated RTS from peer");
+        return;
+    }
+    memcpy(&rts, msg, sizeof(rts));
+    inl = ntohl(rts.inl);
+    rlen = ntohl(rts.len);
+    if (inl != len - sizeof(rts) || inl + rlen > c->rail->base.max_frame ||
+        inl + rlen <= ROV_WIRE_HDR_LEN) {
+        fail(c, ROV_ERR_PROTO, "verbs: RTS from peer with impossible lengths");
+        return;
+    }
+    if (inl + rlen > c->big_cap && !grow_big(c, inl + rlen)) {
+        fail(c, ROV_ERR_NOMEM, "verbs: no memory for a large frame");
+        return;
+    }
+    memcpy(c->big, msg + sizeof(rts), inl);
+    sge.addr = (uintptr_t)c->big + inl;
+    sge.length = (uint32_t)rlen;
+    sge.lkey = c->big_mr->lkey;
+    wr.wr_id = WR_ID(VB_WR_READ, 0);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = be64toh(rts.addr);
+    wr.wr.rdma.rkey = ntohl(rts.rkey);
+    /* The read does not need a credit, but it needs send queue room; the
+     * queue is sized for one read beyond all credited sends. */
+    rc = ibv_post_send(c->qp, &wr, &bad);
+    if (rc) {
+        post_failed(c, rc);
+        return;
+    }
+    c->sq_out++;
+    c->last_post_ns = rov_now_ns();
+    c->reading = true;
+    c->big_len = inl + rlen;
+}
+
+/* Handle one received message in order.  Returns false when delivery must
+ * wait (a read started) or the channel died. */
+static bool handle_msg(struct vb_chan *c, uint32_t slot, uint32_t imm, size_t len)
+{
+    const uint8_t *buf = rslot(c, slot);
+
+    switch (IMM_TYPE(imm)) {
+    case VB_MSG_FRAME:
+        if (!check_frame(c, buf, len))
+            return false;
+        rov_rail_recv(&c->base, buf, len);
+        if (c->dead)
+            return false;
+        repost(c, slot, false);
+        return !c->dead;
+    case VB_MSG_RTS:
+        start_read(c, buf, len);
+        if (c->dead)
+            return false;
+        repost(c, slot, false);
+        return false;
+    default:
+        fail(c, ROV_ERR_PROTO, "verbs: unknown message type from peer");
+        return false;
+    }
+}
+
+/* Deliver held messages until one has to wait. */
+static void deliver_held(struct vb_chan *c)
+{
+    uint32_t ring = c->nrecv + VB_NCTRL;
+
+    while (c->held_count && !c->reading && !c->dead && known(c)) {
+        uint32_t e = c->held[c->held_head];
+        /* entries pack slot and length; imm kept in the slot's first word */
+        uint32_t slot = e & 0xffff;
+        uint32_t type = e >> 16;
+        size_t len;
+
+        memcpy(&len, rslot(c, slot) + c->rail->eager - sizeof(size_t), sizeof(len));
+        c->held_head = (c->held_head + 1) % ring;
+        c->held_count--;
+        handle_msg(c, slot, IMM(type, 0, 0), len);
+    }
+}
+
+static void hold(struct vb_chan *c, uint32_t slot, uint32_t type, size_t len)
+{
+    uint32_t ring = c->nrecv + VB_NCTRL;
+
+    /* The length goes into the tail of the slot, which a message of
+     * eager - sizeof(size_t) bytes or more would use: such frames are never
+     * held because eager_max leaves that room (see connect_qp). */
+    memcpy(rslot(c, slot) + c->rail->eager - sizeof(size_t), &len, sizeof(len));
+    c->held[(c->held_head + c->held_count) % ring] = slot | (type << 16);
+    c->held_count++;
+}
+
+static void send_fin(struct vb_chan *c)
+{
+    struct vb_pend *p;
+
+    if (!c->pend_head && try_send(c, VB_MSG_FIN, NULL, 0, NULL) != ROV_ERR_AGAIN)
+        return;
+    p = malloc(sizeof(*p));
+    if (!p) {
+        fail(c, ROV_ERR_NOMEM, "verbs: no memory");
+        return;
+    }
+    p->type = VB_MSG_FIN;
+    p->len = 0;
+    pend_push(c, p);
+}
+
+static void fin_received(struct vb_chan *c)
+{
+    struct vb_big *b = c->big_head;
+
+    if (!b) {
+        fail(c, ROV_ERR_PROTO, "verbs: FIN from peer without a large frame outstanding");
+        return;
+    }
+    c->big_head = b->next;
+    if (!c->big_head)
+        c->big_tail = NULL;
+    rov_regcache_put(c->rail->regcache, b->reg);
+    free(b->copy);
+    if (b->cookie)
+        rov_rail_send_done(&c->base, b->cookie);
+    free(b);
+}
+
+static void on_recv(struct vb_chan *c, const struct ibv_wc *wc)
+{
+    uint32_t slot = WR_IDX(wc->wr_id);
+    uint32_t imm;
+
+    if (!(wc->wc_flags & IBV_WC_WITH_IMM) || slot >= c->nrecv + VB_NCTRL) {
+        fail(c, ROV_ERR_PROTO, "verbs: message without immediate data from peer");
+        return;
+    }
+    imm = ntohl(wc->imm_data);
+    c->credits += IMM_DATA(imm);
+    c->ctrl_credits += IMM_CTRL(imm);
+    switch (IMM_TYPE(imm)) {
+    case VB_MSG_CREDIT:
+        repost(c, slot, true);
+        return;
+    case VB_MSG_FIN:
+        repost(c, slot, false);
+        if (!c->dead)
+            fin_received(c);
+        return;
+    case VB_MSG_FRAME:
+    case VB_MSG_RTS:
+        if (wc->byte_len > c->rail->eager - sizeof(size_t)) {
+            fail(c, ROV_ERR_PROTO, "verbs: message larger than the agreed eager size");
+            return;
+        }
+        if (c->reading || c->held_count || !known(c)) {
+            hold(c, slot, IMM_TYPE(imm), wc->byte_len);
+            return;
+        }
+        handle_msg(c, slot, imm, wc->byte_len);
+        return;
+    default:
+        fail(c, ROV_ERR_PROTO, "verbs: unknown message type from peer");
+    }
+}
+
+static void on_read_done(struct vb_chan *c)
+{
+    c->reading = false;
+    if (!check_frame(c, c->big, c->big_len))
+        return;
+    rov_rail_recv(&c->base, c->big, c->big_len);
+    if (c->dead)
+        return;
+    send_fin(c);
+    deliver_held(c);
+}
+
+static void on_wc(struct vb_chan *c, const struct ibv_wc *wc)
+{
+    unsigned kind = WR_KIND(wc->wr_id);
+
+    if (kind != VB_WR_RECV)
+        c->sq_out--;
+    if (wc->status != IBV_WC_SUCCESS) {
+        const char *why;
+        rov_status_t st = wc_status(wc->status, &why);
+
+        if (!c->dead)
+            rov_info(VB, "qp %u: %s (status %d, vendor error 0x%x)", c->qp->qp_num,
+                     ibv_wc_status_str(wc->status), wc->status, wc->vendor_err);
+        fail(c, st, why);
+        return;
+    }
+    c->last_heard_ns = rov_now_ns();
+    if (c->dead)
+        return;
+    switch (kind) {
+    case VB_WR_RECV:
+        on_recv(c, wc);
+        break;
+    case VB_WR_SEND:
+        c->sfree[c->nfree++] = WR_IDX(wc->wr_id);
+        break;
+    case VB_WR_READ:
+        on_read_done(c);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Poll a channel's CQ dry.  Returns the number of completions. */
+static int poll_chan(struct vb_chan *c)
+{
+    struct ibv_wc wc[VB_POLL_BATCH];
+    int n, total = 0;
+
+    do {
+        n = ibv_poll_cq(c->cq, VB_POLL_BATCH, wc);
+        if (n < 0) {
+            fail(c, ROV_ERR_IO, "verbs: ibv_poll_cq failed");
+            return total;
+        }
+        for (int i = 0; i < n && !c->closed; i++)
+            on_wc(c, &wc[i]);
+        total += n;
+    } while (n == VB_POLL_BATCH && !c->closed);
+    if (!c->dead && !c->closed && (total || c->pend_head || c->want_writable))
+        flush(c);
+    return total;
+}
+
+/* Channel life cycle --------------------------------------------------------- */
+
+static void release_sends(struct vb_chan *c)
+{
+    while (c->big_head) {
+        struct vb_big *b = c->big_head;
+
+        c->big_head = b->next;
+        rov_regcache_put(c->rail->regcache, b->reg);
+        free(b->copy);
+        if (b->cookie)
+            rov_rail_send_done(&c->base, b->cookie);
+        free(b);
+    }
+    c->big_tail = NULL;
+    while (c->pend_head) {
+        struct vb_pend *p = c->pend_head;
+
+        c->pend_head = p->next;
+        free(p);
+    }
+    c->pend_tail = NULL;
+}
+
+static void oob_close(struct vb_chan *c)
+{
+    if (c->oob_fd >= 0) {
+        rov_ctx_unwatch(c->rail->base.ctx, &c->oob_watch);
+        close(c->oob_fd);
+        c->oob_fd = -1;
+    }
+    c->oob = OOB_NONE;
+}
+
+static void chan_free(struct vb_chan *c)
+{
+    oob_close(c);
+    if (c->qp)
+        ibv_destroy_qp(c->qp);
+    if (c->cq) {
+        /* events not yet acknowledged were acknowledged in cc_cb */
+        ibv_destroy_cq(c->cq);
+    }
+    if (c->rmr)
+        ibv_dereg_mr(c->rmr);
+    if (c->smr)
+        ibv_dereg_mr(c->smr);
+    if (c->big_mr)
+        ibv_dereg_mr(c->big_mr);
+    if (c->ka_mr)
+        ibv_dereg_mr(c->ka_mr);
+    free(c->rbufs);
+    free(c->sbufs);
+    free(c->big);
+    free(c->ka_local);
+    free(c->held);
+    free(c->sfree);
+    free(c);
+}
+
+static void unlink_chan(struct vb_chan *c)
+{
+    struct vb_chan **pp;
+
+    for (pp = &c->rail->chans; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            c->rail->nchans--;
+            return;
+        }
+}
+
+static void vb_chan_close(struct rov_chan *chan)
+{
+    struct vb_chan *c = (struct vb_chan *)chan;
+    struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
+
+    if (c->closed)
+        return;
+    c->closed = true;
+    c->dead = true;
+    /* Stop the HCA first: once the QP is in error, the peer can no longer
+     * read the buffers we are about to hand back to the transport. */
+    if (c->qp)
+        ibv_modify_qp(c->qp, &attr, IBV_QP_STATE);
+    release_sends(c);
+    oob_close(c);
+    unlink_chan(c);
+    /* Freed later, outside any callback that may still hold c. */
+    c->next = c->rail->graveyard;
+    c->rail->graveyard = c;
+}
+
+static void bury(struct vb_rail *r)
+{
+    while (r->graveyard) {
+        struct vb_chan *c = r->graveyard;
+
+        r->graveyard = c->next;
+        chan_free(c);
+    }
+}
+
+static struct vb_chan *chan_new(struct vb_rail *r, bool outbound)
+{
+    struct vb_chan *c = calloc(1, sizeof(*c));
+    struct ibv_qp_init_attr qia = {0};
+    struct ibv_qp_attr attr = {0};
+    uint32_t ring;
+
+    if (!c)
+        return NULL;
+    c->rail = r;
+    c->base.rail = &r->base;
+    c->base.outbound = outbound;
+    c->oob_fd = -1;
+    c->nrecv = r->nrecv;
+    c->nsend = r->nrecv + VB_NCTRL;
+    ring = c->nrecv + VB_NCTRL;
+    c->sq_max = c->nsend + 2; /* + one RDMA READ + one probe */
+    c->rbufs = aligned_alloc(4096, ((size_t)ring * r->eager + 4095) & ~(size_t)4095);
+    c->sbufs = aligned_alloc(4096, ((size_t)c->nsend * r->eager + 4095) & ~(size_t)4095);
+    c->ka_local = aligned_alloc(64, 64);
+    c->held = calloc(ring, sizeof(*c->held));
+    c->sfree = calloc(c->nsend, sizeof(*c->sfree));
+    if (!c->rbufs || !c->sbufs || !c->ka_local || !c->held || !c->sfree)
+        goto fail;
+    memset(c->ka_local, 0, 64);
+    c->ka_src = c->ka_local + 1;
+    c->rmr = ibv_reg_mr(r->pd, c->rbufs, (size_t)ring * r->eager, IBV_ACCESS_LOCAL_WRITE);
+    c->smr = ibv_reg_mr(r->pd, c->sbufs, (size_t)c->nsend * r->eager, 0);
+    c->ka_mr = ibv_reg_mr(r->pd, c->ka_local, 64,
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!c->rmr || !c->smr || !c->ka_mr) {
+        rov_error(VB, "ibv_reg_mr on %s: %m", r->dev_name);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < c->nsend; i++)
+        c->sfree[c->nfree++] = c->nsend - 1 - i;
+    c->cq = ibv_create_cq(r->ctx, (int)(ring + c->sq_max), c, r->cc, 0);
+    if (!c->cq) {
+        rov_error(VB, "ibv_create_cq on %s: %m", r->dev_name);
+        goto fail;
+    }
+    if (ibv_req_notify_cq(c->cq, 0))
+        goto fail;
+    qia.send_cq = c->cq;
+    qia.recv_cq = c->cq;
+    qia.qp_type = IBV_QPT_RC;
+    qia.qp_context = c;
+    qia.cap.max_send_wr = c->sq_max;
+    qia.cap.max_recv_wr = ring;
+    qia.cap.max_send_sge = ROV_RAIL_MAX_IOV;
+    qia.cap.max_recv_sge = 1;
+    qia.cap.max_inline_data = r->max_inline;
+    c->qp = ibv_create_qp(r->pd, &qia);
+    if (!c->qp) {
+        rov_error(VB, "ibv_create_qp on %s: %m", r->dev_name);
+        goto fail;
+    }
+    attr.qp_state = IBV_QPS_INIT;
+    attr.pkey_index = 0;
+    attr.port_num = r->port;
+    attr.qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+    if (ibv_modify_qp(c->qp, &attr,
+                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+        rov_error(VB, "QP to INIT on %s: %m", r->dev_name);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < ring; i++)
+        if (post_recv(c, i))
+            goto fail;
+    {
+        uint32_t rnd;
+
+        if (getentropy(&rnd, sizeof(rnd)) != 0)
+            rnd = (uint32_t)rov_now_ns();
+        c->psn = rnd & 0xffffff;
+    }
+    c->last_post_ns = c->last_heard_ns = rov_now_ns();
+    c->next = r->chans;
+    r->chans = c;
+    r->nchans++;
+    return c;
+fail:
+    chan_free(c);
+    return NULL;
+}
+
+static void fill_oob(struct vb_chan *c, struct vb_oob *m)
+{
+    struct vb_rail *r = c->rail;
+
+    memset(m, 0, sizeof(*m));
+    m->magic = htonl(VB_OOB_MAGIC);
+    m->version = htons(VB_OOB_VERSION);
+    m->lid = htons(r->lid);
+    m->qpn = htonl(c->qp->qp_num);
+    m->psn = htonl(c->psn);
+    memcpy(m->gid, r->gid.raw, 16);
+    m->nrecv = htonl(c->nrecv);
+    m->eager = htonl((uint32_t)r->eager);
+    m->mtu = htonl(r->mtu);
+    m->ka_rkey = htonl(c->ka_mr->rkey);
+    m->ka_addr = htobe64((uintptr_t)c->ka_local);
+}
+
+/* Validate the peer's handshake and bring the QP to RTS. */
+static rov_status_t connect_qp(struct vb_chan *c, const char **why)
+{
+    struct vb_rail *r = c->rail;
+    const struct vb_oob *m = (const struct vb_oob *)c->oob_buf;
+    struct vb_oob *p = &c->peer;
+    struct ibv_qp_attr a = {0};
+
+    if (ntohl(m->magic) != VB_OOB_MAGIC || ntohs(m->version) != VB_OOB_VERSION) {
+        *why = "verbs: bad handshake from peer (magic or version)";
+        return ROV_ERR_PROTO;
+    }
+    p->lid = ntohs(m->lid);
+    p->qpn = ntohl(m->qpn) & 0xffffff;
+    p->psn = ntohl(m->psn) & 0xffffff;
+    memcpy(p->gid, m->gid, 16);
+    p->nrecv = ntohl(m->nrecv);
+    p->eager = ntohl(m->eager);
+    p->mtu = ntohl(m->mtu);
+    p->ka_rkey = ntohl(m->ka_rkey);
+    p->ka_addr = be64toh(m->ka_addr);
+    if (p->nrecv < 4 || p->nrecv > 0xffff || p->eager < 256 || p->eager > (1u << 20) ||
+        p->mtu < IBV_MTU_256 || p->mtu > IBV_MTU_4096) {
+        *why = "verbs: handshake from peer with impossible parameters";
+        return ROV_ERR_PROTO;
+    }
+    c->credits = p->nrecv;
+    c->ctrl_credits = VB_NCTRL;
+    /* Eager frames must fit the peer's buffers minus the hold tag (hold()). */
+    c->eager_max = (p->eager < r->eager ? p->eager : r->eager) - sizeof(size_t);
+
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = p->mtu < r->mtu ? (enum ibv_mtu)p->mtu : r->mtu;
+    a.dest_qp_num = p->qpn;
+    a.rq_psn = p->psn;
+    a.max_dest_rd_atomic = VB_MAX_RD_ATOMIC;
+    a.min_rnr_timer = 12;
+    a.ah_attr.dlid = p->lid;
+    a.ah_attr.port_num = r->port;
+    if (r->global) {
+        a.ah_attr.is_global = 1;
+        memcpy(a.ah_attr.grh.dgid.raw, p->gid, 16);
+        a.ah_attr.grh.sgid_index = (uint8_t)r->gid_index;
+        a.ah_attr.grh.hop_limit = 64;
+    }
+    if (ibv_modify_qp(c->qp, &a,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+        rov_warn(VB, "QP %u to RTR: %m", c->qp->qp_num);
+        *why = errno == ENETUNREACH || errno == EHOSTUNREACH
+                   ? "verbs: no route to the peer's GID (QP to RTR failed)"
+                   : "verbs: QP to RTR failed";
+        return ROV_ERR_UNREACHABLE;
+    }
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = r->timeout;
+    a.retry_cnt = r->retry;
+    a.rnr_retry = 0;
+    a.sq_psn = c->psn;
+    a.max_rd_atomic = VB_MAX_RD_ATOMIC;
+    if (ibv_modify_qp(c->qp, &a,
+                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                          IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
+        rov_warn(VB, "QP %u to RTS: %m", c->qp->qp_num);
+        *why = "verbs: QP to RTS failed";
+        return ROV_ERR_IO;
+    }
+    c->last_heard_ns = c->last_post_ns = rov_now_ns();
+    return ROV_OK;
+}
+
+/* Out-of-band handshake ------------------------------------------------------- */
+
+static void oob_fail(struct vb_chan *c, rov_status_t st, const char *why)
+{
+    oob_close(c);
+    fail(c, st, why);
+}
+
+/* Read until the buffer holds want bytes.  1: complete, 0: wait, -1: failed. */
+static int oob_read(struct vb_chan *c, size_t want)
+{
+    while (c->oob_have < want) {
+        ssize_t n = read(c->oob_fd, c->oob_buf + c->oob_have, want - c->oob_have);
+
+        if (n > 0) {
+            c->oob_have += (size_t)n;
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return 0;
+        oob_fail(c, n == 0 ? ROV_ERR_CLOSED : rov_net_errno_status(errno),
+                 n == 0 ? "verbs: peer closed the connection during the handshake"
+                        : "verbs: handshake socket error");
+        return -1;
+    }
+    return 1;
+}
+
+static bool oob_write(struct vb_chan *c, const void *buf, size_t len)
+{
+    /* Tiny messages on a fresh socket: the kernel takes them whole. */
+    if (send(c->oob_fd, buf, len, MSG_NOSIGNAL) != (ssize_t)len) {
+        oob_fail(c, rov_net_errno_status(errno), "verbs: handshake send failed");
+        return false;
+    }
+    return true;
+}
+
+static void oob_cb(struct rov_watch *w, uint32_t events)
+{
+    struct vb_chan *c = rov_container_of(w, struct vb_chan, oob_watch);
+    struct vb_oob mine;
+    const char *why;
+    rov_status_t st;
+    uint32_t ready = htonl(VB_OOB_READY);
+
+    switch (c->oob) {
+    case OOB_CONNECTING: {
+        int err = 0;
+        socklen_t el = sizeof(err);
+
+        getsockopt(c->oob_fd, SOL_SOCKET, SO_ERROR, &err, &el);
+        if (err) {
+            errno = err;
+            oob_fail(c, rov_net_errno_status(err), "verbs: cannot reach the peer's handshake listener");
+            return;
+        }
+        fill_oob(c, &mine);
+        if (!oob_write(c, &mine, sizeof(mine)))
+            return;
+        c->oob = OOB_WAIT_INFO;
+        rov_ctx_watch_mod(c->rail->base.ctx, &c->oob_watch, EPOLLIN);
+        return;
+    }
+    case OOB_WAIT_INFO:
+        if (oob_read(c, sizeof(struct vb_oob)) <= 0)
+            return;
+        st = connect_qp(c, &why);
+        if (st != ROV_OK) {
+            oob_fail(c, st, why);
+            return;
+        }
+        if (!oob_write(c, &ready, sizeof(ready)))
+            return;
+        oob_close(c);
+        rov_rail_connected(&c->base);
+        return;
+    case OOB_ACCEPTED:
+        if (oob_read(c, sizeof(struct vb_oob)) <= 0)
+            return;
+        st = connect_qp(c, &why);
+        if (st != ROV_OK) {
+            oob_fail(c, st, why);
+            return;
+        }
+        fill_oob(c, &mine);
+        if (!oob_write(c, &mine, sizeof(mine)))
+            return;
+        c->oob = OOB_WAIT_READY;
+        c->oob_have = 0;
+        return;
+    case OOB_WAIT_READY:
+        if (oob_read(c, sizeof(ready)) <= 0)
+            return;
+        if (memcmp(c->oob_buf, &ready, sizeof(ready)) != 0) {
+            oob_fail(c, ROV_ERR_PROTO, "verbs: bad handshake confirmation from peer");
+            return;
+        }
+        oob_close(c);
+        c->accepted = true;
+        rov_rail_accepted(&c->rail->base, &c->base);
+        /* What arrived before the transport knew the channel. */
+        if (!c->closed) {
+            deliver_held(c);
+            poll_chan(c);
+        }
+        return;
+    case OOB_NONE:
+        return;
+    }
+}
+
+static bool oob_watch(struct vb_chan *c, int fd, uint32_t events)
+{
+    c->oob_fd = fd;
+    c->oob_watch.fd = fd;
+    c->oob_watch.cb = oob_cb;
+    if (rov_ctx_watch(c->rail->base.ctx, &c->oob_watch, events) != ROV_OK) {
+        close(fd);
+        c->oob_fd = -1;
+        return false;
+    }
+    return true;
+}
+
+static void listen_cb(struct rov_watch *w, uint32_t events)
+{
+    struct vb_rail *r = rov_container_of(w, struct vb_rail, listen_watch);
+
+    for (;;) {
+        int fd = accept4(r->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct vb_chan *c;
+
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno != EAGAIN)
+                rov_log_ratelimited(ROV_LOG_WARN, VB, "accept on %s: %m", r->base.spec->name);
+            return;
+        }
+        if (r->port_down || r->device_dead) {
+            close(fd); /* the connector sees EOF and fails over */
+            continue;
+        }
+        c = chan_new(r, false);
+        if (!c) {
+            rov_log_ratelimited(ROV_LOG_WARN, VB, "cannot create a QP for an inbound connection");
+            close(fd);
+            continue;
+        }
+        c->oob = OOB_ACCEPTED;
+        if (!oob_watch(c, fd, EPOLLIN))
+            vb_chan_close(&c->base);
+    }
+}
+
+/* Completion channel and async events ------------------------------------------- */
+
+static void cc_cb(struct rov_watch *w, uint32_t events)
+{
+    struct vb_rail *r = rov_container_of(w, struct vb_rail, cc_watch);
+    struct ibv_cq *cq;
+    void *ctx;
+
+    while (ibv_get_cq_event(r->cc, &cq, &ctx) == 0) {
+        struct vb_chan *c = ctx;
+
+        ibv_ack_cq_events(cq, 1);
+        if (c->closed)
+            continue;
+        /* Re-arm before polling so that nothing completes unnoticed. */
+        ibv_req_notify_cq(cq, 0);
+        poll_chan(c);
+    }
+    bury(r);
+}
+
+static void fail_all(struct vb_rail *r, rov_status_t st, const char *why)
+{
+    struct vb_chan *c, *next;
+
+    for (c = r->chans; c; c = next) {
+        next = c->next;
+        if (c->oob != OOB_NONE)
+            oob_fail(c, st, why);
+        else
+            fail(c, st, why);
+    }
+}
+
+static void async_cb(struct rov_watch *w, uint32_t events)
+{
+    struct vb_rail *r = rov_container_of(w, struct vb_rail, async_watch);
+    struct ibv_async_event ev;
+
+    while (ibv_get_async_event(r->ctx, &ev) == 0) {
+        enum ibv_event_type t = ev.event_type;
+        struct vb_chan *c = NULL;
+
+        rov_info(VB, "%s: async event %s (%d)", r->dev_name, ibv_event_type_str(t), t);
+        switch (t) {
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR:
+            c = ev.element.qp->qp_context;
+            fail(c, t == IBV_EVENT_QP_FATAL ? ROV_ERR_RESET : ROV_ERR_PROTO,
+                 t == IBV_EVENT_QP_FATAL    ? "verbs: QP fatal error (IBV_EVENT_QP_FATAL)"
+                 : t == IBV_EVENT_QP_REQ_ERR ? "verbs: invalid request (IBV_EVENT_QP_REQ_ERR)"
+                                             : "verbs: access violation (IBV_EVENT_QP_ACCESS_ERR)");
+            break;
+        case IBV_EVENT_CQ_ERR:
+            c = ev.element.cq->cq_context;
+            fail(c, ROV_ERR_IO, "verbs: CQ overrun (IBV_EVENT_CQ_ERR)");
+            break;
+        case IBV_EVENT_PORT_ERR:
+            if (ev.element.port_num == r->port) {
+                r->port_down = true;
+                r->down_why = "verbs: port down (IBV_EVENT_PORT_ERR)";
+                fail_all(r, ROV_ERR_UNREACHABLE, r->down_why);
+            }
+            break;
+        case IBV_EVENT_PORT_ACTIVE:
+            if (ev.element.port_num == r->port)
+                r->port_down = false;
+            break;
+        case IBV_EVENT_DEVICE_FATAL:
+            r->device_dead = true;
+            r->down_why = "verbs: device failed (IBV_EVENT_DEVICE_FATAL)";
+            fail_all(r, ROV_ERR_IO, r->down_why);
+            break;
+        default:
+            break;
+        }
+        ibv_ack_async_event(&ev);
+    }
+    bury(r);
+}
+
+/* Rail ops ------------------------------------------------------------------- */
+
+static int set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+
+    return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* Pick the GID: RoCE v2 with an IPv4-mapped address first (routable, and it
+ * names the OOB address), then any RoCE v2, then index 0. */
+static int pick_gid(struct vb_rail *r, struct ibv_port_attr *pa)
+{
+    int best = -1, best_rank = 0;
+
+    for (int i = 0; i < pa->gid_tbl_len && i < 64; i++) {
+        struct ibv_gid_entry e;
+        int rank;
+        static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+        if (ibv_query_gid_ex(r->ctx, r->port, (uint32_t)i, &e, 0))
+            continue;
+        if (!memcmp(e.gid.raw, (uint8_t[16]){0}, 16))
+            continue;
+        rank = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? 2 : 1;
+        if (rank == 2 && !memcmp(e.gid.raw, v4, 12))
+            rank = 3;
+        if (rank > best_rank) {
+            best = i;
+            best_rank = rank;
+        }
+    }
+    return best < 0 ? 0 : best;
+}
+
+/* "dev[:port]" -> open it if it exists and (when require_active) is up. */
+static rov_status_t open_dev(struct vb_rail *r, const char *want, bool require_active)
+{
+    struct ibv_device **list;
+    char name[64];
+    unsigned port = 1;
+    const char *colon = strchr(want, ':');
+    int n;
+    rov_status_t st = ROV_ERR_NOT_FOUND;
+
+    snprintf(name, sizeof(name), "%.*s", colon ? (int)(colon - want) : (int)strlen(want), want);
+    if (colon) {
+        char *end;
+
+        port = (unsigned)strtoul(colon + 1, &end, 10);
+        if (*end || port < 1 || port > 255)
+            return ROV_ERR_INVAL;
+    }
+    list = ibv_get_device_list(&n);
+    if (!list)
+        return ROV_ERR_NOT_FOUND;
+    for (int i = 0; i < n; i++) {
+        struct ibv_port_attr pa;
+
+        if (*name && strcmp(ibv_get_device_name(list[i]), name) != 0)
+            continue;
+        r->ctx = ibv_open_device(list[i]);
+        if (!r->ctx)
+            continue;
+        if (ibv_query_port(r->ctx, (uint8_t)port, &pa) == 0 &&
+            (!require_active || pa.state == IBV_PORT_ACTIVE)) {
+            snprintf(r->dev_name, sizeof(r->dev_name), "%s", ibv_get_device_name(list[i]));
+            r->port = (uint8_t)port;
+            r->lid = pa.lid;
+            r->mtu = pa.active_mtu;
+            r->global = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+            r->port_down = pa.state != IBV_PORT_ACTIVE;
+            r->gid_index = pick_gid(r, &pa);
+            st = ROV_OK;
+            break;
+        }
+        ibv_close_device(r->ctx);
+        r->ctx = NULL;
+    }
+    ibv_free_device_list(list);
+    return st;
+}
+
+static void vb_close(struct rov_rail *rail);
+
+static rov_status_t vb_open(rov_context_t *ctx, const struct rov_rail_spec *spec,
+                            const struct rov_config *config, struct rov_rail **rail_p)
+{
+    struct vb_rail *r = calloc(1, sizeof(*r));
+    struct ibv_device_attr da;
+    rov_status_t st = ROV_ERR_NOT_FOUND;
+    char list[sizeof(config->verbs_dev)];
+    char *save, *tok;
+
+    if (!r)
+        return ROV_ERR_NOMEM;
+    r->base.ctx = ctx;
+    r->listen_fd = -1;
+    r->nrecv = (uint32_t)config->verbs_recv;
+    r->eager = config->verbs_eager;
+    r->timeout = (uint8_t)config->verbs_timeout;
+    r->retry = (uint8_t)config->verbs_retry;
+    r->keepalive_ns = config->keepalive_ns;
+    if (config->verbs_cm != ROV_VERBS_CM_OOB) {
+        rov_error(VB, "rail %s: RAILOVER_VERBS_CM=rdmacm is not supported by this build",
+                  spec->name);
+        free(r);
+        return ROV_ERR_UNSUPPORTED;
+    }
+    /* verbs@dev[:port], else the first active entry of RAILOVER_VERBS_DEV,
+     * else the first active port of any device. */
+    snprintf(list, sizeof(list), "%s", spec->arg[0] ? spec->arg : config->verbs_dev);
+    if (!list[0]) {
+        st = open_dev(r, "", true);
+    } else {
+        for (tok = strtok_r(list, ",", &save); tok && st != ROV_OK;
+             tok = strtok_r(NULL, ",", &save))
+            st = open_dev(r, tok, !spec->arg[0]);
+    }
+    if (st != ROV_OK) {
+        rov_error(VB, "rail %s: no %sRDMA device%s%s", spec->name,
+                  spec->arg[0] ? "" : "active ", spec->arg[0] || list[0] ? " matching " : "",
+                  spec->arg[0] ? spec->arg : config->verbs_dev);
+        free(r);
+        return st == ROV_ERR_INVAL ? ROV_ERR_INVAL : ROV_ERR_NOT_FOUND;
+    }
+    if (config->verbs_gid_index >= 0)
+        r->gid_index = (int)config->verbs_gid_index;
+    if (ibv_query_gid(r->ctx, r->port, r->gid_index, &r->gid) || ibv_query_device(r->ctx, &da)) {
+        rov_error(VB, "%s: cannot query GID %d / device: %m", r->dev_name, r->gid_index);
+        goto fail;
+    }
+    if (r->nrecv + VB_NCTRL + 2 > (uint32_t)da.max_qp_wr)
+        r->nrecv = (uint32_t)da.max_qp_wr - VB_NCTRL - 2;
+    r->max_inline = 128;
+    r->pd = ibv_alloc_pd(r->ctx);
+    r->cc = ibv_create_comp_channel(r->ctx);
+    if (!r->pd || !r->cc || set_nonblock(r->cc->fd) || set_nonblock(r->ctx->async_fd)) {
+        rov_error(VB, "%s: cannot allocate a protection domain or completion channel: %m",
+                  r->dev_name);
+        goto fail;
+    }
+    r->regcache = rov_regcache_new(r->pd, config->verbs_regcache);
+    if (!r->regcache)
+        goto fail;
+    /* OOB address: the IPv4 address in the RoCE GID, else the TCP interface. */
+    if (!memcmp(r->gid.raw, (uint8_t[12]){0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff}, 12)) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)&r->oob_local;
+
+        sin->sin_family = AF_INET;
+        memcpy(&sin->sin_addr, r->gid.raw + 12, 4);
+        r->oob_local_len = sizeof(*sin);
+    } else if (rov_net_resolve(VB, config->tcp_if, &r->oob_local, &r->oob_local_len, NULL, 0) !=
+               ROV_OK) {
+        goto fail;
+    }
+    r->cc_watch.fd = r->cc->fd;
+    r->cc_watch.cb = cc_cb;
+    r->async_watch.fd = r->ctx->async_fd;
+    r->async_watch.cb = async_cb;
+    if (rov_ctx_watch(ctx, &r->cc_watch, EPOLLIN) != ROV_OK ||
+        rov_ctx_watch(ctx, &r->async_watch, EPOLLIN) != ROV_OK)
+        goto fail;
+    {
+        char ip[64];
+
+        rov_net_sockaddr_str(&r->oob_local, ip, sizeof(ip));
+        rov_info(VB, "rail %s: %s port %u, gid index %d, mtu %s, link %s, handshake via %s",
+                 spec->name, r->dev_name, r->port, r->gid_index, mtu_str(r->mtu),
+                 r->global ? "ethernet (RoCE)" : "infiniband", ip);
+    }
+    *rail_p = &r->base;
+    return ROV_OK;
+fail:
+    r->base.spec = spec;
+    vb_close(&r->base);
+    return ROV_ERR_IO;
+}
+
+static void vb_close(struct rov_rail *rail)
+{
+    struct vb_rail *r = (struct vb_rail *)rail;
+
+    while (r->chans) {
+        struct vb_chan *c = r->chans;
+
+        c->dead = true; /* no upcalls */
+        c->base.state = ROV_CHAN_CLOSED;
+        vb_chan_close(&c->base);
+    }
+    bury(r);
+    if (r->listen_fd >= 0) {
+        rov_ctx_unwatch(rail->ctx, &r->listen_watch);
+        close(r->listen_fd);
+    }
+    if (r->cc) {
+        if (r->cc_watch.fd)
+            rov_ctx_unwatch(rail->ctx, &r->cc_watch);
+        ibv_destroy_comp_channel(r->cc);
+    }
+    if (r->ctx && r->async_watch.fd)
+        rov_ctx_unwatch(rail->ctx, &r->async_watch);
+    rov_regcache_free(r->regcache);
+    if (r->pd)
+        ibv_dealloc_pd(r->pd);
+    /* Closing the device releases the last /dev/infiniband descriptor. */
+    if (r->ctx)
+        ibv_close_device(r->ctx);
+    free(r);
+}
+
+static rov_status_t vb_listen(struct rov_rail *rail, void *addr, size_t *len_p)
+{
+    struct vb_rail *r = (struct vb_rail *)rail;
+
+    if (r->listen_fd < 0) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int one = 1;
+        int fd = socket(r->oob_local.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+        if (fd < 0)
+            return ROV_ERR_IO;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, (struct sockaddr *)&r->oob_local, r->oob_local_len) < 0 ||
+            listen(fd, 512) < 0 || getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+            rov_error(VB, "rail %s: cannot listen for handshakes: %m", rail->spec->name);
+            close(fd);
+            return ROV_ERR_IO;
+        }
+        r->listen_fd = fd;
+        r->listen_watch.fd = fd;
+        r->listen_watch.cb = listen_cb;
+        if (rov_ctx_watch(rail->ctx, &r->listen_watch, EPOLLIN) != ROV_OK) {
+            close(fd);
+            r->listen_fd = -1;
+            return ROV_ERR_IO;
+        }
+        r->addr_len = rov_net_addr_encode(&ss, r->addr);
+    }
+    memcpy(addr, r->addr, r->addr_len);
+    *len_p = r->addr_len;
+    return ROV_OK;
+}
+
+static void vb_unlisten(struct rov_rail *rail)
+{
+    struct vb_rail *r = (struct vb_rail *)rail;
+
+    if (r->listen_fd >= 0) {
+        rov_ctx_unwatch(rail->ctx, &r->listen_watch);
+        close(r->listen_fd);
+        r->listen_fd = -1;
+    }
+}
+
+static rov_status_t vb_connect(struct rov_rail *rail, const void *addr, size_t len,
+                               struct rov_chan **chan_p)
+{
+    struct vb_rail *r = (struct vb_rail *)rail;
+    struct sockaddr_storage peer;
+    socklen_t pl;
+    struct vb_chan *c;
+    int fd, one = 1;
+
+    if (rov_net_addr_decode(addr, len, &peer, &pl) != ROV_OK)
+        return ROV_ERR_INVAL;
+    if (r->port_down || r->device_dead) {
+        rov_debug(VB, "rail %s: not connecting: %s", rail->spec->name, r->down_why);
+        return ROV_ERR_UNREACHABLE;
+    }
+    c = chan_new(r, true);
+    if (!c)
+        return ROV_ERR_NOMEM;
+    c->peer_oob = peer;
+    fd = socket(peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        vb_chan_close(&c->base);
+        bury(r);
+        return ROV_ERR_IO;
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /* From the RDMA port's address, so that the handshake takes the fabric. */
+    if (peer.ss_family == r->oob_local.ss_family)
+        (void)bind(fd, (struct sockaddr *)&r->oob_local, r->oob_local_len);
+    if (connect(fd, (struct sockaddr *)&peer, pl) < 0 && errno != EINPROGRESS) {
+        rov_status_t st = rov_net_errno_status(errno);
+
+        close(fd);
+        c->dead = true;
+        vb_chan_close(&c->base);
+        bury(r);
+        return st;
+    }
+    c->oob = OOB_CONNECTING;
+    if (!oob_watch(c, fd, EPOLLOUT)) {
+        c->dead = true;
+        vb_chan_close(&c->base);
+        bury(r);
+        return ROV_ERR_IO;
+    }
+    *chan_p = &c->base;
+    return ROV_OK;
+}
+
+static int vb_progress(struct rov_rail *rail)
+{
+    struct vb_rail *r = (struct vb_rail *)rail;
+    struct vb_chan *c, *next;
+    int n = 0;
+
+    for (c = r->chans; c; c = next) {
+        next = c->next;
+        if (c->oob == OOB_NONE && !c->dead) {
+            poll_chan(c);
+            n++;
+        }
+    }
+    bury(r);
+    return n;
+}
+
+static rov_status_t vb_chan_health(struct rov_chan *chan, struct rov_chan_health *h)
+{
+    struct vb_chan *c = (struct vb_chan *)chan;
+    uint64_t now = rov_now_ns();
+
+    if (c->dead)
+        return ROV_ERR_RESET;
+    /* Probe a quiet channel so that a dead path shows before it is needed. */
+    if (c->sq_out == 0 && c->rail->keepalive_ns &&
+        now - c->last_post_ns >= c->rail->keepalive_ns / 2)
+        post_probe(c);
+    h->busy = c->sq_out > 0;
+    h->queued = c->pend_head != NULL || c->want_writable;
+    h->heard_ago_ns = now - c->last_heard_ns;
+    h->sent_ago_ns = now - c->last_post_ns;
+    return c->dead ? ROV_ERR_RESET : ROV_OK;
+}
+
+static void vb_chan_str(struct rov_chan *chan, char *buf, size_t len)
+{
+    struct vb_chan *c = (struct vb_chan *)chan;
+    char g[INET6_ADDRSTRLEN] = "?";
+
+    inet_ntop(AF_INET6, c->peer.gid, g, sizeof(g));
+    snprintf(buf, len,
+             "%s:%u qp %u>qp %u gid %s credits %u+%u owed %u+%u wr %u/%u%s%s%s held %u",
+             c->rail->dev_name, c->rail->port, c->qp ? c->qp->qp_num : 0, c->peer.qpn, g,
+             c->credits, c->ctrl_credits, c->owed_data, c->owed_ctrl, c->sq_out, c->sq_max,
+             c->pend_head ? " pending" : "", c->want_writable ? " blocked" : "",
+             c->reading ? " reading" : "", c->held_count);
+}
+
+static const struct rov_rail_ops vb_ops = {
+    .name = "verbs",
+    .open = vb_open,
+    .close = vb_close,
+    .listen = vb_listen,
+    .unlisten = vb_unlisten,
+    .connect = vb_connect,
+    .send = vb_send,
+    .chan_close = vb_chan_close,
+    .progress = vb_progress,
+    .chan_health = vb_chan_health,
+    .chan_str = vb_chan_str,
+    .addr_str = rov_net_addr_str,
+};
+
+ROV_RAIL_REGISTER(vb_ops)
