@@ -100,17 +100,22 @@ static int best_rail(const struct rov_conn *conn)
 }
 
 /* Where to go from rail `from`: the next rail in RAILOVER_RAILS order that
- * both sides have and that has not failed, else any other both have. */
-static int next_rail(const struct rov_conn *conn, int from)
+ * both sides have and that has not failed; else one that failed but whose
+ * retry is due (or any, with `any`: an operator's order).  -1 when every
+ * other rail failed within its backoff: the peer is unreachable, and moving
+ * again would only spin (a dead peer refuses every rail at once). */
+static int next_rail(const struct rov_conn *conn, int from, uint64_t now, bool any)
 {
     int n = conn->ctx->nrails;
 
     for (int pass = 0; pass < 2; pass++) {
         for (int k = 1; k < n; k++) {
             int i = (from + k) % n;
+            const struct rov_fo_rail *r = &conn->fo.rails[i];
 
-            if (rov_conn_peer_has_rail(conn, i) &&
-                (pass == 1 || conn->fo.rails[i].state != ROV_FO_DOWN))
+            if (!rov_conn_peer_has_rail(conn, i))
+                continue;
+            if (pass == 0 ? r->state != ROV_FO_DOWN : any || now >= r->retry_ns)
                 return i;
         }
     }
@@ -187,9 +192,12 @@ bool rov_fo_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,
     mark_down(conn, rail, now);
     if (rail != conn->tx_rail || !conn->peer_id)
         return true;
-    to = next_rail(conn, rail);
-    if (to < 0)
+    to = next_rail(conn, rail, now, false);
+    if (to < 0) {
+        rov_warn("failover", "conn %llu: %s failed and no other rail reaches the peer",
+                 (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, rail));
         return false;
+    }
     st = rov_conn_move(conn, to, reason, why, ROV_HF_FAILED, rail);
     if (st != ROV_OK && st != ROV_INPROGRESS) {
         rov_warn("failover", "conn %llu: cannot move to %s: %s", (unsigned long long)conn->id,
@@ -456,7 +464,7 @@ static rov_status_t force(struct rov_conn *conn, bool on)
             rov_conn_announce(conn); /* already off it: tell the peer to stay */
             return ROV_OK;
         }
-        to = next_rail(conn, conn->tx_rail);
+        to = next_rail(conn, conn->tx_rail, rov_now_ns(), true);
         if (to < 0 || to == best) {
             conn->fo.hold = false;
             return ROV_ERR_UNREACHABLE;
