@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Railover's RDMA rails against the raw tools, side by side in one two-VM
+# Soft-RoCE run (tests/vm/vmrun --two; this script is VM a's job, VM b runs
+# the agent).  TCG makes absolute numbers meaningless: the ratios are the
+# figures (DESIGN.md section 9: latency within 10 %, bandwidth >= 90 %).
+#
+#   bench/rdma-perf.sh BUILD_DIR [ROUNDS]
+#
+# Per round, in this order, each server on b and client on a:
+#   ib_send_lat  -s 8      perftest SEND latency (t_typical, one way)
+#   ib_write_bw  -s 64KiB, 1MiB   perftest RDMA WRITE bandwidth (average)
+#   railover perf over the verbs rail: latency 8 B, bandwidth 64 KiB, 1 MiB
+#   ucx_perftest tag_lat 8 B / tag_bw 64 KiB, 1 MiB (UCX_TLS=rc_verbs,tcp)
+#   railover perf over the UCX rail (when built)
+# Output: one line per measurement to $VMOUT/rdma-perf.txt
+# ("tool test size value unit"), then a table of medians over the rounds and
+# the ratios railover/raw.
+set -u
+[ "$ME" = b ] && exit 0 # b serves a's rexec calls (tests/vm/guest-run.sh)
+build=${1:?usage: rdma-perf.sh BUILD_DIR [ROUNDS]}
+rounds=${2:-3}
+out=$VMOUT/rdma-perf.txt
+: > "$out"
+tool=$build/tools/railover
+lat_iters=2000
+ucx_env="UCX_TLS=rc_verbs,tcp UCX_NET_DEVICES=$RDMA_DEV:$RDMA_PORT,$ETH_IF UCX_RC_VERBS_RETRY_COUNT=6"
+port=18515
+
+rec() { echo "$*" | tee -a "$out"; }
+
+# perftest: server on b, client here; prints the data line's fields.
+perftest() { # TOOL ARGS...
+    local t=$1
+    shift
+    port=$((port + 1))
+    rexec "timeout 60 $t -d $RDMA_DEV -x $RDMA_GID_IDX -F -p $port $* > /tmp/pt.log 2>&1 &"
+    sleep 1.5
+    timeout 60 "$t" -d $RDMA_DEV -x $RDMA_GID_IDX -F -p $port "$@" "$PEER_ETH" 2>&1 |
+        awk '/^ *#bytes/ { hdr = 1; next } hdr && NF > 3 { print; exit }'
+}
+
+ucxperf() { # ARGS...
+    port=$((port + 1))
+    rexec "env $ucx_env timeout 60 ucx_perftest -p $port > /tmp/ucxp.log 2>&1 &"
+    sleep 1.5
+    env $ucx_env timeout 60 ucx_perftest "$PEER_ETH" -p $port "$@" 2>&1 | awk '/^Final:/ { print; exit }'
+}
+
+rovperf() { # RAIL ARGS...
+    local rail=$1
+    shift
+    port=$((port + 1))
+    rexec "env RAILOVER_RAILS=$rail $ucx_env setsid timeout 120 $tool perf --listen $PEER_ETH:$port > /tmp/rp.log 2>&1 &"
+    sleep 2
+    env RAILOVER_RAILS=$rail $ucx_env timeout 120 "$tool" perf "$PEER_ETH:$port" --json "$@" 2>/dev/null
+    rexec "pkill -f 'perf --listen $PEER_ETH:$port' || true"
+}
+
+json_field() { sed -n "s/.*\"$1\": *\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
+
+wait_peer
+have_ucx=0
+"$tool" info 2>/dev/null | grep -qw ucx && have_ucx=1
+for r in $(seq "$rounds"); do
+    log "round $r of $rounds"
+    v=$(perftest ib_send_lat -s 8 -n $lat_iters | awk '{print $5}')
+    rec "perftest lat 8 ${v:-nan} us"
+    for s in 65536 1048576; do
+        v=$(perftest ib_write_bw -s $s -D 4 --report_gbits | awk '{print $4 * 1000 / 8}')
+        rec "perftest bw $s ${v:-nan} MB/s"
+    done
+    rovperf verbs --sizes 8 --iters $lat_iters --bw-bytes 1 | grep '"latency"' |
+        while read -r l; do rec "railover-verbs lat 8 $(echo "$l" | json_field p50_us) us"; done
+    rovperf verbs --sizes 65536,1048576 --iters 10 --bw-bytes 67108864 | grep '"bandwidth"' |
+        while read -r l; do
+            rec "railover-verbs bw $(echo "$l" | json_field size) $(echo "$l" | json_field mb_s) MB/s"
+        done
+    # ucx_perftest: -s size, -n iterations; latency is one way; MB/s is 2^20.
+    v=$(ucxperf -t tag_lat -s 8 -n $lat_iters | awk '{print ($3 > 0 ? $3 : $4)}')
+    rec "ucx_perftest lat 8 ${v:-nan} us"
+    for s in 65536 1048576; do
+        v=$(ucxperf -t tag_bw -s $s -n $((67108864 / s)) | awk '{print $6 * 1.048576}')
+        rec "ucx_perftest bw $s ${v:-nan} MB/s"
+    done
+    if [ $have_ucx = 1 ]; then
+        rovperf ucx --sizes 8 --iters $lat_iters --bw-bytes 1 | grep '"latency"' |
+            while read -r l; do rec "railover-ucx lat 8 $(echo "$l" | json_field p50_us) us"; done
+        rovperf ucx --sizes 65536,1048576 --iters 10 --bw-bytes 67108864 | grep '"bandwidth"' |
+            while read -r l; do
+                rec "railover-ucx bw $(echo "$l" | json_field size) $(echo "$l" | json_field mb_s) MB/s"
+            done
+    fi
+done
+
+echo
+echo "medians over $rounds rounds (latency: one way, us; bandwidth: 10^6 B/s)"
+awk '
+    { k = $1 " " $2 " " $3; v[k] = v[k] " " $4; unit[k] = $5 }
+    function median(s,   a, n, i, j, t) {
+        n = split(s, a, " ")
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    END {
+        for (k in v) m[k] = median(v[k])
+        printf "%-8s %8s %12s %12s %8s %12s %12s %8s\n", "test", "size", "perftest", "rov-verbs", "ratio", "ucx_perftest", "rov-ucx", "ratio"
+        n = split("lat 8|bw 65536|bw 1048576", rows, "|")
+        for (i = 1; i <= n; i++) {
+            split(rows[i], f, " ")
+            p = m["perftest " rows[i]]; rv = m["railover-verbs " rows[i]]
+            u = m["ucx_perftest " rows[i]]; ru = m["railover-ucx " rows[i]]
+            printf "%-8s %8s %12.1f %12.1f %8.3f %12.1f %12.1f %8.3f\n", f[1], f[2], p, rv, (p > 0 ? rv / p : 0), u, ru, (u > 0 ? ru / u : 0)
+        }
+        print "(latency ratio: railover/raw, lower is better, goal <= 1.10; bandwidth ratio: goal >= 0.90)"
+    }' "$out" | tee "$VMOUT/rdma-perf-table.txt"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# VM-tier job (one VM, tests/vm/): the rail conformance suite
+# (tests/rail/conformance.sh) for an RDMA rail on the real rxe device, with
+# the TCP rail on loopback as the second rail.
+#   conformance-job.sh BUILD_DIR verbs|ucx [SCALE]
+set -u
+build=${1:?usage: conformance-job.sh BUILD_DIR verbs|ucx [SCALE]}
+kind=${2:?usage: conformance-job.sh BUILD_DIR verbs|ucx [SCALE]}
+scale=${3:-1}
+here=$(cd "$(dirname "$0")" && pwd)
+case $kind in
+verbs) rails="verbs@$RDMA_DEV:$RDMA_PORT,tcp@lo" ;;
+ucx)   rails="ucx@lo,tcp@127.0.0.1"
+       # RC on the rxe device for data, TCP on loopback as UCX's auxiliary
+       # lane; a finite retry count (7 retries for ever on rxe).
+       export UCX_TLS=rc_verbs,tcp UCX_NET_DEVICES=$RDMA_DEV:$RDMA_PORT,lo
+       export UCX_RC_VERBS_RETRY_COUNT=6 UCX_RC_VERBS_TIMEOUT=100ms ;;
+*) echo "conformance-job.sh: unknown rail kind $kind" >&2; exit 64 ;;
+esac
+TMPDIR=$VMOUT exec "$here/../rail/conformance.sh" --build "$build" --rails "$rails" --scale "$scale"
