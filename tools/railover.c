@@ -67,7 +67,11 @@ static int cmd_info(int argc, char **argv)
         return 1;
     }
 
+    char kinds[128];
+
+    rov_rail_kinds(kinds, sizeof(kinds));
     printf("railover %s\n", rov_version());
+    printf("rail kinds built in: %s\n", kinds);
 
     rov_context_params_t params = {
         .config = config,

@@ -155,8 +155,7 @@ struct rov_rail_ops {
  * stubs.  Rails register from a constructor (ROV_RAIL_REGISTER). */
 void rov_rail_register(const struct rov_rail_ops *ops);
 const struct rov_rail_ops *rov_rail_lookup(const char *kind);
-/** Comma-separated list of registered kinds, for `railover info`. */
-void rov_rail_kinds(char *buf, size_t len);
+/* rov_rail_kinds() (the registered kinds) is public: railover.h. */
 
 #define ROV_RAIL_REGISTER(ops)                                               \
     static void __attribute__((constructor)) rov_rail_register_##ops(void) \

@@ -43,6 +43,11 @@ extern "C" {
 /** Library version string, e.g. "0.1.0". */
 const char *rov_version(void);
 
+/** The rail kinds this build of the library has, comma separated, e.g.
+ * "tcp,verbs,ucx" (RAILOVER_RAILS entries name one of them).  Writes at most
+ * len bytes, NUL-terminated. */
+void rov_rail_kinds(char *buf, size_t len);
+
 /* ------------------------------------------------------------------------ */
 /* Status codes                                                              */
 
