@@ -228,6 +228,7 @@ void rov_fo_peer_failed(struct rov_conn *conn, int rail)
 
 static rov_status_t health(struct rov_chan *chan, uint64_t now, struct rov_chan_health *h)
 {
+    memset(h, 0, sizeof(*h));
     if (chan->silent) {
         h->busy = 1;
         h->queued = 0;
@@ -252,8 +253,12 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
     }
     if (chan->state == ROV_CHAN_CONNECTING) {
         /* The rail's own connect (TCP handshake, RC connection) is due
-         * within the timeout; the peer's HELLO_ACK, which needs its
-         * application to progress, is not timed. */
+         * within the timeout; what needs the peer's application to progress
+         * (the HELLO_ACK, a rail's out-of-band handshake) is not timed. */
+        if (chan->rail->ops->chan_health && health(chan, now, &h) == ROV_OK && h.peer_turn) {
+            r->busy_since_ns = now;
+            return true;
+        }
         if (now - r->busy_since_ns >= c->failover_timeout_ns) {
             rov_conn_chan_failed_reason(chan, ROV_ERR_TIMEDOUT,
                                         "connect did not complete within "

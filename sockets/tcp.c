@@ -705,6 +705,7 @@ static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_healt
     int notsent = 0;
 
     h->busy = c->connecting;
+    h->peer_turn = 0;
     h->queued = 0;
     h->heard_ago_ns = h->sent_ago_ns = 0;
     if (c->dead)

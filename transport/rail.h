@@ -74,6 +74,9 @@ struct rov_chan_health {
     int queued;            /* work accepted but not yet handed over (flow control) */
     uint64_t heard_ago_ns; /* since the remote transport last acknowledged anything */
     uint64_t sent_ago_ns;  /* since the rail last transmitted anything on the channel */
+    int peer_turn;         /* CONNECTING: the rail's setup waits for the peer's
+                            * application (e.g. an out-of-band handshake that the
+                            * peer's kernel has acknowledged), not for the path */
 };
 
 struct rov_rail_ops {
@@ -136,6 +139,10 @@ struct rov_rail_ops {
      * kernel's send queue and the peer kernel's ACKs; verbs: outstanding work
      * requests and their completions), never from the peer application, so a
      * peer that computes without calling into the library looks healthy.
+     * Also asked for CONNECTING channels: busy while the rail's own connect
+     * is under way, peer_turn when it waits for the peer's application (the
+     * engine times a connect only while it is not the peer's turn, as it
+     * does not time the transport's own HELLO).
      * Returns ROV_OK, or an error status when the query shows the channel
      * broken (the caller treats that like rov_rail_failed()).
      */

@@ -867,8 +867,8 @@ static void on_wc(struct vb_chan *c, const struct ibv_wc *wc)
         rov_status_t st = wc_status(wc->status, &why);
 
         if (!c->dead)
-            rov_info(VB, "qp %u: %s (status %d, vendor error 0x%x)", c->qp->qp_num,
-                     ibv_wc_status_str(wc->status), wc->status, wc->vendor_err);
+            rov_info(VB, "qp %u: work completion %s (%s, vendor error 0x%x)", c->qp->qp_num,
+                     why + strlen("verbs: "), ibv_wc_status_str(wc->status), wc->vendor_err);
         fail(c, st, why);
         return;
     }
@@ -1380,6 +1380,30 @@ static void fail_all(struct vb_rail *r, rov_status_t st, const char *why)
     }
 }
 
+static const char *event_name(enum ibv_event_type t)
+{
+    switch (t) {
+    case IBV_EVENT_CQ_ERR: return "IBV_EVENT_CQ_ERR";
+    case IBV_EVENT_QP_FATAL: return "IBV_EVENT_QP_FATAL";
+    case IBV_EVENT_QP_REQ_ERR: return "IBV_EVENT_QP_REQ_ERR";
+    case IBV_EVENT_QP_ACCESS_ERR: return "IBV_EVENT_QP_ACCESS_ERR";
+    case IBV_EVENT_COMM_EST: return "IBV_EVENT_COMM_EST";
+    case IBV_EVENT_SQ_DRAINED: return "IBV_EVENT_SQ_DRAINED";
+    case IBV_EVENT_PATH_MIG: return "IBV_EVENT_PATH_MIG";
+    case IBV_EVENT_PATH_MIG_ERR: return "IBV_EVENT_PATH_MIG_ERR";
+    case IBV_EVENT_DEVICE_FATAL: return "IBV_EVENT_DEVICE_FATAL";
+    case IBV_EVENT_PORT_ACTIVE: return "IBV_EVENT_PORT_ACTIVE";
+    case IBV_EVENT_PORT_ERR: return "IBV_EVENT_PORT_ERR";
+    case IBV_EVENT_LID_CHANGE: return "IBV_EVENT_LID_CHANGE";
+    case IBV_EVENT_PKEY_CHANGE: return "IBV_EVENT_PKEY_CHANGE";
+    case IBV_EVENT_SM_CHANGE: return "IBV_EVENT_SM_CHANGE";
+    case IBV_EVENT_GID_CHANGE: return "IBV_EVENT_GID_CHANGE";
+    case IBV_EVENT_QP_LAST_WQE_REACHED: return "IBV_EVENT_QP_LAST_WQE_REACHED";
+    case IBV_EVENT_CLIENT_REREGISTER: return "IBV_EVENT_CLIENT_REREGISTER";
+    default: return "IBV_EVENT_?";
+    }
+}
+
 static void async_cb(struct rov_watch *w, uint32_t events)
 {
     struct vb_rail *r = rov_container_of(w, struct vb_rail, async_watch);
@@ -1389,7 +1413,7 @@ static void async_cb(struct rov_watch *w, uint32_t events)
         enum ibv_event_type t = ev.event_type;
         struct vb_chan *c = NULL;
 
-        rov_info(VB, "%s: async event %s (%d)", r->dev_name, ibv_event_type_str(t), t);
+        rov_info(VB, "%s: async event %s (%s)", r->dev_name, event_name(t), ibv_event_type_str(t));
         switch (t) {
         case IBV_EVENT_QP_FATAL:
         case IBV_EVENT_QP_REQ_ERR:
@@ -1757,6 +1781,22 @@ static rov_status_t vb_chan_health(struct rov_chan *chan, struct rov_chan_health
 
     if (c->dead)
         return ROV_ERR_RESET;
+    h->peer_turn = 0;
+    if (c->oob != OOB_NONE) {
+        /* Handshake: the TCP connect is the path's part; once the peer's
+         * kernel has acknowledged our half, the answer needs the peer's
+         * application, which may be busy computing. */
+        struct tcp_info ti;
+        socklen_t tl = sizeof(ti);
+
+        h->busy = 1;
+        h->queued = 0;
+        h->heard_ago_ns = h->sent_ago_ns = 0;
+        if (c->oob == OOB_WAIT_INFO &&
+            getsockopt(c->oob_fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 && ti.tcpi_unacked == 0)
+            h->peer_turn = 1;
+        return ROV_OK;
+    }
     /* Probe a quiet channel so that a dead path shows before it is needed. */
     if (c->sq_out == 0 && c->rail->keepalive_ns &&
         now - c->last_post_ns >= c->rail->keepalive_ns / 2)

@@ -39,7 +39,7 @@ mkdir -p "$work"
 : > "$res"
 
 # The same environment on both VMs (b's agent does not inherit ours).
-common_env="RAILOVER_RAILS=$rail,tcp@$ETH_IF RAILOVER_LOG=info RAILOVER_FAILBACK_DWELL=1s"
+common_env="RAILOVER_RAILS=$rail,tcp@$ETH_IF RAILOVER_LOG=${RAILOVER_LOG:-info} RAILOVER_FAILBACK_DWELL=1s"
 common_env+=" RAILOVER_FAILBACK_RETRY=200ms RAILOVER_FAILBACK_RETRY_MAX=1s"
 # The UCX rail on rxe: RC data lane with a finite retry count (7 is infinite
 # on rxe, see the notes), TCP on eth as the auxiliary lane.
@@ -91,8 +91,15 @@ run_scenario() {
     sleep 5
     t_rest=$(up_s)
     if [ $where = remote ]; then rexec "$restore"; else sh -c "$restore"; fi
-    # Failback needs the retry backoff, the handshake and the dwell.
-    sleep 8
+    # Failback needs the path to work again (rxe takes seconds after a link
+    # comes back), the retry backoff, the handshake and the dwell: wait for
+    # it (bounded), then stream a little more on the preferred rail.
+    local deadline=$((SECONDS + 40))
+    while [ -z "$(event_after "$d/a.events" switch "$t_rest" '"to":0')" ] &&
+          [ $SECONDS -lt $deadline ]; do
+        sleep 0.5
+    done
+    sleep 2
     touch "$d/stop"
     wait $pa; rc_a=$?
     w=0
@@ -105,8 +112,8 @@ run_scenario() {
     local a_reasons b_reasons a_verbs b_verbs ok=1
     a_reasons=$(sed -n 's/^ROV_STREAM_CONN .* reasons=\([^ ]*\).*/\1/p' "$d/a.log")
     b_reasons=$(sed -n 's/^ROV_STREAM_CONN .* reasons=\([^ ]*\).*/\1/p' "$d/b.log")
-    a_verbs=$(grep -oE '(async event [A-Z_]+|IBV_WC_[A-Z_]+|status -?[0-9]+ \([^)]*\)|ucx: [^(]*)' "$d/a.log" | sort | uniq -c | tr -s ' ' | paste -sd';')
-    b_verbs=$(grep -oE '(async event [A-Z_]+|IBV_WC_[A-Z_]+|status -?[0-9]+ \([^)]*\)|ucx: [^(]*)' "$d/b.log" | sort | uniq -c | tr -s ' ' | paste -sd';')
+    a_verbs=$(grep -oE '(IBV_EVENT_[A-Z_]+|IBV_WC_[A-Z_]+|ucx: [^(]*)' "$d/a.log" | sort | uniq -c | tr -s ' ' | paste -sd';')
+    b_verbs=$(grep -oE '(IBV_EVENT_[A-Z_]+|IBV_WC_[A-Z_]+|ucx: [^(]*)' "$d/b.log" | sort | uniq -c | tr -s ' ' | paste -sd';')
     grep -q '^\[connector\]: OK (exit 0)' "$d/a.log" || { ok=0; log "$name: connector failed (exit $rc_a)"; tail -n 30 "$d/a.log"; }
     grep -q 'OK (exit 0)' "$d/b.log" || { ok=0; log "$name: listener failed"; tail -n 30 "$d/b.log"; }
     [ -n "$t_down" ] || { ok=0; log "$name: a never left the preferred rail"; }
