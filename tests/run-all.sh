@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build Railover three ways and run every test tier that this machine supports:
 #   1. RelWithDebInfo, -Werror: all tests (unit, integration, failover with
-#      real faults between network namespaces, the 1000-cycle soak)
+#      real faults between network namespaces, the 1000-cycle soak, the
+#      Soft-RoCE tier in QEMU VMs)
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer: all tests again but the soak
 #   3. clang + libFuzzer: the wire-format fuzzer for a bounded time
 # Usage: tests/run-all.sh [build-root]   (default: ./build-tests)
@@ -21,9 +22,14 @@ step "AddressSanitizer + UndefinedBehaviorSanitizer build"
 cmake -S "$src" -B "$root/asan" -DROV_WERROR=ON -DROV_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 cmake --build "$root/asan" -j "$jobs"
 # The 1000-cycle soak runs in the release tier (under ASan it takes ~4x as
-# long); benchmark smoke tests (label perf) measure nothing under ASan.
+# long); benchmark smoke tests (label perf) measure nothing under ASan; the
+# Soft-RoCE VM tier (label softroce, minutes of TCG) runs in the release tier.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$root/asan" --output-on-failure -LE "fuzz|perf" -E failover_soak
+    ctest --test-dir "$root/asan" --output-on-failure -LE "fuzz|perf|softroce" -E failover_soak
+# The RDMA rails' conformance suites under the sanitizers, on Soft-RoCE
+# (leaks at exit included: every verbs object must be released on close).
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$root/asan" --output-on-failure -L softroce -R _conformance
 
 step "libFuzzer (clang)"
 cmake -S "$src" -B "$root/fuzz" -DCMAKE_C_COMPILER=clang -DROV_FUZZ=ON -DROV_WERROR=ON
