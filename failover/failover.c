@@ -267,9 +267,12 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
         }
         return true;
     }
-    if (!chan->handshaken || !chan->rail->ops->chan_health)
+    if (!chan->rail->ops->chan_health)
         return true;
-    if (!r->healthy_since_ns) {
+    /* An open channel whose HELLO is still unanswered is not healthy yet,
+     * but its rail must still deliver the HELLO: a lost one (the path died
+     * during the handshake) shows as busy with no completion. */
+    if (chan->handshaken && !r->healthy_since_ns) {
         r->healthy_since_ns = now; /* passed its probe: the handshake */
         r->busy_since_ns = 0;
         r->state = ROV_FO_UP;
@@ -283,6 +286,8 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
     if (!h.busy) {
         r->busy_since_ns = 0;
         r->probe_sent = false;
+        if (!chan->handshaken)
+            return true;
         /* Probe an idle channel; one held back by flow control has data
          * waiting already, and a probe would only queue behind it. */
         if (c->keepalive_ns && !h.queued && h.sent_ago_ns >= c->keepalive_ns &&

@@ -61,171 +61,7 @@
 #include "transport/rail.h"
 #include "transport/wire.h"
 #include "verbs/regcache.h"
-
-#define VB "verbs"
-
-#define VB_NCTRL 4          /* receive buffers for credit-only messages */
-#define VB_POLL_BATCH 16
-#define VB_MAX_RD_ATOMIC 4
-#define VB_OOB_MAGIC 0x52564230u /* "RVB0" */
-#define VB_OOB_VERSION 1
-#define VB_OOB_READY 0x52545321u /* "RTS!" */
-
-enum vb_msg { VB_MSG_FRAME = 0, VB_MSG_RTS = 1, VB_MSG_FIN = 2, VB_MSG_CREDIT = 3 };
-
-/* wr_id: kind in the top byte, slot index below. */
-enum vb_wr {
-    VB_WR_RECV = 1,
-    VB_WR_SEND = 2,   /* used a send slot */
-    VB_WR_INLINE = 3, /* no slot */
-    VB_WR_READ = 4,
-    VB_WR_PROBE = 5,
-};
-#define WR_ID(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
-#define WR_KIND(id) ((unsigned)((id) >> 56))
-#define WR_IDX(id) ((uint32_t)(id))
-
-#define IMM(type, data, ctrl) \
-    (((uint32_t)(type) << 24) | ((uint32_t)(ctrl) << 16) | (uint32_t)(data))
-#define IMM_TYPE(imm) ((imm) >> 24)
-#define IMM_CTRL(imm) (((imm) >> 16) & 0xff)
-#define IMM_DATA(imm) ((imm) & 0xffff)
-
-/* The out-of-band handshake message, all fields in network order. */
-struct vb_oob {
-    uint32_t magic;
-    uint16_t version;
-    uint16_t lid;
-    uint32_t qpn;
-    uint32_t psn;
-    uint8_t gid[16];
-    uint32_t nrecv;   /* data receive buffers = credits granted */
-    uint32_t eager;   /* bytes per receive buffer */
-    uint32_t mtu;     /* enum ibv_mtu */
-    uint32_t ka_rkey; /* keepalive target */
-    uint64_t ka_addr;
-};
-
-/* RTS payload, followed by the inline part of the frame. */
-struct vb_rts {
-    uint64_t addr;
-    uint32_t rkey;
-    uint32_t len;   /* bytes to read */
-    uint32_t inl;   /* bytes of the frame carried inline, first */
-    uint32_t pad;
-};
-
-/* A frame waiting for credit (copied) or a FIN to send. */
-struct vb_pend {
-    struct vb_pend *next;
-    enum vb_msg type;
-    size_t len;
-    uint8_t data[];
-};
-
-/* A large frame the peer is reading from us. */
-struct vb_big {
-    struct vb_big *next;
-    void *cookie;             /* transport's, or NULL when we own copy */
-    struct rov_reg *reg;
-    void *copy;
-};
-
-enum vb_oob_state {
-    OOB_NONE,          /* handshake over (or never: chan is OPEN) */
-    OOB_CONNECTING,    /* connector: TCP connect in progress */
-    OOB_WAIT_INFO,     /* connector: sent ours, waiting for the peer's */
-    OOB_ACCEPTED,      /* acceptor: waiting for the connector's info */
-    OOB_WAIT_READY,    /* acceptor: sent ours, waiting for READY */
-};
-
-struct vb_chan {
-    struct rov_chan base;
-    struct vb_rail *rail;
-    struct vb_chan *next;      /* rail's list (live or graveyard) */
-    bool dead;                 /* failed or closed: no more upcalls */
-    bool closed;               /* chan_close called: waiting to be freed */
-    bool accepted;             /* reported to the transport (acceptor side) */
-
-    /* out-of-band setup */
-    enum vb_oob_state oob;
-    int oob_fd;
-    struct rov_watch oob_watch;
-    uint8_t oob_buf[sizeof(struct vb_oob)];
-    size_t oob_have;
-    struct sockaddr_storage peer_oob;
-
-    struct ibv_cq *cq;
-    struct ibv_qp *qp;
-    uint32_t psn;
-    struct vb_oob peer;        /* host order */
-
-    /* receive side */
-    uint8_t *rbufs;            /* (nrecv + VB_NCTRL) * eager */
-    struct ibv_mr *rmr;
-    uint32_t nrecv;
-    uint32_t *held;            /* ring of received slots waiting for delivery */
-    uint32_t held_head, held_count;
-    bool reading;              /* an RDMA READ of a large frame is in flight */
-    uint8_t *big;              /* staging buffer for large frames */
-    size_t big_cap;
-    struct ibv_mr *big_mr;
-    size_t big_len;            /* frame being read */
-    uint32_t owed_data, owed_ctrl; /* credits to return */
-
-    /* send side */
-    uint8_t *sbufs;            /* nsend * eager */
-    struct ibv_mr *smr;
-    uint32_t nsend;
-    uint32_t *sfree;           /* stack of free send slots */
-    uint32_t nfree;
-    uint32_t credits, ctrl_credits;
-    uint32_t sq_out, sq_max;   /* work requests outstanding on the send queue */
-    size_t eager_max;          /* largest frame sent eagerly (peer's buffers) */
-    struct vb_pend *pend_head, *pend_tail;
-    bool want_writable;
-    struct vb_big *big_head, *big_tail; /* RTS sent, FIN awaited, in order */
-
-    /* keepalive */
-    uint64_t *ka_local;        /* the peer writes here */
-    uint64_t *ka_src;          /* we write from here */
-    struct ibv_mr *ka_mr;      /* covers both */
-    uint64_t last_post_ns, last_heard_ns;
-};
-
-struct vb_rail {
-    struct rov_rail base;
-    struct ibv_context *ctx;
-    struct ibv_pd *pd;
-    struct ibv_comp_channel *cc;
-    struct rov_watch cc_watch, async_watch, listen_watch;
-    char dev_name[64];
-    uint8_t port;
-    int gid_index;
-    union ibv_gid gid;
-    uint16_t lid;
-    bool global;               /* RoCE or GRH needed */
-    enum ibv_mtu mtu;
-    uint32_t max_inline;
-    bool port_down, device_dead;
-    const char *down_why;
-
-    /* settings */
-    uint32_t nrecv;
-    size_t eager;
-    uint8_t timeout, retry;
-    uint64_t keepalive_ns;
-
-    struct sockaddr_storage oob_local;
-    socklen_t oob_local_len;
-    int listen_fd;
-    uint8_t addr[ROV_NET_ADDR_MAX];
-    size_t addr_len;
-
-    struct rov_regcache *regcache;
-    struct vb_chan *chans, *graveyard;
-    int nchans;
-};
+#include "verbs/verbs.h"
 
 static const char *mtu_str(enum ibv_mtu m)
 {
@@ -948,6 +784,10 @@ static void oob_close(struct vb_chan *c)
 static void chan_free(struct vb_chan *c)
 {
     oob_close(c);
+#ifdef ROV_HAVE_RDMACM
+    if (c->cm_id)
+        vb_cm_chan_free(c);
+#endif
     if (c->qp)
         ibv_destroy_qp(c->qp);
     if (c->cq) {
@@ -975,12 +815,15 @@ static void unlink_chan(struct vb_chan *c)
 {
     struct vb_chan **pp;
 
+    if (!c->linked)
+        return;
     for (pp = &c->rail->chans; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;
             c->rail->nchans--;
-            return;
+            break;
         }
+    c->linked = false;
 }
 
 static void vb_chan_close(struct rov_chan *chan)
@@ -996,6 +839,10 @@ static void vb_chan_close(struct rov_chan *chan)
      * read the buffers we are about to hand back to the transport. */
     if (c->qp)
         ibv_modify_qp(c->qp, &attr, IBV_QP_STATE);
+#ifdef ROV_HAVE_RDMACM
+    if (c->cm_id)
+        vb_cm_chan_close(c);
+#endif
     release_sends(c);
     oob_close(c);
     unlink_chan(c);
@@ -1004,7 +851,7 @@ static void vb_chan_close(struct rov_chan *chan)
     c->rail->graveyard = c;
 }
 
-static void bury(struct vb_rail *r)
+void vb_bury(struct vb_rail *r)
 {
     while (r->graveyard) {
         struct vb_chan *c = r->graveyard;
@@ -1014,11 +861,9 @@ static void bury(struct vb_rail *r)
     }
 }
 
-static struct vb_chan *chan_new(struct vb_rail *r, bool outbound)
+struct vb_chan *vb_chan_alloc(struct vb_rail *r, bool outbound)
 {
     struct vb_chan *c = calloc(1, sizeof(*c));
-    struct ibv_qp_init_attr qia = {0};
-    struct ibv_qp_attr attr = {0};
     uint32_t ring;
 
     if (!c)
@@ -1057,50 +902,98 @@ static struct vb_chan *chan_new(struct vb_rail *r, bool outbound)
     }
     if (ibv_req_notify_cq(c->cq, 0))
         goto fail;
-    qia.send_cq = c->cq;
-    qia.recv_cq = c->cq;
-    qia.qp_type = IBV_QPT_RC;
-    qia.qp_context = c;
-    qia.cap.max_send_wr = c->sq_max;
-    qia.cap.max_recv_wr = ring;
-    qia.cap.max_send_sge = ROV_RAIL_MAX_IOV;
-    qia.cap.max_recv_sge = 1;
-    qia.cap.max_inline_data = r->max_inline;
-    c->qp = ibv_create_qp(r->pd, &qia);
-    if (!c->qp) {
-        rov_error(VB, "ibv_create_qp on %s: %m", r->dev_name);
-        goto fail;
-    }
-    attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = 0;
-    attr.port_num = r->port;
-    attr.qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-    if (ibv_modify_qp(c->qp, &attr,
-                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
-        rov_error(VB, "QP to INIT on %s: %m", r->dev_name);
-        goto fail;
-    }
-    for (uint32_t i = 0; i < ring; i++)
-        if (post_recv(c, i))
-            goto fail;
-    {
-        uint32_t rnd;
-
-        if (getentropy(&rnd, sizeof(rnd)) != 0)
-            rnd = (uint32_t)rov_now_ns();
-        c->psn = rnd & 0xffffff;
-    }
-    c->last_post_ns = c->last_heard_ns = rov_now_ns();
-    c->next = r->chans;
-    r->chans = c;
-    r->nchans++;
     return c;
 fail:
     chan_free(c);
     return NULL;
 }
 
-static void fill_oob(struct vb_chan *c, struct vb_oob *m)
+void vb_qp_init_attr(struct vb_chan *c, struct ibv_qp_init_attr *qia)
+{
+    memset(qia, 0, sizeof(*qia));
+    qia->send_cq = c->cq;
+    qia->recv_cq = c->cq;
+    qia->qp_type = IBV_QPT_RC;
+    qia->qp_context = c;
+    qia->cap.max_send_wr = c->sq_max;
+    qia->cap.max_recv_wr = c->nrecv + VB_NCTRL;
+    qia->cap.max_send_sge = ROV_RAIL_MAX_IOV;
+    qia->cap.max_recv_sge = 1;
+    qia->cap.max_inline_data = c->rail->max_inline;
+}
+
+int vb_chan_use_qp(struct vb_chan *c, struct ibv_qp *qp)
+{
+    struct vb_rail *r = c->rail;
+    uint32_t rnd;
+
+    c->qp = qp;
+    qp->qp_context = c;
+    for (uint32_t i = 0; i < c->nrecv + VB_NCTRL; i++)
+        if (post_recv(c, i)) {
+            rov_error(VB, "ibv_post_recv on %s: %m", r->dev_name);
+            return -1;
+        }
+    if (getentropy(&rnd, sizeof(rnd)) != 0)
+        rnd = (uint32_t)rov_now_ns();
+    c->psn = rnd & 0xffffff;
+    c->last_post_ns = c->last_heard_ns = rov_now_ns();
+    vb_chan_link(c);
+    return 0;
+}
+
+void vb_chan_link(struct vb_chan *c)
+{
+    if (c->linked)
+        return;
+    c->linked = true;
+    c->next = c->rail->chans;
+    c->rail->chans = c;
+    c->rail->nchans++;
+}
+
+void vb_chan_discard(struct vb_chan *c)
+{
+    unlink_chan(c);
+    chan_free(c);
+}
+
+/* Out-of-band mode: our own QP, brought to INIT here. */
+static struct vb_chan *chan_new(struct vb_rail *r, bool outbound)
+{
+    struct vb_chan *c = vb_chan_alloc(r, outbound);
+    struct ibv_qp_init_attr qia;
+    struct ibv_qp_attr attr = {0};
+    struct ibv_qp *qp;
+
+    if (!c)
+        return NULL;
+    vb_qp_init_attr(c, &qia);
+    qp = ibv_create_qp(r->pd, &qia);
+    if (!qp) {
+        rov_error(VB, "ibv_create_qp on %s: %m", r->dev_name);
+        chan_free(c);
+        return NULL;
+    }
+    c->qp = qp;
+    attr.qp_state = IBV_QPS_INIT;
+    attr.pkey_index = 0;
+    attr.port_num = r->port;
+    attr.qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+    if (ibv_modify_qp(qp, &attr,
+                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+        rov_error(VB, "QP to INIT on %s: %m", r->dev_name);
+        chan_free(c);
+        return NULL;
+    }
+    if (vb_chan_use_qp(c, qp)) {
+        chan_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void vb_fill_info(struct vb_chan *c, struct vb_oob *m)
 {
     struct vb_rail *r = c->rail;
 
@@ -1118,13 +1011,10 @@ static void fill_oob(struct vb_chan *c, struct vb_oob *m)
     m->ka_addr = htobe64((uintptr_t)c->ka_local);
 }
 
-/* Validate the peer's handshake and bring the QP to RTS. */
-static rov_status_t connect_qp(struct vb_chan *c, const char **why)
+rov_status_t vb_take_info(struct vb_chan *c, const struct vb_oob *m, const char **why)
 {
     struct vb_rail *r = c->rail;
-    const struct vb_oob *m = (const struct vb_oob *)c->oob_buf;
     struct vb_oob *p = &c->peer;
-    struct ibv_qp_attr a = {0};
 
     if (ntohl(m->magic) != VB_OOB_MAGIC || ntohs(m->version) != VB_OOB_VERSION) {
         *why = "verbs: bad handshake from peer (magic or version)";
@@ -1148,7 +1038,19 @@ static rov_status_t connect_qp(struct vb_chan *c, const char **why)
     c->ctrl_credits = VB_NCTRL;
     /* Eager frames must fit the peer's buffers minus the hold tag (hold()). */
     c->eager_max = (p->eager < r->eager ? p->eager : r->eager) - sizeof(size_t);
+    return ROV_OK;
+}
 
+/* Out-of-band mode: check the peer's half and bring the QP to RTS. */
+static rov_status_t connect_qp(struct vb_chan *c, const char **why)
+{
+    struct vb_rail *r = c->rail;
+    const struct vb_oob *p = &c->peer;
+    struct ibv_qp_attr a = {0};
+    rov_status_t st = vb_take_info(c, (const struct vb_oob *)c->oob_buf, why);
+
+    if (st != ROV_OK)
+        return st;
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = p->mtu < r->mtu ? (enum ibv_mtu)p->mtu : r->mtu;
     a.dest_qp_num = p->qpn;
@@ -1192,10 +1094,26 @@ static rov_status_t connect_qp(struct vb_chan *c, const char **why)
 
 /* Out-of-band handshake ------------------------------------------------------- */
 
-static void oob_fail(struct vb_chan *c, rov_status_t st, const char *why)
+void vb_setup_failed(struct vb_chan *c, rov_status_t st, const char *why)
 {
     oob_close(c);
     fail(c, st, why);
+}
+
+void vb_chan_established(struct vb_chan *c)
+{
+    oob_close(c);
+    if (c->base.outbound) {
+        rov_rail_connected(&c->base);
+        return;
+    }
+    c->accepted = true;
+    rov_rail_accepted(&c->rail->base, &c->base);
+    /* What arrived before the transport knew the channel. */
+    if (!c->closed) {
+        deliver_held(c);
+        poll_chan(c);
+    }
 }
 
 /* Read until the buffer holds want bytes.  1: complete, 0: wait, -1: failed. */
@@ -1210,7 +1128,7 @@ static int oob_read(struct vb_chan *c, size_t want)
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return 0;
-        oob_fail(c, n == 0 ? ROV_ERR_CLOSED : rov_net_errno_status(errno),
+        vb_setup_failed(c, n == 0 ? ROV_ERR_CLOSED : rov_net_errno_status(errno),
                  n == 0 ? "verbs: peer closed the connection during the handshake"
                         : "verbs: handshake socket error");
         return -1;
@@ -1222,7 +1140,7 @@ static bool oob_write(struct vb_chan *c, const void *buf, size_t len)
 {
     /* Tiny messages on a fresh socket: the kernel takes them whole. */
     if (send(c->oob_fd, buf, len, MSG_NOSIGNAL) != (ssize_t)len) {
-        oob_fail(c, rov_net_errno_status(errno), "verbs: handshake send failed");
+        vb_setup_failed(c, rov_net_errno_status(errno), "verbs: handshake send failed");
         return false;
     }
     return true;
@@ -1244,10 +1162,10 @@ static void oob_cb(struct rov_watch *w, uint32_t events)
         getsockopt(c->oob_fd, SOL_SOCKET, SO_ERROR, &err, &el);
         if (err) {
             errno = err;
-            oob_fail(c, rov_net_errno_status(err), "verbs: cannot reach the peer's handshake listener");
+            vb_setup_failed(c, rov_net_errno_status(err), "verbs: cannot reach the peer's handshake listener");
             return;
         }
-        fill_oob(c, &mine);
+        vb_fill_info(c, &mine);
         if (!oob_write(c, &mine, sizeof(mine)))
             return;
         c->oob = OOB_WAIT_INFO;
@@ -1259,23 +1177,22 @@ static void oob_cb(struct rov_watch *w, uint32_t events)
             return;
         st = connect_qp(c, &why);
         if (st != ROV_OK) {
-            oob_fail(c, st, why);
+            vb_setup_failed(c, st, why);
             return;
         }
         if (!oob_write(c, &ready, sizeof(ready)))
             return;
-        oob_close(c);
-        rov_rail_connected(&c->base);
+        vb_chan_established(c);
         return;
     case OOB_ACCEPTED:
         if (oob_read(c, sizeof(struct vb_oob)) <= 0)
             return;
         st = connect_qp(c, &why);
         if (st != ROV_OK) {
-            oob_fail(c, st, why);
+            vb_setup_failed(c, st, why);
             return;
         }
-        fill_oob(c, &mine);
+        vb_fill_info(c, &mine);
         if (!oob_write(c, &mine, sizeof(mine)))
             return;
         c->oob = OOB_WAIT_READY;
@@ -1285,17 +1202,10 @@ static void oob_cb(struct rov_watch *w, uint32_t events)
         if (oob_read(c, sizeof(ready)) <= 0)
             return;
         if (memcmp(c->oob_buf, &ready, sizeof(ready)) != 0) {
-            oob_fail(c, ROV_ERR_PROTO, "verbs: bad handshake confirmation from peer");
+            vb_setup_failed(c, ROV_ERR_PROTO, "verbs: bad handshake confirmation from peer");
             return;
         }
-        oob_close(c);
-        c->accepted = true;
-        rov_rail_accepted(&c->rail->base, &c->base);
-        /* What arrived before the transport knew the channel. */
-        if (!c->closed) {
-            deliver_held(c);
-            poll_chan(c);
-        }
+        vb_chan_established(c);
         return;
     case OOB_NONE:
         return;
@@ -1364,17 +1274,17 @@ static void cc_cb(struct rov_watch *w, uint32_t events)
         ibv_req_notify_cq(cq, 0);
         poll_chan(c);
     }
-    bury(r);
+    vb_bury(r);
 }
 
-static void fail_all(struct vb_rail *r, rov_status_t st, const char *why)
+void vb_fail_all(struct vb_rail *r, rov_status_t st, const char *why)
 {
     struct vb_chan *c, *next;
 
     for (c = r->chans; c; c = next) {
         next = c->next;
         if (c->oob != OOB_NONE)
-            oob_fail(c, st, why);
+            vb_setup_failed(c, st, why);
         else
             fail(c, st, why);
     }
@@ -1432,7 +1342,7 @@ static void async_cb(struct rov_watch *w, uint32_t events)
             if (ev.element.port_num == r->port) {
                 r->port_down = true;
                 r->down_why = "verbs: port down (IBV_EVENT_PORT_ERR)";
-                fail_all(r, ROV_ERR_UNREACHABLE, r->down_why);
+                vb_fail_all(r, ROV_ERR_UNREACHABLE, r->down_why);
             }
             break;
         case IBV_EVENT_PORT_ACTIVE:
@@ -1442,14 +1352,14 @@ static void async_cb(struct rov_watch *w, uint32_t events)
         case IBV_EVENT_DEVICE_FATAL:
             r->device_dead = true;
             r->down_why = "verbs: device failed (IBV_EVENT_DEVICE_FATAL)";
-            fail_all(r, ROV_ERR_IO, r->down_why);
+            vb_fail_all(r, ROV_ERR_IO, r->down_why);
             break;
         default:
             break;
         }
         ibv_ack_async_event(&ev);
     }
-    bury(r);
+    vb_bury(r);
 }
 
 /* Rail ops ------------------------------------------------------------------- */
@@ -1487,6 +1397,24 @@ static int pick_gid(struct vb_rail *r, struct ibv_port_attr *pa)
     return best < 0 ? 0 : best;
 }
 
+bool vb_use_port(struct vb_rail *r, struct ibv_context *ctx, unsigned port, bool require_active)
+{
+    struct ibv_port_attr pa;
+
+    if (ibv_query_port(ctx, (uint8_t)port, &pa) != 0 ||
+        (require_active && pa.state != IBV_PORT_ACTIVE))
+        return false;
+    r->ctx = ctx;
+    snprintf(r->dev_name, sizeof(r->dev_name), "%s", ibv_get_device_name(ctx->device));
+    r->port = (uint8_t)port;
+    r->lid = pa.lid;
+    r->mtu = pa.active_mtu;
+    r->global = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+    r->port_down = pa.state != IBV_PORT_ACTIVE;
+    r->gid_index = pick_gid(r, &pa);
+    return true;
+}
+
 /* "dev[:port]" -> open it if it exists and (when require_active) is up. */
 static rov_status_t open_dev(struct vb_rail *r, const char *want, bool require_active)
 {
@@ -1505,31 +1433,25 @@ static rov_status_t open_dev(struct vb_rail *r, const char *want, bool require_a
         if (*end || port < 1 || port > 255)
             return ROV_ERR_INVAL;
     }
+#ifdef ROV_HAVE_RDMACM
+    if (r->cm)
+        return vb_cm_open(r, name, port, require_active);
+#endif
     list = ibv_get_device_list(&n);
     if (!list)
         return ROV_ERR_NOT_FOUND;
-    for (int i = 0; i < n; i++) {
-        struct ibv_port_attr pa;
+    for (int i = 0; i < n && st != ROV_OK; i++) {
+        struct ibv_context *ctx;
 
         if (*name && strcmp(ibv_get_device_name(list[i]), name) != 0)
             continue;
-        r->ctx = ibv_open_device(list[i]);
-        if (!r->ctx)
+        ctx = ibv_open_device(list[i]);
+        if (!ctx)
             continue;
-        if (ibv_query_port(r->ctx, (uint8_t)port, &pa) == 0 &&
-            (!require_active || pa.state == IBV_PORT_ACTIVE)) {
-            snprintf(r->dev_name, sizeof(r->dev_name), "%s", ibv_get_device_name(list[i]));
-            r->port = (uint8_t)port;
-            r->lid = pa.lid;
-            r->mtu = pa.active_mtu;
-            r->global = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
-            r->port_down = pa.state != IBV_PORT_ACTIVE;
-            r->gid_index = pick_gid(r, &pa);
+        if (vb_use_port(r, ctx, port, require_active))
             st = ROV_OK;
-            break;
-        }
-        ibv_close_device(r->ctx);
-        r->ctx = NULL;
+        else
+            ibv_close_device(ctx);
     }
     ibv_free_device_list(list);
     return st;
@@ -1555,12 +1477,15 @@ static rov_status_t vb_open(rov_context_t *ctx, const struct rov_rail_spec *spec
     r->timeout = (uint8_t)config->verbs_timeout;
     r->retry = (uint8_t)config->verbs_retry;
     r->keepalive_ns = config->keepalive_ns;
-    if (config->verbs_cm != ROV_VERBS_CM_OOB) {
-        rov_error(VB, "rail %s: RAILOVER_VERBS_CM=rdmacm is not supported by this build",
+    r->cm = config->verbs_cm == ROV_VERBS_CM_RDMACM;
+#ifndef ROV_HAVE_RDMACM
+    if (r->cm) {
+        rov_error(VB, "rail %s: RAILOVER_VERBS_CM=rdmacm, but this build has no librdmacm",
                   spec->name);
         free(r);
         return ROV_ERR_UNSUPPORTED;
     }
+#endif
     /* verbs@dev[:port], else the first active entry of RAILOVER_VERBS_DEV,
      * else the first active port of any device. */
     snprintf(list, sizeof(list), "%s", spec->arg[0] ? spec->arg : config->verbs_dev);
@@ -1642,7 +1567,7 @@ static void vb_close(struct rov_rail *rail)
         c->base.state = ROV_CHAN_CLOSED;
         vb_chan_close(&c->base);
     }
-    bury(r);
+    vb_bury(r);
     if (r->listen_fd >= 0) {
         rov_ctx_unwatch(rail->ctx, &r->listen_watch);
         close(r->listen_fd);
@@ -1657,6 +1582,14 @@ static void vb_close(struct rov_rail *rail)
     rov_regcache_free(r->regcache);
     if (r->pd)
         ibv_dealloc_pd(r->pd);
+#ifdef ROV_HAVE_RDMACM
+    if (r->cm) {
+        /* librdmacm owns the device context, and keeps it open for the
+         * life of the process (why oob is the default). */
+        vb_cm_close(r);
+        r->ctx = NULL;
+    }
+#endif
     /* Closing the device releases the last /dev/infiniband descriptor. */
     if (r->ctx)
         ibv_close_device(r->ctx);
@@ -1667,7 +1600,15 @@ static rov_status_t vb_listen(struct rov_rail *rail, void *addr, size_t *len_p)
 {
     struct vb_rail *r = (struct vb_rail *)rail;
 
-    if (r->listen_fd < 0) {
+#ifdef ROV_HAVE_RDMACM
+    if (r->cm && !r->addr_len) {
+        rov_status_t st = vb_cm_listen(r);
+
+        if (st != ROV_OK)
+            return st;
+    }
+#endif
+    if (!r->cm && r->listen_fd < 0) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         int one = 1;
@@ -1723,6 +1664,15 @@ static rov_status_t vb_connect(struct rov_rail *rail, const void *addr, size_t l
         rov_debug(VB, "rail %s: not connecting: %s", rail->spec->name, r->down_why);
         return ROV_ERR_UNREACHABLE;
     }
+#ifdef ROV_HAVE_RDMACM
+    if (r->cm) {
+        rov_status_t st = vb_cm_connect(r, &peer, &c);
+
+        if (st == ROV_OK)
+            *chan_p = &c->base;
+        return st;
+    }
+#endif
     c = chan_new(r, true);
     if (!c)
         return ROV_ERR_NOMEM;
@@ -1730,7 +1680,7 @@ static rov_status_t vb_connect(struct rov_rail *rail, const void *addr, size_t l
     fd = socket(peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         vb_chan_close(&c->base);
-        bury(r);
+        vb_bury(r);
         return ROV_ERR_IO;
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -1743,14 +1693,14 @@ static rov_status_t vb_connect(struct rov_rail *rail, const void *addr, size_t l
         close(fd);
         c->dead = true;
         vb_chan_close(&c->base);
-        bury(r);
+        vb_bury(r);
         return st;
     }
     c->oob = OOB_CONNECTING;
     if (!oob_watch(c, fd, EPOLLOUT)) {
         c->dead = true;
         vb_chan_close(&c->base);
-        bury(r);
+        vb_bury(r);
         return ROV_ERR_IO;
     }
     *chan_p = &c->base;
@@ -1770,7 +1720,7 @@ static int vb_progress(struct rov_rail *rail)
             n++;
         }
     }
-    bury(r);
+    vb_bury(r);
     return n;
 }
 

@@ -1,0 +1,232 @@
+/*
+ * Internals of the verbs rail shared by verbs.c (data path, out-of-band
+ * connection setup) and cm.c (connection setup through librdmacm).
+ */
+#ifndef ROV_VERBS_H
+#define ROV_VERBS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <infiniband/verbs.h>
+
+#include "transport/netaddr.h"
+#include "transport/rail.h"
+
+struct rdma_cm_id;
+struct rdma_event_channel;
+
+#define VB "verbs"
+
+#define VB_NCTRL 4          /* receive buffers for credit-only messages */
+#define VB_POLL_BATCH 16
+#define VB_MAX_RD_ATOMIC 4
+#define VB_OOB_MAGIC 0x52564230u /* "RVB0" */
+#define VB_OOB_VERSION 1
+#define VB_OOB_READY 0x52545321u /* "RTS!" */
+
+enum vb_msg { VB_MSG_FRAME = 0, VB_MSG_RTS = 1, VB_MSG_FIN = 2, VB_MSG_CREDIT = 3 };
+
+/* wr_id: kind in the top byte, slot index below. */
+enum vb_wr {
+    VB_WR_RECV = 1,
+    VB_WR_SEND = 2,   /* used a send slot */
+    VB_WR_INLINE = 3, /* no slot */
+    VB_WR_READ = 4,
+    VB_WR_PROBE = 5,
+};
+#define WR_ID(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
+#define WR_KIND(id) ((unsigned)((id) >> 56))
+#define WR_IDX(id) ((uint32_t)(id))
+
+#define IMM(type, data, ctrl) \
+    (((uint32_t)(type) << 24) | ((uint32_t)(ctrl) << 16) | (uint32_t)(data))
+#define IMM_TYPE(imm) ((imm) >> 24)
+#define IMM_CTRL(imm) (((imm) >> 16) & 0xff)
+#define IMM_DATA(imm) ((imm) & 0xffff)
+
+/* The out-of-band handshake message, all fields in network order. */
+struct vb_oob {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t lid;
+    uint32_t qpn;
+    uint32_t psn;
+    uint8_t gid[16];
+    uint32_t nrecv;   /* data receive buffers = credits granted */
+    uint32_t eager;   /* bytes per receive buffer */
+    uint32_t mtu;     /* enum ibv_mtu */
+    uint32_t ka_rkey; /* keepalive target */
+    uint64_t ka_addr;
+};
+
+/* RTS payload, followed by the inline part of the frame. */
+struct vb_rts {
+    uint64_t addr;
+    uint32_t rkey;
+    uint32_t len;   /* bytes to read */
+    uint32_t inl;   /* bytes of the frame carried inline, first */
+    uint32_t pad;
+};
+
+/* A frame waiting for credit (copied) or a FIN to send. */
+struct vb_pend {
+    struct vb_pend *next;
+    enum vb_msg type;
+    size_t len;
+    uint8_t data[];
+};
+
+/* A large frame the peer is reading from us. */
+struct vb_big {
+    struct vb_big *next;
+    void *cookie;             /* transport's, or NULL when we own copy */
+    struct rov_reg *reg;
+    void *copy;
+};
+
+enum vb_oob_state {
+    OOB_NONE,          /* handshake over (or never: chan is OPEN) */
+    OOB_CONNECTING,    /* connector: TCP connect in progress */
+    OOB_WAIT_INFO,     /* connector: sent ours, waiting for the peer's */
+    OOB_ACCEPTED,      /* acceptor: waiting for the connector's info */
+    OOB_WAIT_READY,    /* acceptor: sent ours, waiting for READY */
+};
+
+struct vb_chan {
+    struct rov_chan base;
+    struct vb_rail *rail;
+    struct vb_chan *next;      /* rail's list (live or graveyard) */
+    bool dead;                 /* failed or closed: no more upcalls */
+    bool closed;               /* chan_close called: waiting to be freed */
+    bool accepted;             /* reported to the transport (acceptor side) */
+    bool linked;               /* on the rail's list of live channels */
+
+    /* out-of-band setup */
+    enum vb_oob_state oob;
+    int oob_fd;
+    struct rov_watch oob_watch;
+    uint8_t oob_buf[sizeof(struct vb_oob)];
+    size_t oob_have;
+    struct sockaddr_storage peer_oob;
+
+    struct rdma_cm_id *cm_id;  /* RAILOVER_VERBS_CM=rdmacm (cm.c) */
+
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    uint32_t psn;
+    struct vb_oob peer;        /* host order */
+
+    /* receive side */
+    uint8_t *rbufs;            /* (nrecv + VB_NCTRL) * eager */
+    struct ibv_mr *rmr;
+    uint32_t nrecv;
+    uint32_t *held;            /* ring of received slots waiting for delivery */
+    uint32_t held_head, held_count;
+    bool reading;              /* an RDMA READ of a large frame is in flight */
+    uint8_t *big;              /* staging buffer for large frames */
+    size_t big_cap;
+    struct ibv_mr *big_mr;
+    size_t big_len;            /* frame being read */
+    uint32_t owed_data, owed_ctrl; /* credits to return */
+
+    /* send side */
+    uint8_t *sbufs;            /* nsend * eager */
+    struct ibv_mr *smr;
+    uint32_t nsend;
+    uint32_t *sfree;           /* stack of free send slots */
+    uint32_t nfree;
+    uint32_t credits, ctrl_credits;
+    uint32_t sq_out, sq_max;   /* work requests outstanding on the send queue */
+    size_t eager_max;          /* largest frame sent eagerly (peer's buffers) */
+    struct vb_pend *pend_head, *pend_tail;
+    bool want_writable;
+    struct vb_big *big_head, *big_tail; /* RTS sent, FIN awaited, in order */
+
+    /* keepalive */
+    uint64_t *ka_local;        /* the peer writes here */
+    uint64_t *ka_src;          /* we write from here */
+    struct ibv_mr *ka_mr;      /* covers both */
+    uint64_t last_post_ns, last_heard_ns;
+};
+
+struct vb_rail {
+    struct rov_rail base;
+    struct ibv_context *ctx;
+    struct ibv_pd *pd;
+    struct ibv_comp_channel *cc;
+    struct rov_watch cc_watch, async_watch, listen_watch;
+    char dev_name[64];
+    uint8_t port;
+    int gid_index;
+    union ibv_gid gid;
+    uint16_t lid;
+    bool global;               /* RoCE or GRH needed */
+    enum ibv_mtu mtu;
+    uint32_t max_inline;
+    bool port_down, device_dead;
+    const char *down_why;
+
+    /* settings */
+    uint32_t nrecv;
+    size_t eager;
+    uint8_t timeout, retry;
+    uint64_t keepalive_ns;
+
+    struct sockaddr_storage oob_local;
+    socklen_t oob_local_len;
+    int listen_fd;
+    uint8_t addr[ROV_NET_ADDR_MAX];
+    size_t addr_len;
+
+    struct rov_regcache *regcache;
+    struct vb_chan *chans, *graveyard;
+    int nchans;
+
+    /* RAILOVER_VERBS_CM=rdmacm (cm.c) */
+    bool cm;
+    struct ibv_context **cm_devices;     /* librdmacm's; ctx is one of them */
+    struct rdma_event_channel *cm_ec;
+    struct rdma_cm_id *cm_listen;
+    struct rov_watch cm_watch;
+};
+
+/* verbs.c, for cm.c ---------------------------------------------------------- */
+
+/** A channel with its buffers, registrations and CQ, on the rail's list;
+ * no QP yet. */
+struct vb_chan *vb_chan_alloc(struct vb_rail *r, bool outbound);
+/** Free a channel the transport never saw (no upcalls). */
+void vb_chan_discard(struct vb_chan *c);
+/** Put it on the rail's list (polled, failed with the others); idempotent. */
+void vb_chan_link(struct vb_chan *c);
+/** The QP attributes every channel uses. */
+void vb_qp_init_attr(struct vb_chan *c, struct ibv_qp_init_attr *qia);
+/** Adopt a QP (created by cm.c with rdma_create_qp, already in INIT) and post
+ * the receive buffers.  0 or -1 (logged). */
+int vb_chan_use_qp(struct vb_chan *c, struct ibv_qp *qp);
+/** Our half of the connection parameters (private data in cm mode). */
+void vb_fill_info(struct vb_chan *c, struct vb_oob *m);
+/** Check the peer's half and take its credits; ROV_ERR_PROTO with *why. */
+rov_status_t vb_take_info(struct vb_chan *c, const struct vb_oob *m, const char **why);
+/** The QP is connected: tell the transport (connected / accepted). */
+void vb_chan_established(struct vb_chan *c);
+/** Setup failed: upcall for outbound channels, silent drop for inbound. */
+void vb_setup_failed(struct vb_chan *c, rov_status_t st, const char *why);
+void vb_fail_all(struct vb_rail *r, rov_status_t st, const char *why);
+/** Use port of ctx if it exists and (when require_active) is up. */
+bool vb_use_port(struct vb_rail *r, struct ibv_context *ctx, unsigned port, bool require_active);
+void vb_bury(struct vb_rail *r);
+
+/* cm.c (only with librdmacm) ---------------------------------------------------- */
+
+rov_status_t vb_cm_open(struct vb_rail *r, const char *dev, unsigned port, bool require_active);
+void vb_cm_close(struct vb_rail *r);
+rov_status_t vb_cm_listen(struct vb_rail *r);
+rov_status_t vb_cm_connect(struct vb_rail *r, const struct sockaddr_storage *peer,
+                           struct vb_chan **chan_p);
+void vb_cm_chan_close(struct vb_chan *c);  /* disconnect (the QP is in error) */
+void vb_cm_chan_free(struct vb_chan *c);   /* destroy QP and id */
+
+#endif
