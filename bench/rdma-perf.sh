@@ -41,9 +41,10 @@ perftest() { # TOOL ARGS...
 
 ucxperf() { # ARGS...
     port=$((port + 1))
-    rexec "env $ucx_env timeout 60 ucx_perftest -p $port > /tmp/ucxp.log 2>&1 &"
+    rexec "env $ucx_env timeout 60 ucx_perftest -p $port > $VMOUT/ucx_perftest.$port.server.log 2>&1 &"
     sleep 1.5
-    env $ucx_env timeout 60 ucx_perftest "$PEER_ETH" -p $port "$@" 2>&1 | awk '/^Final:/ { print; exit }'
+    env $ucx_env timeout 60 ucx_perftest "$PEER_ETH" -p $port "$@" > "$VMOUT/ucx_perftest.$port.log" 2>&1
+    awk '/^Final:/ { print; exit }' "$VMOUT/ucx_perftest.$port.log"
 }
 
 rovperf() { # RAIL ARGS...
@@ -68,6 +69,9 @@ for r in $(seq "$rounds"); do
     for s in 65536 1048576; do
         v=$(perftest ib_write_bw -s $s -D 4 --report_gbits | awk '{print $4 * 1000 / 8}')
         rec "perftest bw $s ${v:-nan} MB/s"
+        # RDMA READ, the verbs rail's large-message operation, for reference.
+        v=$(perftest ib_read_bw -s $s -D 4 --report_gbits | awk '{print $4 * 1000 / 8}')
+        rec "perftest-read bw $s ${v:-nan} MB/s"
     done
     rovperf verbs --sizes 8 --iters $lat_iters --bw-bytes 1 | grep '"latency"' |
         while read -r l; do rec "railover-verbs lat 8 $(echo "$l" | json_field p50_us) us"; done
