@@ -112,8 +112,9 @@ struct rov_reg *rov_regcache_get(struct rov_regcache *c, const void *addr, size_
     r = calloc(1, sizeof(*r));
     if (!r)
         return NULL;
-    r->mr = ibv_reg_mr(c->pd, (void *)start, end - start,
-                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    /* LOCAL_WRITE only because some providers want it with any access;
+     * no remote access: the peer never touches the application's memory. */
+    r->mr = ibv_reg_mr(c->pd, (void *)start, end - start, IBV_ACCESS_LOCAL_WRITE);
     if (!r->mr) {
         rov_error("verbs", "ibv_reg_mr of %zu bytes: %m", (size_t)(end - start));
         free(r);
@@ -135,9 +136,9 @@ void rov_regcache_put(struct rov_regcache *c, struct rov_reg *r)
     trim(c);
 }
 
-uint32_t rov_reg_rkey(const struct rov_reg *r)
+uint32_t rov_reg_lkey(const struct rov_reg *r)
 {
-    return r->mr->rkey;
+    return r->mr->lkey;
 }
 
 void rov_regcache_stats(const struct rov_regcache *c, struct rov_regcache_stats *st)

@@ -1,7 +1,7 @@
 /*
  * Memory registration cache of the verbs rail.
  *
- * Large frames are sent without a copy: the peer RDMA-READs them from the
+ * Large frames are sent without a copy: they are RDMA-written from the
  * application's buffer, which must be registered.  Registering is costly
  * (pinning pages, a system call), and MPI applications send from the same
  * buffers again and again, so registrations are kept after use, up to a
@@ -33,11 +33,11 @@ struct rov_regcache *rov_regcache_new(struct ibv_pd *pd, uint64_t limit);
 /** Deregister everything; registrations still in use are a bug (logged). */
 void rov_regcache_free(struct rov_regcache *cache);
 
-/** A registration covering [addr, addr+len), readable by remote peers.
+/** A registration covering [addr, addr+len), a local source of RDMA writes.
  * NULL when registration fails (logged). */
 struct rov_reg *rov_regcache_get(struct rov_regcache *cache, const void *addr, size_t len);
 void rov_regcache_put(struct rov_regcache *cache, struct rov_reg *reg);
-uint32_t rov_reg_rkey(const struct rov_reg *reg);
+uint32_t rov_reg_lkey(const struct rov_reg *reg);
 
 /** Counters, for tests and status. */
 struct rov_regcache_stats {

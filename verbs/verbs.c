@@ -17,9 +17,15 @@
  *  - Frames up to the eager size go as one SEND (inline when small enough,
  *    otherwise copied into a send slot): the caller's memory is free at once.
  *  - Larger frames are not copied: the sender registers the payload (through
- *    the registration cache) and SENDs a small RTS naming it; the receiver
- *    RDMA-READs it into its staging buffer, delivers the frame and SENDs a
- *    FIN, on which the sender releases the buffer (rov_rail_send_done).
+ *    the registration cache) and SENDs an RTS with its length and header;
+ *    the receiver stages a buffer and answers with a CTS naming it; the
+ *    sender RDMA-WRITEs the payload there WITH IMM; that completion tells
+ *    the receiver the frame is complete, and the sender's own completion
+ *    (the peer's HCA has it) releases the buffer (rov_rail_send_done).  Up
+ *    to VB_STAGES large frames are in flight per channel.  RDMA WRITE, not
+ *    READ: on Soft-RoCE ib_read_bw reaches a tenth of ib_write_bw.
+ *  - Messages that cannot be delivered yet (after a large frame still being
+ *    written) are copied aside, so their receive buffers go back at once.
  *  - Credit-based flow control: a sender posts a SEND only with a credit,
  *    i.e. for a receive buffer the peer is known to have posted; credits come
  *    back in the immediate data of every SEND, or in a credit-only SEND that
@@ -27,7 +33,8 @@
  *    piggyback on.  rnr_retry is 0: a receiver-not-ready is a bug here, never
  *    a retry storm, and shows up as an error.
  *  - Immediate data: bits 0-15 data credits returned, 16-23 credit-only
- *    buffers returned, 24-31 the message type (frame, RTS, FIN, credit).
+ *    buffers returned, 24-31 the message type (frame, RTS, CTS, credit,
+ *    done).
  *  - Liveness: the health query (failover engine, every few ms) posts, on a
  *    channel that has posted nothing for half the keepalive interval, an
  *    8-byte RDMA WRITE of a counter into the peer's memory.  The peer's HCA
@@ -150,10 +157,12 @@ static int post_recv(struct vb_chan *c, uint32_t i)
     return ibv_post_recv(c->qp, &wr, &bad);
 }
 
-/* Post one SEND_WITH_IMM carrying `type`; returns 0 or errno.  Returns the
- * owed credits with it.  sge may be NULL (no payload). */
-static int post_send(struct vb_chan *c, enum vb_msg type, struct ibv_sge *sge, int nsge,
-                     uint64_t wr_id, bool inl)
+/* Post one message carrying `type` and the owed credits in its immediate
+ * data: a SEND_WITH_IMM, or with big != NULL the RDMA WRITE WITH IMM of a
+ * large frame into the peer's staging buffer.  0 or errno.  sge may be NULL
+ * (no payload). */
+static int post_msg(struct vb_chan *c, enum vb_msg type, struct ibv_sge *sge, int nsge,
+                    uint64_t wr_id, bool inl, const struct vb_big *big)
 {
     struct ibv_send_wr wr = {0}, *bad;
     uint32_t d = c->owed_data > 0xffff ? 0xffff : c->owed_data;
@@ -163,9 +172,13 @@ static int post_send(struct vb_chan *c, enum vb_msg type, struct ibv_sge *sge, i
     wr.wr_id = wr_id;
     wr.sg_list = sge;
     wr.num_sge = nsge;
-    wr.opcode = IBV_WR_SEND_WITH_IMM;
+    wr.opcode = big ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_SEND_WITH_IMM;
     wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
     wr.imm_data = htonl(IMM(type, d, k));
+    if (big) {
+        wr.wr.rdma.remote_addr = big->raddr;
+        wr.wr.rdma.rkey = big->rkey;
+    }
     rc = ibv_post_send(c->qp, &wr, &bad);
     if (rc == 0) {
         c->owed_data -= d;
@@ -174,6 +187,12 @@ static int post_send(struct vb_chan *c, enum vb_msg type, struct ibv_sge *sge, i
         c->last_post_ns = rov_now_ns();
     }
     return rc;
+}
+
+static int post_send(struct vb_chan *c, enum vb_msg type, struct ibv_sge *sge, int nsge,
+                     uint64_t wr_id, bool inl)
+{
+    return post_msg(c, type, sge, nsge, wr_id, inl, NULL);
 }
 
 static bool can_send(struct vb_chan *c, enum vb_msg type)
@@ -242,47 +261,45 @@ static void post_failed(struct vb_chan *c, int rc)
     fail(c, ROV_ERR_IO, "verbs: ibv_post_send failed (QP in error state)");
 }
 
-/* Start a large frame: register (or copy and register), send RTS. */
+/* Announce a large frame: register it (or a copy) and SEND an RTS with its
+ * length and header; the payload is written when the peer's CTS comes. */
 static rov_status_t send_big(struct vb_chan *c, const struct iovec *iov, int iovcnt,
                              void *cookie)
 {
     struct vb_big *b = calloc(1, sizeof(*b));
     uint8_t msg[sizeof(struct vb_rts) + ROV_WIRE_HDR_LEN];
-    struct vb_rts rts = {0};
-    const void *base;
-    size_t len, inl = 0;
+    struct vb_rts rts;
+    size_t inl = 0;
     struct iovec one;
     int rc;
 
     if (!b)
         return ROV_ERR_NOMEM;
     if (cookie && iovcnt == 2 && iov[0].iov_len <= ROV_WIRE_HDR_LEN) {
-        inl = iov[0].iov_len;       /* header inline, payload read in place */
-        base = iov[1].iov_base;
-        len = iov[1].iov_len;
+        inl = iov[0].iov_len;       /* header inline, payload written in place */
+        b->base = iov[1].iov_base;
+        b->len = iov[1].iov_len;
     } else if (cookie && iovcnt == 1) {
-        base = iov[0].iov_base;
-        len = iov[0].iov_len;
+        b->base = iov[0].iov_base;
+        b->len = iov[0].iov_len;
     } else {
         /* No cookie: the memory is not ours after return, so copy it. */
-        len = iov_total(iov, iovcnt);
-        b->copy = malloc(len);
+        b->len = iov_total(iov, iovcnt);
+        b->copy = malloc(b->len);
         if (!b->copy) {
             free(b);
             return ROV_ERR_NOMEM;
         }
         iov_copy(b->copy, iov, iovcnt);
-        base = b->copy;
+        b->base = b->copy;
     }
-    b->reg = rov_regcache_get(c->rail->regcache, base, len);
+    b->reg = rov_regcache_get(c->rail->regcache, b->base, b->len);
     if (!b->reg) {
         free(b->copy);
         free(b);
         return ROV_ERR_NOMEM;
     }
-    rts.addr = htobe64((uintptr_t)base);
-    rts.rkey = htonl(rov_reg_rkey(b->reg));
-    rts.len = htonl((uint32_t)len);
+    rts.len = htonl((uint32_t)b->len);
     rts.inl = htonl((uint32_t)inl);
     memcpy(msg, &rts, sizeof(rts));
     if (inl)
@@ -305,6 +322,70 @@ static rov_status_t send_big(struct vb_chan *c, const struct iovec *iov, int iov
         c->big_head = b;
     c->big_tail = b;
     return cookie ? ROV_INPROGRESS : ROV_OK;
+}
+
+/* Write the large frames whose CTS came, in order, as credits allow. */
+static void post_writes(struct vb_chan *c)
+{
+    for (struct vb_big *b = c->big_head; b && !c->dead; b = b->next) {
+        struct ibv_sge sge;
+        int rc;
+
+        if (b->posted)
+            continue;
+        if (!b->cts || !can_send(c, VB_MSG_DONE))
+            return;
+        sge.addr = (uintptr_t)b->base;
+        sge.length = (uint32_t)b->len;
+        sge.lkey = rov_reg_lkey(b->reg);
+        rc = post_msg(c, VB_MSG_DONE, &sge, 1, WR_ID(VB_WR_WRITE, 0), false, b);
+        if (rc) {
+            post_failed(c, rc);
+            return;
+        }
+        c->credits--;
+        b->posted = true;
+    }
+}
+
+/* The peer's staging buffer for the oldest announced frame without one. */
+static void cts_received(struct vb_chan *c, const uint8_t *msg, size_t len)
+{
+    struct vb_cts cts;
+    struct vb_big *b = c->big_head;
+
+    while (b && b->cts)
+        b = b->next;
+    if (len != sizeof(cts) || !b) {
+        fail(c, ROV_ERR_PROTO, "verbs: CTS from peer without a large frame announced");
+        return;
+    }
+    memcpy(&cts, msg, sizeof(cts));
+    if (ntohl(cts.len) != b->len) {
+        fail(c, ROV_ERR_PROTO, "verbs: CTS from peer for a different length");
+        return;
+    }
+    b->raddr = be64toh(cts.addr);
+    b->rkey = ntohl(cts.rkey);
+    b->cts = true;
+    post_writes(c);
+}
+
+/* Our write of the oldest large frame completed: the peer has it. */
+static void write_done(struct vb_chan *c)
+{
+    struct vb_big *b = c->big_head;
+
+    if (!b || !b->posted)
+        return;
+    c->big_head = b->next;
+    if (!c->big_head)
+        c->big_tail = NULL;
+    rov_regcache_put(c->rail->regcache, b->reg);
+    free(b->copy);
+    if (b->cookie)
+        rov_rail_send_done(&c->base, b->cookie);
+    free(b);
 }
 
 /* Try one message now.  ROV_ERR_AGAIN: no credit, slot or send queue room. */
@@ -363,6 +444,7 @@ static rov_status_t pend_copy(struct vb_chan *c, enum vb_msg type, const struct 
 /* Send what waits for credits, in order; then return credits nobody carried. */
 static void flush(struct vb_chan *c)
 {
+    post_writes(c);
     while (c->pend_head && !c->dead) {
         struct vb_pend *p = c->pend_head;
         struct iovec iov = {p->data, p->len};
@@ -440,34 +522,6 @@ static void post_probe(struct vb_chan *c)
 
 /* Receive side --------------------------------------------------------------- */
 
-static bool grow_big(struct vb_chan *c, size_t need)
-{
-    struct vb_rail *r = c->rail;
-    size_t cap = c->big_cap ? c->big_cap : 64 * 1024;
-    uint8_t *nb;
-
-    while (cap < need)
-        cap *= 2;
-    if (cap > r->base.max_frame)
-        cap = r->base.max_frame;
-    if (c->big_mr)
-        ibv_dereg_mr(c->big_mr);
-    c->big_mr = NULL;
-    free(c->big);
-    c->big_cap = 0;
-    nb = aligned_alloc(4096, (cap + 4095) & ~(size_t)4095);
-    if (!nb)
-        return false;
-    c->big_mr = ibv_reg_mr(r->pd, nb, cap, IBV_ACCESS_LOCAL_WRITE);
-    if (!c->big_mr) {
-        free(nb);
-        return false;
-    }
-    c->big = nb;
-    c->big_cap = cap;
-    return true;
-}
-
 static bool check_frame(struct vb_chan *c, const uint8_t *buf, size_t len)
 {
     size_t flen;
@@ -501,14 +555,38 @@ static void repost(struct vb_chan *c, uint32_t slot, bool ctrl)
         c->owed_data++;
 }
 
-/* Start reading the large frame an RTS names. */
-static void start_read(struct vb_chan *c, const uint8_t *msg, size_t len)
+static bool stage_grow(struct vb_chan *c, struct vb_stage *st, size_t need)
 {
+    size_t cap = st->cap ? st->cap : 64 * 1024;
+    uint8_t *nb;
+
+    while (cap < need)
+        cap *= 2;
+    if (cap > c->rail->base.max_frame)
+        cap = c->rail->base.max_frame;
+    if (st->mr)
+        ibv_dereg_mr(st->mr);
+    free(st->buf);
+    st->mr = NULL;
+    st->cap = 0;
+    st->buf = nb = aligned_alloc(4096, (cap + 4095) & ~(size_t)4095);
+    if (!nb)
+        return false;
+    st->mr = ibv_reg_mr(c->rail->pd, nb, cap, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!st->mr)
+        return false;
+    st->cap = cap;
+    return true;
+}
+
+/* An RTS whose turn it is: stage the frame and tell the peer where. */
+static void accept_rts(struct vb_chan *c, const uint8_t *msg, size_t len)
+{
+    struct vb_stage *st = &c->stage[(c->stage_head + c->stage_count) % VB_STAGES];
     struct vb_rts rts;
-    struct ibv_sge sge;
-    struct ibv_send_wr wr = {0}, *bad;
-    size_t inl, rlen;
-    int rc;
+    struct vb_cts cts;
+    struct iovec iov = {&cts, sizeof(cts)};
+    size_t inl, wlen;
 
     if (len < sizeof(rts)) {
         fail(c, ROV_ERR_PROTO, "verbs: truncated RTS from peer");
@@ -516,136 +594,102 @@ static void start_read(struct vb_chan *c, const uint8_t *msg, size_t len)
     }
     memcpy(&rts, msg, sizeof(rts));
     inl = ntohl(rts.inl);
-    rlen = ntohl(rts.len);
-    if (inl != len - sizeof(rts) || inl + rlen > c->rail->base.max_frame ||
-        inl + rlen <= ROV_WIRE_HDR_LEN) {
+    wlen = ntohl(rts.len);
+    if (inl != len - sizeof(rts) || inl + wlen > c->rail->base.max_frame ||
+        inl + wlen <= ROV_WIRE_HDR_LEN) {
         fail(c, ROV_ERR_PROTO, "verbs: RTS from peer with impossible lengths");
         return;
     }
-    if (inl + rlen > c->big_cap && !grow_big(c, inl + rlen)) {
+    if (inl + wlen > st->cap && !stage_grow(c, st, inl + wlen)) {
         fail(c, ROV_ERR_NOMEM, "verbs: no memory for a large frame");
         return;
     }
-    memcpy(c->big, msg + sizeof(rts), inl);
-    sge.addr = (uintptr_t)c->big + inl;
-    sge.length = (uint32_t)rlen;
-    sge.lkey = c->big_mr->lkey;
-    wr.wr_id = WR_ID(VB_WR_READ, 0);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_READ;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = be64toh(rts.addr);
-    wr.wr.rdma.rkey = ntohl(rts.rkey);
-    /* The read does not need a credit, but it needs send queue room; the
-     * queue is sized for one read beyond all credited sends. */
-    rc = ibv_post_send(c->qp, &wr, &bad);
-    if (rc) {
-        post_failed(c, rc);
-        return;
-    }
-    c->sq_out++;
-    c->last_post_ns = rov_now_ns();
-    c->reading = true;
-    c->big_len = inl + rlen;
+    memcpy(st->buf, msg + sizeof(rts), inl);
+    st->len = inl + wlen;
+    st->wlen = wlen;
+    c->stage_count++;
+    cts.addr = htobe64((uintptr_t)st->buf + inl);
+    cts.rkey = htonl(st->mr->rkey);
+    cts.len = htonl((uint32_t)wlen);
+    if (c->pend_head || try_send(c, VB_MSG_CTS, &iov, 1, NULL) == ROV_ERR_AGAIN)
+        pend_copy(c, VB_MSG_CTS, &iov, 1);
 }
 
-/* Handle one received message in order.  Returns false when delivery must
- * wait (a read started) or the channel died. */
-static bool handle_msg(struct vb_chan *c, uint32_t slot, uint32_t imm, size_t len)
+/* Deliver one message in its turn (false: it must wait, or the channel
+ * died). */
+static bool turn(struct vb_chan *c, enum vb_msg type, const uint8_t *buf, size_t len)
 {
-    const uint8_t *buf = rslot(c, slot);
-
-    switch (IMM_TYPE(imm)) {
-    case VB_MSG_FRAME:
-        if (!check_frame(c, buf, len))
+    if (type == VB_MSG_RTS) {
+        if (c->stage_count == VB_STAGES)
             return false;
-        rov_rail_recv(&c->base, buf, len);
-        if (c->dead)
-            return false;
-        repost(c, slot, false);
+        accept_rts(c, buf, len);
         return !c->dead;
-    case VB_MSG_RTS:
-        start_read(c, buf, len);
-        if (c->dead)
-            return false;
-        repost(c, slot, false);
-        return false;
-    default:
-        fail(c, ROV_ERR_PROTO, "verbs: unknown message type from peer");
-        return false;
     }
+    if (c->stage_count) /* a frame after a large one waits for it */
+        return false;
+    if (!check_frame(c, buf, len))
+        return false;
+    rov_rail_recv(&c->base, buf, len);
+    return !c->dead;
 }
 
 /* Deliver held messages until one has to wait. */
 static void deliver_held(struct vb_chan *c)
 {
-    uint32_t ring = c->nrecv + VB_NCTRL;
+    while (c->held_head && !c->dead && known(c)) {
+        struct vb_pend *p = c->held_head;
 
-    while (c->held_count && !c->reading && !c->dead && known(c)) {
-        uint32_t e = c->held[c->held_head];
-        /* entries pack slot and length; imm kept in the slot's first word */
-        uint32_t slot = e & 0xffff;
-        uint32_t type = e >> 16;
-        size_t len;
-
-        memcpy(&len, rslot(c, slot) + c->rail->eager - sizeof(size_t), sizeof(len));
-        c->held_head = (c->held_head + 1) % ring;
-        c->held_count--;
-        handle_msg(c, slot, IMM(type, 0, 0), len);
+        if (!turn(c, p->type, p->data, p->len))
+            return;
+        c->held_head = p->next;
+        if (!c->held_head)
+            c->held_tail = NULL;
+        free(p);
     }
 }
 
-static void hold(struct vb_chan *c, uint32_t slot, uint32_t type, size_t len)
+static void hold(struct vb_chan *c, enum vb_msg type, const uint8_t *buf, size_t len)
 {
-    uint32_t ring = c->nrecv + VB_NCTRL;
+    struct vb_pend *p = malloc(sizeof(*p) + len);
 
-    /* The length goes into the tail of the slot, which a message of
-     * eager - sizeof(size_t) bytes or more would use: such frames are never
-     * held because eager_max leaves that room (see connect_qp). */
-    memcpy(rslot(c, slot) + c->rail->eager - sizeof(size_t), &len, sizeof(len));
-    c->held[(c->held_head + c->held_count) % ring] = slot | (type << 16);
-    c->held_count++;
-}
-
-static void send_fin(struct vb_chan *c)
-{
-    struct vb_pend *p;
-
-    if (!c->pend_head && try_send(c, VB_MSG_FIN, NULL, 0, NULL) != ROV_ERR_AGAIN)
-        return;
-    p = malloc(sizeof(*p));
     if (!p) {
         fail(c, ROV_ERR_NOMEM, "verbs: no memory");
         return;
     }
-    p->type = VB_MSG_FIN;
-    p->len = 0;
-    pend_push(c, p);
+    p->next = NULL;
+    p->type = type;
+    p->len = len;
+    memcpy(p->data, buf, len);
+    if (c->held_tail)
+        c->held_tail->next = p;
+    else
+        c->held_head = p;
+    c->held_tail = p;
 }
 
-static void fin_received(struct vb_chan *c)
+/* The peer's write of the oldest staged frame is complete. */
+static void done_received(struct vb_chan *c, size_t wlen)
 {
-    struct vb_big *b = c->big_head;
+    struct vb_stage *st = &c->stage[c->stage_head];
 
-    if (!b) {
-        fail(c, ROV_ERR_PROTO, "verbs: FIN from peer without a large frame outstanding");
+    if (!c->stage_count || wlen != st->wlen) {
+        fail(c, ROV_ERR_PROTO, "verbs: write completion from peer without a staged frame");
         return;
     }
-    c->big_head = b->next;
-    if (!c->big_head)
-        c->big_tail = NULL;
-    rov_regcache_put(c->rail->regcache, b->reg);
-    free(b->copy);
-    if (b->cookie)
-        rov_rail_send_done(&c->base, b->cookie);
-    free(b);
+    if (!check_frame(c, st->buf, st->len))
+        return;
+    c->stage_head = (c->stage_head + 1) % VB_STAGES;
+    c->stage_count--;
+    rov_rail_recv(&c->base, st->buf, st->len);
+    if (!c->dead)
+        deliver_held(c);
 }
 
 static void on_recv(struct vb_chan *c, const struct ibv_wc *wc)
 {
     uint32_t slot = WR_IDX(wc->wr_id);
     uint32_t imm;
+    enum vb_msg type;
 
     if (!(wc->wc_flags & IBV_WC_WITH_IMM) || slot >= c->nrecv + VB_NCTRL) {
         fail(c, ROV_ERR_PROTO, "verbs: message without immediate data from peer");
@@ -654,42 +698,37 @@ static void on_recv(struct vb_chan *c, const struct ibv_wc *wc)
     imm = ntohl(wc->imm_data);
     c->credits += IMM_DATA(imm);
     c->ctrl_credits += IMM_CTRL(imm);
-    switch (IMM_TYPE(imm)) {
-    case VB_MSG_CREDIT:
+    type = (enum vb_msg)IMM_TYPE(imm);
+    if (type == VB_MSG_CREDIT) {
         repost(c, slot, true);
         return;
-    case VB_MSG_FIN:
+    }
+    if (type == VB_MSG_DONE) {
+        /* The data went to the staging buffer; this receive only signals. */
         repost(c, slot, false);
         if (!c->dead)
-            fin_received(c);
+            done_received(c, wc->byte_len);
         return;
-    case VB_MSG_FRAME:
-    case VB_MSG_RTS:
-        if (wc->byte_len > c->rail->eager - sizeof(size_t)) {
-            fail(c, ROV_ERR_PROTO, "verbs: message larger than the agreed eager size");
-            return;
-        }
-        if (c->reading || c->held_count || !known(c)) {
-            hold(c, slot, IMM_TYPE(imm), wc->byte_len);
-            return;
-        }
-        handle_msg(c, slot, imm, wc->byte_len);
-        return;
-    default:
-        fail(c, ROV_ERR_PROTO, "verbs: unknown message type from peer");
     }
-}
-
-static void on_read_done(struct vb_chan *c)
-{
-    c->reading = false;
-    if (!check_frame(c, c->big, c->big_len))
+    if (type > VB_MSG_DONE || wc->byte_len > c->rail->eager) {
+        fail(c, ROV_ERR_PROTO, "verbs: unknown or oversized message from peer");
         return;
-    rov_rail_recv(&c->base, c->big, c->big_len);
-    if (c->dead)
+    }
+    if (type == VB_MSG_CTS) {
+        cts_received(c, rslot(c, slot), wc->byte_len);
+        if (!c->dead)
+            repost(c, slot, false);
         return;
-    send_fin(c);
-    deliver_held(c);
+    }
+    /* FRAME or RTS: delivered in order; what cannot go now is copied, so
+     * that the buffer goes back at once and credits keep flowing. */
+    if (c->held_head || !known(c) || !turn(c, type, rslot(c, slot), wc->byte_len)) {
+        if (c->dead)
+            return;
+        hold(c, type, rslot(c, slot), wc->byte_len);
+    }
+    if (!c->dead)
+        repost(c, slot, false);
 }
 
 static void on_wc(struct vb_chan *c, const struct ibv_wc *wc)
@@ -718,8 +757,8 @@ static void on_wc(struct vb_chan *c, const struct ibv_wc *wc)
     case VB_WR_SEND:
         c->sfree[c->nfree++] = WR_IDX(wc->wr_id);
         break;
-    case VB_WR_READ:
-        on_read_done(c);
+    case VB_WR_WRITE:
+        write_done(c);
         break;
     default:
         break;
@@ -798,15 +837,22 @@ static void chan_free(struct vb_chan *c)
         ibv_dereg_mr(c->rmr);
     if (c->smr)
         ibv_dereg_mr(c->smr);
-    if (c->big_mr)
-        ibv_dereg_mr(c->big_mr);
+    for (int i = 0; i < VB_STAGES; i++) {
+        if (c->stage[i].mr)
+            ibv_dereg_mr(c->stage[i].mr);
+        free(c->stage[i].buf);
+    }
     if (c->ka_mr)
         ibv_dereg_mr(c->ka_mr);
     free(c->rbufs);
     free(c->sbufs);
-    free(c->big);
     free(c->ka_local);
-    free(c->held);
+    while (c->held_head) {
+        struct vb_pend *p = c->held_head;
+
+        c->held_head = p->next;
+        free(p);
+    }
     free(c->sfree);
     free(c);
 }
@@ -875,13 +921,12 @@ struct vb_chan *vb_chan_alloc(struct vb_rail *r, bool outbound)
     c->nrecv = r->nrecv;
     c->nsend = r->nrecv + VB_NCTRL;
     ring = c->nrecv + VB_NCTRL;
-    c->sq_max = c->nsend + 2; /* + one RDMA READ + one probe */
+    c->sq_max = c->nsend + 1; /* + one keepalive probe */
     c->rbufs = aligned_alloc(4096, ((size_t)ring * r->eager + 4095) & ~(size_t)4095);
     c->sbufs = aligned_alloc(4096, ((size_t)c->nsend * r->eager + 4095) & ~(size_t)4095);
     c->ka_local = aligned_alloc(64, 64);
-    c->held = calloc(ring, sizeof(*c->held));
     c->sfree = calloc(c->nsend, sizeof(*c->sfree));
-    if (!c->rbufs || !c->sbufs || !c->ka_local || !c->held || !c->sfree)
+    if (!c->rbufs || !c->sbufs || !c->ka_local || !c->sfree)
         goto fail;
     memset(c->ka_local, 0, 64);
     c->ka_src = c->ka_local + 1;
@@ -979,7 +1024,7 @@ static struct vb_chan *chan_new(struct vb_rail *r, bool outbound)
     attr.qp_state = IBV_QPS_INIT;
     attr.pkey_index = 0;
     attr.port_num = r->port;
-    attr.qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE; /* large frames, keepalive */
     if (ibv_modify_qp(qp, &attr,
                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
         rov_error(VB, "QP to INIT on %s: %m", r->dev_name);
@@ -1036,8 +1081,8 @@ rov_status_t vb_take_info(struct vb_chan *c, const struct vb_oob *m, const char 
     }
     c->credits = p->nrecv;
     c->ctrl_credits = VB_NCTRL;
-    /* Eager frames must fit the peer's buffers minus the hold tag (hold()). */
-    c->eager_max = (p->eager < r->eager ? p->eager : r->eager) - sizeof(size_t);
+    /* Eager frames must fit the peer's receive buffers (and our slots). */
+    c->eager_max = p->eager < r->eager ? p->eager : r->eager;
     return ROV_OK;
 }
 
@@ -1765,11 +1810,11 @@ static void vb_chan_str(struct rov_chan *chan, char *buf, size_t len)
 
     inet_ntop(AF_INET6, c->peer.gid, g, sizeof(g));
     snprintf(buf, len,
-             "%s:%u qp %u>qp %u gid %s credits %u+%u owed %u+%u wr %u/%u%s%s%s held %u",
+             "%s:%u qp %u>qp %u gid %s credits %u+%u owed %u+%u wr %u/%u%s%s large %u%s",
              c->rail->dev_name, c->rail->port, c->qp ? c->qp->qp_num : 0, c->peer.qpn, g,
              c->credits, c->ctrl_credits, c->owed_data, c->owed_ctrl, c->sq_out, c->sq_max,
              c->pend_head ? " pending" : "", c->want_writable ? " blocked" : "",
-             c->reading ? " reading" : "", c->held_count);
+             c->stage_count, c->held_head ? " held" : "");
 }
 
 static const struct rov_rail_ops vb_ops = {

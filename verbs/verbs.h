@@ -26,14 +26,21 @@ struct rdma_event_channel;
 #define VB_OOB_VERSION 1
 #define VB_OOB_READY 0x52545321u /* "RTS!" */
 
-enum vb_msg { VB_MSG_FRAME = 0, VB_MSG_RTS = 1, VB_MSG_FIN = 2, VB_MSG_CREDIT = 3 };
+/* Message types (immediate data bits 24-31).  FRAME: a whole frame.  RTS:
+ * a large frame is ready (length + inline header).  CTS: the receiver's
+ * staging buffer for the oldest RTS.  DONE: the RDMA WRITE WITH IMM that
+ * filled it.  CREDIT: credits only. */
+enum vb_msg {
+    VB_MSG_FRAME = 0, VB_MSG_RTS = 1, VB_MSG_CTS = 2, VB_MSG_CREDIT = 3, VB_MSG_DONE = 4,
+};
+#define VB_STAGES 4 /* large frames in flight per channel (staging buffers) */
 
 /* wr_id: kind in the top byte, slot index below. */
 enum vb_wr {
     VB_WR_RECV = 1,
     VB_WR_SEND = 2,   /* used a send slot */
     VB_WR_INLINE = 3, /* no slot */
-    VB_WR_READ = 4,
+    VB_WR_WRITE = 4,  /* a large frame's RDMA WRITE WITH IMM */
     VB_WR_PROBE = 5,
 };
 #define WR_ID(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
@@ -61,16 +68,22 @@ struct vb_oob {
     uint64_t ka_addr;
 };
 
-/* RTS payload, followed by the inline part of the frame. */
+/* RTS payload (network order), followed by the inline part of the frame. */
 struct vb_rts {
-    uint64_t addr;
-    uint32_t rkey;
-    uint32_t len;   /* bytes to read */
+    uint32_t len;   /* bytes the sender will write */
     uint32_t inl;   /* bytes of the frame carried inline, first */
-    uint32_t pad;
 };
 
-/* A frame waiting for credit (copied) or a FIN to send. */
+/* CTS payload (network order): where to write the oldest announced frame. */
+struct vb_cts {
+    uint64_t addr;
+    uint32_t rkey;
+    uint32_t len;
+};
+
+/* A message waiting for a credit (copied), or a received one waiting for
+ * its turn to be delivered (copied, so that its receive buffer is reposted
+ * and credits keep flowing). */
 struct vb_pend {
     struct vb_pend *next;
     enum vb_msg type;
@@ -78,12 +91,27 @@ struct vb_pend {
     uint8_t data[];
 };
 
-/* A large frame the peer is reading from us. */
+/* A large frame announced with an RTS: written into the peer's staging
+ * buffer once its CTS arrives, released when the write completes. */
 struct vb_big {
     struct vb_big *next;
     void *cookie;             /* transport's, or NULL when we own copy */
     struct rov_reg *reg;
     void *copy;
+    const void *base;         /* what is written */
+    size_t len;
+    uint64_t raddr;           /* from the CTS */
+    uint32_t rkey;
+    bool cts, posted;
+};
+
+/* Receiver side of a large frame: where the peer writes it. */
+struct vb_stage {
+    uint8_t *buf;
+    size_t cap;
+    struct ibv_mr *mr;
+    size_t len;               /* whole frame (inline header + written part) */
+    size_t wlen;              /* the written part */
 };
 
 enum vb_oob_state {
@@ -122,13 +150,9 @@ struct vb_chan {
     uint8_t *rbufs;            /* (nrecv + VB_NCTRL) * eager */
     struct ibv_mr *rmr;
     uint32_t nrecv;
-    uint32_t *held;            /* ring of received slots waiting for delivery */
-    uint32_t held_head, held_count;
-    bool reading;              /* an RDMA READ of a large frame is in flight */
-    uint8_t *big;              /* staging buffer for large frames */
-    size_t big_cap;
-    struct ibv_mr *big_mr;
-    size_t big_len;            /* frame being read */
+    struct vb_pend *held_head, *held_tail; /* received, waiting for their turn */
+    struct vb_stage stage[VB_STAGES];      /* large frames being written to us */
+    uint32_t stage_head, stage_count;      /* in RTS order */
     uint32_t owed_data, owed_ctrl; /* credits to return */
 
     /* send side */
@@ -142,7 +166,7 @@ struct vb_chan {
     size_t eager_max;          /* largest frame sent eagerly (peer's buffers) */
     struct vb_pend *pend_head, *pend_tail;
     bool want_writable;
-    struct vb_big *big_head, *big_tail; /* RTS sent, FIN awaited, in order */
+    struct vb_big *big_head, *big_tail; /* RTS sent, write not complete, in order */
 
     /* keepalive */
     uint64_t *ka_local;        /* the peer writes here */
