@@ -914,6 +914,7 @@ struct vb_chan *vb_chan_alloc(struct vb_rail *r, bool outbound)
 
     if (!c)
         return NULL;
+    vb_refresh_port(r);
     c->rail = r;
     c->base.rail = &r->base;
     c->base.outbound = outbound;
@@ -1391,8 +1392,14 @@ static void async_cb(struct rov_watch *w, uint32_t events)
             }
             break;
         case IBV_EVENT_PORT_ACTIVE:
-            if (ev.element.port_num == r->port)
+            if (ev.element.port_num == r->port) {
                 r->port_down = false;
+                vb_refresh_port(r);
+            }
+            break;
+        case IBV_EVENT_GID_CHANGE:
+            if (ev.element.port_num == r->port)
+                vb_refresh_port(r);
             break;
         case IBV_EVENT_DEVICE_FATAL:
             r->device_dead = true;
@@ -1440,6 +1447,26 @@ static int pick_gid(struct vb_rail *r, struct ibv_port_attr *pa)
         }
     }
     return best < 0 ? 0 : best;
+}
+
+void vb_refresh_port(struct vb_rail *r)
+{
+    struct ibv_port_attr pa;
+    union ibv_gid gid;
+    int idx;
+
+    if (ibv_query_port(r->ctx, r->port, &pa) != 0)
+        return;
+    r->mtu = pa.active_mtu;
+    r->lid = pa.lid;
+    idx = r->gid_fixed ? r->gid_index : pick_gid(r, &pa);
+    if (ibv_query_gid(r->ctx, r->port, idx, &gid) != 0)
+        return;
+    if (idx != r->gid_index || memcmp(&gid, &r->gid, sizeof(gid)) != 0)
+        rov_info(VB, "%s port %u: now using GID index %d (was %d)", r->dev_name, r->port, idx,
+                 r->gid_index);
+    r->gid_index = idx;
+    r->gid = gid;
 }
 
 bool vb_use_port(struct vb_rail *r, struct ibv_context *ctx, unsigned port, bool require_active)
@@ -1548,8 +1575,10 @@ static rov_status_t vb_open(rov_context_t *ctx, const struct rov_rail_spec *spec
         free(r);
         return st == ROV_ERR_INVAL ? ROV_ERR_INVAL : ROV_ERR_NOT_FOUND;
     }
-    if (config->verbs_gid_index >= 0)
+    if (config->verbs_gid_index >= 0) {
         r->gid_index = (int)config->verbs_gid_index;
+        r->gid_fixed = true;
+    }
     if (ibv_query_gid(r->ctx, r->port, r->gid_index, &r->gid) || ibv_query_device(r->ctx, &da)) {
         rov_error(VB, "%s: cannot query GID %d / device: %m", r->dev_name, r->gid_index);
         goto fail;

@@ -184,6 +184,7 @@ struct vb_rail {
     char dev_name[64];
     uint8_t port;
     int gid_index;
+    bool gid_fixed;            /* RAILOVER_VERBS_GID_INDEX given */
     union ibv_gid gid;
     uint16_t lid;
     bool global;               /* RoCE or GRH needed */
@@ -239,6 +240,9 @@ void vb_chan_established(struct vb_chan *c);
 /** Setup failed: upcall for outbound channels, silent drop for inbound. */
 void vb_setup_failed(struct vb_chan *c, rov_status_t st, const char *why);
 void vb_fail_all(struct vb_rail *r, rov_status_t st, const char *why);
+/** Re-read the port's GID table and attributes: a link that went down and up
+ * may come back with its GIDs at other indexes.  Before each connection. */
+void vb_refresh_port(struct vb_rail *r);
 /** Use port of ctx if it exists and (when require_active) is up. */
 bool vb_use_port(struct vb_rail *r, struct ibv_context *ctx, unsigned port, bool require_active);
 void vb_bury(struct vb_rail *r);
