@@ -86,8 +86,6 @@ struct rov_context {
     struct rov_ctl *ctl;              /* control endpoint (control.c), NULL: none */
 };
 
-uint64_t rov_now_ns(void);
-
 /* conn.c: the connection protocol */
 const char *rov_conn_state_name(enum rov_conn_state state);
 struct rov_conn *rov_conn_new(rov_context_t *ctx);

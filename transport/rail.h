@@ -172,6 +172,9 @@ const struct rov_rail_ops *rov_rail_lookup(const char *kind);
 
 /* Services of the progress engine for rails -------------------------------- */
 
+/** CLOCK_MONOTONIC in nanoseconds (the clock of every transport timer). */
+uint64_t rov_now_ns(void);
+
 /** Watch fd for EPOLLIN/EPOLLOUT (level-triggered); events may be changed
  * with rov_ctx_watch_mod and removed with rov_ctx_unwatch before close(). */
 rov_status_t rov_ctx_watch(rov_context_t *ctx, struct rov_watch *watch, uint32_t events);

@@ -62,7 +62,6 @@
 
 #include <infiniband/verbs.h>
 
-#include "transport/core.h"
 #include "transport/log.h"
 #include "transport/netaddr.h"
 #include "transport/rail.h"
