@@ -23,6 +23,9 @@ static const char *const all_vars[] = {
     "RAILOVER_TCP_RXBUF",    "RAILOVER_FAILOVER",   "RAILOVER_FAILOVER_TIMEOUT",
     "RAILOVER_KEEPALIVE",    "RAILOVER_FAILBACK",   "RAILOVER_FAILBACK_DWELL",
     "RAILOVER_FAILBACK_RETRY", "RAILOVER_FAILBACK_RETRY_MAX", "RAILOVER_FAULT",
+    "RAILOVER_VERBS_DEV",    "RAILOVER_VERBS_CM",   "RAILOVER_VERBS_GID_INDEX",
+    "RAILOVER_VERBS_TIMEOUT", "RAILOVER_VERBS_RETRY", "RAILOVER_VERBS_EAGER",
+    "RAILOVER_VERBS_RECV",   "RAILOVER_VERBS_REGCACHE",
     "RAILOVER_CONTROL",      "RAILOVER_RUN_DIR",
 };
 #define NVARS (sizeof(all_vars) / sizeof(all_vars[0]))
@@ -684,6 +687,64 @@ START_TEST(test_failover_vars)
 }
 END_TEST
 
+START_TEST(test_verbs_vars)
+{
+    static const struct { const char *name, *value; } bad[] = {
+        {"RAILOVER_VERBS_CM", "ib"},
+        {"RAILOVER_VERBS_CM", ""},
+        {"RAILOVER_VERBS_CM", "oobx"},
+        {"RAILOVER_VERBS_GID_INDEX", "256"},
+        {"RAILOVER_VERBS_GID_INDEX", "Auto"},
+        {"RAILOVER_VERBS_GID_INDEX", "-1"},
+        {"RAILOVER_VERBS_TIMEOUT", "0"},
+        {"RAILOVER_VERBS_TIMEOUT", "32"},
+        {"RAILOVER_VERBS_RETRY", "0"},
+        {"RAILOVER_VERBS_RETRY", "8"},
+        {"RAILOVER_VERBS_EAGER", "100"},
+        {"RAILOVER_VERBS_EAGER", "2M"},
+        {"RAILOVER_VERBS_RECV", "3"},
+        {"RAILOVER_VERBS_DEV", "mlx5_0;rm -rf"},
+        {"RAILOVER_VERBS_DEV", "mlx5 0"},
+    };
+    rov_config_t *c;
+    char err[512];
+
+    clean_env();
+    ck_assert_int_eq(rov_config_read(err, sizeof(err), &c), ROV_OK);
+    /* Defaults: checkpointable setup, automatic GID, a finite RC retry. */
+    ck_assert_int_eq(c->verbs_cm, ROV_VERBS_CM_OOB);
+    ck_assert_int_eq(c->verbs_gid_index, -1);
+    ck_assert_uint_eq(c->verbs_retry, 6);
+    ck_assert_uint_eq(c->verbs_timeout, 14);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_VERBS_CM", "rdmacm", err, sizeof(err)), ROV_OK);
+    ck_assert_int_eq(c->verbs_cm, ROV_VERBS_CM_RDMACM);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_VERBS_GID_INDEX", "3", err, sizeof(err)),
+                     ROV_OK);
+    ck_assert_int_eq(c->verbs_gid_index, 3);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_VERBS_GID_INDEX", "auto", err, sizeof(err)),
+                     ROV_OK);
+    ck_assert_int_eq(c->verbs_gid_index, -1);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_VERBS_DEV", "mlx5_0:1,rxe0", err, sizeof(err)),
+                     ROV_OK);
+    ck_assert_str_eq(c->verbs_dev, "mlx5_0:1,rxe0");
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_VERBS_REGCACHE", "0", err, sizeof(err)),
+                     ROV_OK);
+    ck_assert_uint_eq(c->verbs_regcache, 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct rov_config before = *c;
+
+        err[0] = '\0';
+        ck_assert_int_eq(rov_config_set(c, bad[i].name, bad[i].value, err, sizeof(err)),
+                         ROV_ERR_INVAL);
+        ck_assert_msg(strstr(err, bad[i].name) != NULL, "%s='%s': error does not name the "
+                      "variable: %s", bad[i].name, bad[i].value, err);
+        ck_assert_msg(memcmp(&before, c, sizeof(before)) == 0, "%s changed on a bad value",
+                      bad[i].name);
+    }
+    rov_config_free(c);
+}
+END_TEST
+
 START_TEST(test_print_names)
 {
     struct rov_config *c = default_config();
@@ -814,6 +875,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_set_eager_over_max);
     tcase_add_test(tc, test_bool);
     tcase_add_test(tc, test_failover_vars);
+    tcase_add_test(tc, test_verbs_vars);
     tcase_add_test(tc, test_print_names);
     tcase_add_test(tc, test_print_roundtrip);
     tcase_add_test(tc, test_print_roundtrip_sub_us_duration);
