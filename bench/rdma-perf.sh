@@ -80,10 +80,10 @@ for r in $(seq "$rounds"); do
             rec "railover-verbs bw $(echo "$l" | json_field size) $(echo "$l" | json_field mb_s) MB/s"
         done
     # ucx_perftest: -s size, -n iterations; latency is one way; MB/s is 2^20.
-    v=$(ucxperf -t tag_lat -s 8 -n $lat_iters | awk '{print ($3 > 0 ? $3 : $4)}')
+    v=$(ucxperf -e -t tag_lat -s 8 -n $lat_iters | awk '{print ($3 > 0 ? $3 : $4)}')
     rec "ucx_perftest lat 8 ${v:-nan} us"
     for s in 65536 1048576; do
-        v=$(ucxperf -t tag_bw -s $s -n $((67108864 / s)) | awk '{print $6 * 1.048576}')
+        v=$(ucxperf -e -t tag_bw -s $s -n $((67108864 / s)) | awk '{print $6 * 1.048576}')
         rec "ucx_perftest bw $s ${v:-nan} MB/s"
     done
     if [ $have_ucx = 1 ]; then
