@@ -101,9 +101,9 @@ static int best_rail(const struct rov_conn *conn)
 
 /* Where to go from rail `from`: the next rail in RAILOVER_RAILS order that
  * both sides have and that has not failed; else one that failed but whose
- * retry is due (or any, with `any`: an operator's order).  -1 when every
- * other rail failed within its backoff: the peer is unreachable, and moving
- * again would only spin (a dead peer refuses every rail at once). */
+ * retry is due (or any, with `any`).  -1 when every other rail failed
+ * within its backoff (the caller decides whether that means the peer is
+ * gone). */
 static int next_rail(const struct rov_conn *conn, int from, uint64_t now, bool any)
 {
     int n = conn->ctx->nrails;
@@ -193,11 +193,18 @@ bool rov_fo_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,
     if (rail != conn->tx_rail || !conn->peer_id)
         return true;
     to = next_rail(conn, rail, now, false);
-    if (to < 0) {
-        rov_warn("failover", "conn %llu: %s failed and no other rail reaches the peer",
+    if (to < 0 && status == ROV_ERR_REFUSED) {
+        /* Every other rail failed just now and this one refuses: nothing
+         * listens for us any more (the peer process is gone).  Moving on
+         * would only spin between refusing rails. */
+        rov_warn("failover", "conn %llu: %s refused and no other rail reaches the peer",
                  (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, rail));
         return false;
     }
+    if (to < 0) /* other failures may be passing: try the others again */
+        to = next_rail(conn, rail, now, true);
+    if (to < 0)
+        return false;
     st = rov_conn_move(conn, to, reason, why, ROV_HF_FAILED, rail);
     if (st != ROV_OK && st != ROV_INPROGRESS) {
         rov_warn("failover", "conn %llu: cannot move to %s: %s", (unsigned long long)conn->id,
