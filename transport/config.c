@@ -321,7 +321,7 @@ static const struct var vars[] = {
     {"RAILOVER_VERBS_RETRY", V_COUNT, OFF(verbs_retry), 1, 7,
      "RC retry count; a dead path errors after about (N+1)*timeout (7 = retry forever on rxe)"},
     {"RAILOVER_VERBS_EAGER", V_SIZE, OFF(verbs_eager), 1 * KiB, 1 * MiB,
-     "receive buffer size; larger frames are RDMA-read from the sender's memory"},
+     "receive buffer size; larger frames are RDMA-written into a staging buffer of the receiver"},
     {"RAILOVER_VERBS_RECV", V_COUNT, OFF(verbs_recv), 4, 4096,
      "pre-posted receive buffers (send credits) per verbs channel"},
     {"RAILOVER_VERBS_REGCACHE", V_SIZE, OFF(verbs_regcache), 0, 1024 * GiB,
