@@ -865,7 +865,6 @@ static void unlink_chan(struct vb_chan *c)
     for (pp = &c->rail->chans; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;
-            c->rail->nchans--;
             break;
         }
     c->linked = false;
@@ -994,7 +993,6 @@ void vb_chan_link(struct vb_chan *c)
     c->linked = true;
     c->next = c->rail->chans;
     c->rail->chans = c;
-    c->rail->nchans++;
 }
 
 void vb_chan_discard(struct vb_chan *c)
@@ -1749,7 +1747,6 @@ static rov_status_t vb_connect(struct rov_rail *rail, const void *addr, size_t l
     c = chan_new(r, true);
     if (!c)
         return ROV_ERR_NOMEM;
-    c->peer_oob = peer;
     fd = socket(peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         vb_chan_close(&c->base);

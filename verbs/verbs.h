@@ -137,7 +137,6 @@ struct vb_chan {
     struct rov_watch oob_watch;
     uint8_t oob_buf[sizeof(struct vb_oob)];
     size_t oob_have;
-    struct sockaddr_storage peer_oob;
 
     struct rdma_cm_id *cm_id;  /* RAILOVER_VERBS_CM=rdmacm (cm.c) */
 
@@ -207,7 +206,6 @@ struct vb_rail {
 
     struct rov_regcache *regcache;
     struct vb_chan *chans, *graveyard;
-    int nchans;
 
     /* RAILOVER_VERBS_CM=rdmacm (cm.c) */
     bool cm;
