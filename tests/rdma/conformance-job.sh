@@ -17,4 +17,7 @@ ucx)   rails="ucx@lo,tcp@127.0.0.1"
        export UCX_RC_VERBS_RETRY_COUNT=6 UCX_RC_VERBS_TIMEOUT=100ms ;;
 *) echo "conformance-job.sh: unknown rail kind $kind" >&2; exit 64 ;;
 esac
+# TCG: connects (a UCX wire-up above all) can take longer than the suite's
+# 300 ms silent-fault timeout.
+export ROV_CONF_SILENT_TIMEOUT=${ROV_CONF_SILENT_TIMEOUT:-1s}
 TMPDIR=$VMOUT exec "$here/../rail/conformance.sh" --build "$build" --rails "$rails" --scale "$scale"
