@@ -637,9 +637,32 @@ START_TEST(test_bool)
 }
 END_TEST
 
+struct name_value {
+    const char *name, *value;
+};
+
+/* Each bad value is rejected with a message naming the variable, and the
+ * configuration is left exactly as it was. */
+static void set_all_rejected(struct rov_config *c, const struct name_value *bad, size_t n)
+{
+    char err[512];
+
+    for (size_t i = 0; i < n; i++) {
+        struct rov_config before = *c;
+
+        err[0] = '\0';
+        ck_assert_int_eq(rov_config_set(c, bad[i].name, bad[i].value, err, sizeof(err)),
+                         ROV_ERR_INVAL);
+        ck_assert_msg(strstr(err, bad[i].name) != NULL, "%s='%s': error does not name the "
+                      "variable: %s", bad[i].name, bad[i].value, err);
+        ck_assert_msg(memcmp(&before, c, sizeof(before)) == 0, "%s changed on a bad value",
+                      bad[i].name);
+    }
+}
+
 START_TEST(test_failover_vars)
 {
-    static const struct { const char *name, *value; } bad[] = {
+    static const struct name_value bad[] = {
         {"RAILOVER_FAILOVER", "maybe"},
         {"RAILOVER_FAILOVER_TIMEOUT", "250"},       /* unit required */
         {"RAILOVER_FAILOVER_TIMEOUT", "1ms"},       /* below 10 ms */
@@ -672,24 +695,14 @@ START_TEST(test_failover_vars)
     ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAILBACK_RETRY", "10s", err, sizeof(err)),
                      ROV_ERR_INVAL); /* above RAILOVER_FAILBACK_RETRY_MAX */
     ck_assert_ptr_nonnull(strstr(err, "RAILOVER_FAILBACK_RETRY_MAX"));
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        struct rov_config before = *c;
-
-        err[0] = '\0';
-        ck_assert_int_eq(rov_config_set(c, bad[i].name, bad[i].value, err, sizeof(err)),
-                         ROV_ERR_INVAL);
-        ck_assert_msg(strstr(err, bad[i].name) != NULL, "%s='%s': error does not name the "
-                      "variable: %s", bad[i].name, bad[i].value, err);
-        ck_assert_msg(memcmp(&before, c, sizeof(before)) == 0, "%s changed on a bad value",
-                      bad[i].name);
-    }
+    set_all_rejected(c, bad, sizeof(bad) / sizeof(bad[0]));
     rov_config_free(c);
 }
 END_TEST
 
 START_TEST(test_verbs_vars)
 {
-    static const struct { const char *name, *value; } bad[] = {
+    static const struct name_value bad[] = {
         {"RAILOVER_VERBS_CM", "ib"},
         {"RAILOVER_VERBS_CM", ""},
         {"RAILOVER_VERBS_CM", "oobx"},
@@ -730,17 +743,7 @@ START_TEST(test_verbs_vars)
     ck_assert_int_eq(rov_config_set(c, "RAILOVER_VERBS_REGCACHE", "0", err, sizeof(err)),
                      ROV_OK);
     ck_assert_uint_eq(c->verbs_regcache, 0);
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        struct rov_config before = *c;
-
-        err[0] = '\0';
-        ck_assert_int_eq(rov_config_set(c, bad[i].name, bad[i].value, err, sizeof(err)),
-                         ROV_ERR_INVAL);
-        ck_assert_msg(strstr(err, bad[i].name) != NULL, "%s='%s': error does not name the "
-                      "variable: %s", bad[i].name, bad[i].value, err);
-        ck_assert_msg(memcmp(&before, c, sizeof(before)) == 0, "%s changed on a bad value",
-                      bad[i].name);
-    }
+    set_all_rejected(c, bad, sizeof(bad) / sizeof(bad[0]));
     rov_config_free(c);
 }
 END_TEST
