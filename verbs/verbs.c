@@ -1189,12 +1189,27 @@ static bool oob_write(struct vb_chan *c, const void *buf, size_t len)
     return true;
 }
 
+/* Once the peer's half of the handshake is in, bring the QP to RTS.  False
+ * while it is still arriving, or when the setup failed (reported). */
+static bool take_peer_half(struct vb_chan *c)
+{
+    const char *why;
+    rov_status_t st;
+
+    if (oob_read(c, sizeof(struct vb_oob)) <= 0)
+        return false;
+    st = connect_qp(c, &why);
+    if (st != ROV_OK) {
+        vb_setup_failed(c, st, why);
+        return false;
+    }
+    return true;
+}
+
 static void oob_cb(struct rov_watch *w, uint32_t events)
 {
     struct vb_chan *c = rov_container_of(w, struct vb_chan, oob_watch);
     struct vb_oob mine;
-    const char *why;
-    rov_status_t st;
     uint32_t ready = htonl(VB_OOB_READY);
 
     switch (c->oob) {
@@ -1216,25 +1231,15 @@ static void oob_cb(struct rov_watch *w, uint32_t events)
         return;
     }
     case OOB_WAIT_INFO:
-        if (oob_read(c, sizeof(struct vb_oob)) <= 0)
+        if (!take_peer_half(c))
             return;
-        st = connect_qp(c, &why);
-        if (st != ROV_OK) {
-            vb_setup_failed(c, st, why);
-            return;
-        }
         if (!oob_write(c, &ready, sizeof(ready)))
             return;
         vb_chan_established(c);
         return;
     case OOB_ACCEPTED:
-        if (oob_read(c, sizeof(struct vb_oob)) <= 0)
+        if (!take_peer_half(c))
             return;
-        st = connect_qp(c, &why);
-        if (st != ROV_OK) {
-            vb_setup_failed(c, st, why);
-            return;
-        }
         vb_fill_info(c, &mine);
         if (!oob_write(c, &mine, sizeof(mine)))
             return;
