@@ -18,7 +18,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -228,7 +227,7 @@ static void cm_cb(struct rov_watch *w, uint32_t events)
 rov_status_t vb_cm_open(struct vb_rail *r, const char *dev, unsigned port, bool require_active)
 {
     struct ibv_context **list;
-    int n = 0, fl;
+    int n = 0;
 
     if (!r->cm_ec) {
         r->cm_ec = rdma_create_event_channel();
@@ -236,8 +235,8 @@ rov_status_t vb_cm_open(struct vb_rail *r, const char *dev, unsigned port, bool 
             rov_error(VB, "rdma_create_event_channel: %m");
             return ROV_ERR_IO;
         }
-        fl = fcntl(r->cm_ec->fd, F_GETFL);
-        fcntl(r->cm_ec->fd, F_SETFL, fl | O_NONBLOCK);
+        if (vb_set_nonblock(r->cm_ec->fd))
+            return ROV_ERR_IO;
         r->cm_watch.fd = r->cm_ec->fd;
         r->cm_watch.cb = cm_cb;
         if (rov_ctx_watch(r->base.ctx, &r->cm_watch, EPOLLIN) != ROV_OK)

@@ -1418,7 +1418,7 @@ static void async_cb(struct rov_watch *w, uint32_t events)
 
 /* Rail ops ------------------------------------------------------------------- */
 
-static int set_nonblock(int fd)
+int vb_set_nonblock(int fd)
 {
     int fl = fcntl(fd, F_GETFL);
 
@@ -1532,6 +1532,7 @@ static rov_status_t open_dev(struct vb_rail *r, const char *want, bool require_a
 }
 
 static void vb_close(struct rov_rail *rail);
+static void vb_unlisten(struct rov_rail *rail);
 
 static rov_status_t vb_open(rov_context_t *ctx, const struct rov_rail_spec *spec,
                             const struct rov_config *config, struct rov_rail **rail_p)
@@ -1590,7 +1591,7 @@ static rov_status_t vb_open(rov_context_t *ctx, const struct rov_rail_spec *spec
     r->max_inline = 128;
     r->pd = ibv_alloc_pd(r->ctx);
     r->cc = ibv_create_comp_channel(r->ctx);
-    if (!r->pd || !r->cc || set_nonblock(r->cc->fd) || set_nonblock(r->ctx->async_fd)) {
+    if (!r->pd || !r->cc || vb_set_nonblock(r->cc->fd) || vb_set_nonblock(r->ctx->async_fd)) {
         rov_error(VB, "%s: cannot allocate a protection domain or completion channel: %m",
                   r->dev_name);
         goto fail;
@@ -1644,10 +1645,7 @@ static void vb_close(struct rov_rail *rail)
         vb_chan_close(&c->base);
     }
     vb_bury(r);
-    if (r->listen_fd >= 0) {
-        rov_ctx_unwatch(rail->ctx, &r->listen_watch);
-        close(r->listen_fd);
-    }
+    vb_unlisten(rail);
     if (r->cc) {
         if (r->cc_watch.fd)
             rov_ctx_unwatch(rail->ctx, &r->cc_watch);

@@ -244,6 +244,7 @@ void vb_refresh_port(struct vb_rail *r);
 /** Use port of ctx if it exists and (when require_active) is up. */
 bool vb_use_port(struct vb_rail *r, struct ibv_context *ctx, unsigned port, bool require_active);
 void vb_bury(struct vb_rail *r);
+int vb_set_nonblock(int fd); /* 0 or -1 */
 
 /* cm.c (only with librdmacm) ---------------------------------------------------- */
 
