@@ -266,10 +266,22 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
             r->busy_since_ns = now;
             return true;
         }
-        if (now - r->busy_since_ns >= c->failover_timeout_ns) {
+        /* A retry of a failed rail gives up sooner: one whose SYN (or
+         * SYN-ACK) was lost while the path was still broken would wait for
+         * the kernel's retransmission (1 s, then 3 s) although the path may
+         * have healed since; a fresh attempt, due at once, goes out now. */
+        bool retry = r->state == ROV_FO_DOWN && c->failback_retry_max_ns < c->failover_timeout_ns;
+        uint64_t limit = retry ? c->failback_retry_max_ns : c->failover_timeout_ns;
+
+        if (now - r->busy_since_ns >= limit) {
             rov_conn_chan_failed_reason(chan, ROV_ERR_TIMEDOUT,
-                                        "connect did not complete within "
-                                        "RAILOVER_FAILOVER_TIMEOUT", ROV_REASON_FAIL_STALL);
+                                        retry ? "reconnect did not complete within "
+                                                "RAILOVER_FAILBACK_RETRY_MAX"
+                                              : "connect did not complete within "
+                                                "RAILOVER_FAILOVER_TIMEOUT",
+                                        ROV_REASON_FAIL_STALL);
+            if (retry)
+                r->retry_ns = now; /* the attempt was the wait */
             return false;
         }
         return true;

@@ -72,6 +72,7 @@ struct tcp_rail {
     uint8_t addr[ROV_RAIL_ADDR_MAX];
     size_t addr_len;
     size_t rxbuf;
+    uint64_t keepalive_ns; /* TCP keepalive idle time (RAILOVER_KEEPALIVE) */
     struct tcp_chan *chans, *graveyard;
     int nchans;
 };
@@ -124,6 +125,9 @@ static struct tcp_chan *chan_new(struct tcp_rail *r, int fd, bool connecting)
         return NULL;
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /* Until the HELLO is answered the engine sends no probes here: a peer
+     * socket that vanished (its reset lost) must still show as an error. */
+    rov_net_keepalive(fd, r->keepalive_ns);
     c->rail = r;
     c->cap = r->rxbuf;
     c->connecting = connecting;
@@ -528,6 +532,7 @@ static rov_status_t tcp_open(rov_context_t *ctx, const struct rov_rail_spec *spe
     r->base.ctx = ctx;
     r->listen_fd = -1;
     r->rxbuf = config->tcp_rxbuf;
+    r->keepalive_ns = config->keepalive_ns;
     *rail_p = &r->base;
     return ROV_OK;
 }

@@ -14,7 +14,11 @@
 
 #define EPOLL_BATCH 64
 /* With busy polling, rails poll their hot channels directly; the epoll set
- * (accepts, connects, writability, timers) is checked every Nth call. */
+ * (accepts, connects, writability, timers) is checked every Nth call, and
+ * while the failover engine's timer runs, also whenever a tick of it has
+ * passed since the last check: a call can take long (a burst of large
+ * frames), and the engine's timeouts, retries and dwell must not wait for
+ * 32 of them. */
 #define EPOLL_EVERY 32
 
 uint64_t rov_now_ns(void)
@@ -147,7 +151,10 @@ static int progress(rov_context_t *ctx, int timeout_ms)
     ctx->frames = 0;
     for (int i = 0; i < ctx->nrails; i++)
         polled += ctx->rails[i]->ops->progress(ctx->rails[i]);
-    if (timeout_ms != 0 || polled == 0 || ++ctx->poll_count % EPOLL_EVERY == 0) {
+    if (timeout_ms != 0 || polled == 0 || ++ctx->poll_count % EPOLL_EVERY == 0 ||
+        (ctx->fo.timer_armed && rov_now_ns() >= ctx->epoll_due_ns)) {
+        if (ctx->fo.timer_armed)
+            ctx->epoll_due_ns = rov_now_ns() + ctx->fo.tick_ns;
         dispatch(ctx, ctx->frames ? 0 : timeout_ms);
     }
     if (ctx->ack_head) {

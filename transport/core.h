@@ -77,6 +77,7 @@ struct rov_context {
     uint64_t next_conn_id;
     uint64_t next_chan_serial;
     unsigned poll_count;
+    uint64_t epoll_due_ns;            /* busy polling: check epoll by then */
     int frames;                       /* frames handled in this progress call */
     bool reap;                        /* dead objects wait to be freed */
     struct rov_msg_cache msg_cache;

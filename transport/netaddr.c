@@ -5,6 +5,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -169,4 +170,15 @@ void rov_net_addr_str(const void *addr, size_t len, char *buf, size_t buf_len)
         snprintf(buf, buf_len, "<bad address>");
     else
         rov_net_sockaddr_str(&ss, buf, buf_len);
+}
+
+void rov_net_keepalive(int fd, uint64_t idle_ns)
+{
+    int one = 1, cnt = 3, intvl = 1;
+    int idle = idle_ns >= 1000000000ull ? (int)(idle_ns / 1000000000ull) : 1;
+
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }

@@ -33,6 +33,15 @@ void rov_net_sockaddr_str(const struct sockaddr_storage *ss, char *buf, size_t l
 rov_status_t rov_net_resolve(const char *subsys, const char *arg, struct sockaddr_storage *ss,
                              socklen_t *len_p, char *ifname, size_t ifname_len);
 
+/** Turn on TCP keepalive on a connected or connecting socket: the first
+ * probe after idle_ns (at least 1 s) of silence, then every second, and an
+ * error (ETIMEDOUT, or ECONNRESET from a peer kernel that no longer knows the
+ * connection) after 3 unanswered.  For the stretches in which a rail waits
+ * for the peer's application (its handshake answer) and so has nothing of its
+ * own in flight: only the peer's kernel can then tell that the path, or the
+ * peer's socket, is gone. */
+void rov_net_keepalive(int fd, uint64_t idle_ns);
+
 /** Map a socket errno to a status (ECONNREFUSED: ROV_ERR_REFUSED, ...). */
 rov_status_t rov_net_errno_status(int err);
 

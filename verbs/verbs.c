@@ -1262,6 +1262,11 @@ static void oob_cb(struct rov_watch *w, uint32_t events)
 
 static bool oob_watch(struct vb_chan *c, int fd, uint32_t events)
 {
+    /* While the handshake waits for the peer's half, it is the peer's turn
+     * and the failover engine does not time it: a path that died, or a peer
+     * socket that is gone (its reset lost on the dead link), must still end
+     * the wait. */
+    rov_net_keepalive(fd, c->rail->keepalive_ns);
     c->oob_fd = fd;
     c->oob_watch.fd = fd;
     c->oob_watch.cb = oob_cb;

@@ -35,11 +35,12 @@ scenarios=${*:-linkdown_local linkdown_remote drop_input drop_retry7 flap}
 stream=$build/tests/integration/rov_stream
 res=$VMOUT/failover-results.txt
 work=$VMOUT/failover
+rm -rf "$work"
 mkdir -p "$work"
 : > "$res"
 
 # The same environment on both VMs (b's agent does not inherit ours).
-common_env="RAILOVER_RAILS=$rail,tcp@$ETH_IF RAILOVER_LOG=${RAILOVER_LOG:-info} RAILOVER_FAILBACK_DWELL=1s"
+common_env="RAILOVER_RAILS=$rail,tcp@$ETH_IF RAILOVER_LOG=${RAILOVER_LOG:-debug} RAILOVER_FAILBACK_DWELL=1s"
 common_env+=" RAILOVER_FAILBACK_RETRY=200ms RAILOVER_FAILBACK_RETRY_MAX=1s"
 # TCG: each VM has one vCPU, saturated by the fallback stream, and rxe's ACK
 # processing then lags by hundreds of ms.  With the defaults (ACK timeout 14
@@ -82,9 +83,9 @@ run_scenario() {
                      restore=":"; where=remote ;;
     *) echo "unknown scenario $name"; return 1 ;;
     esac
-    local d=$work/$name
+    local d=$work/$name n=1
+    while [ -e "$d" ]; do n=$((n + 1)); d=$work/$name.$n; done # a scenario may repeat
     mkdir -p "$d"
-    rm -f "$d"/*
     log "=== $name: inject on $where: $inject"
     rexec "cd $d && env $common_env ${extra_env[*]} setsid $stream --listen $d/addr --stop-file $d/stop --seed 7 --max-size 262144 --stall 60 --quiet-status --events $d/b.events > $d/b.log 2>&1 & echo \$! > $d/b.pid"
     local w=0
@@ -101,7 +102,8 @@ run_scenario() {
     # Failback needs the path to work again (rxe takes seconds after a link
     # comes back), the retry backoff, the handshake and the dwell: wait for
     # it (bounded), then stream a little more on the preferred rail.
-    local deadline=$((SECONDS + 40))
+    # (TCG, both vCPUs saturated by the fallback stream: measured up to 23 s)
+    local deadline=$((SECONDS + 90))
     while [ "$(sed -n 's/.*"ev":"switch".*"to":\([0-9]*\).*/\1/p' "$d/a.events" | tail -n 1)" != 0 ] &&
           [ $SECONDS -lt $deadline ]; do
         sleep 0.5
@@ -129,8 +131,11 @@ run_scenario() {
     grep -q '^\[connector\]: OK (exit 0)' "$d/a.log" || { ok=0; log "$name: connector failed (exit $rc_a)"; tail -n 30 "$d/a.log"; }
     grep -q 'OK (exit 0)' "$d/b.log" || { ok=0; log "$name: listener failed"; tail -n 30 "$d/b.log"; }
     [ -n "$t_down" ] || { ok=0; log "$name: a never left the preferred rail"; }
-    [ -n "$t_back" ] && [ "$final_rail" = 0 ] ||
-        { ok=0; log "$name: a did not end on the preferred rail (rail $final_rail)"; }
+    if [ -z "$t_back" ] || [ "$final_rail" != 0 ]; then
+        ok=0
+        log "$name: a did not end on the preferred rail (rail $final_rail); the rail's story:"
+        grep -h '^\[[0-9.]*\] railover' "$d/a.log" "$d/b.log" | grep -v ' core: ' | sort | tail -n 40
+    fi
     printf '%-16s %-4s detect_ms=%-6s failback_ms=%-6s a_reasons=%s b_reasons=%s a_saw=[%s] b_saw=[%s]\n' \
         "$name" "$([ $ok = 1 ] && echo PASS || echo FAIL)" \
         "$([ -n "$t_down" ] && ms_between "$t_inj" "$t_down" || echo -)" \
