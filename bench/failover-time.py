@@ -60,7 +60,7 @@ def parse_args():
     ap.add_argument("--keepalive", default="100ms", help="RAILOVER_KEEPALIVE (100ms)")
     ap.add_argument("--dwell", default="1s", help="RAILOVER_FAILBACK_DWELL (1s)")
     ap.add_argument("--retry", default="20ms", help="RAILOVER_FAILBACK_RETRY (20ms)")
-    ap.add_argument("--retry-max", default="100ms", help="RAILOVER_FAILBACK_RETRY_MAX (100ms)")
+    ap.add_argument("--retry-max", default="50ms", help="RAILOVER_FAILBACK_RETRY_MAX (50ms)")
     ap.add_argument("--log-level", default="info", help="RAILOVER_LOG (info; debug to see "
                     "retries in DIR/stream/*.log)")
     ap.add_argument("--env", action="append", default=[], metavar="RAILOVER_X=V",

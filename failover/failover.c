@@ -430,7 +430,7 @@ static void timer_cb(struct rov_watch *w, uint32_t events)
 
 rov_status_t rov_fo_init(rov_context_t *ctx)
 {
-    uint64_t tick = ctx->config.failover_timeout_ns / 50;
+    uint64_t tick = ctx->config.failover_timeout_ns / 100;
 
     ctx->fo.tick_ns = tick < TICK_MIN_NS ? TICK_MIN_NS : tick > TICK_MAX_NS ? TICK_MAX_NS : tick;
     ctx->fo.timer.cb = timer_cb;

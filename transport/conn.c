@@ -17,6 +17,12 @@
 #include "transport/core.h"
 #include "transport/log.h"
 
+/* What one rov_conn_push() call hands to the rail at most (one message at
+ * least): a resend of a 16 MiB window takes 45 ms in one go on the TCP rail
+ * (one sendmsg per frame), during which this side would not receive. */
+#define PUSH_BUDGET_BYTES (256u * 1024)
+#define PUSH_BUDGET_MSGS 64u
+
 static const char *const state_names[] = {
     [ROV_CONN_CONNECTING] = "connecting", [ROV_CONN_ESTABLISHED] = "established",
     [ROV_CONN_CLOSING] = "closing",       [ROV_CONN_FAILED] = "failed",
@@ -242,7 +248,13 @@ void rov_conn_push(struct rov_conn *conn)
 {
     struct rov_chan *chan;
     struct rov_msg *m;
+    size_t budget_bytes = PUSH_BUDGET_BYTES;
+    unsigned budget_msgs = PUSH_BUDGET_MSGS;
 
+    if (conn->push_more) {
+        conn->push_more = false;
+        conn->ctx->push_pending--;
+    }
     if (conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CLOSING)
         return;
     if (conn->tx_rail < 0 || conn->tx_sync)
@@ -261,6 +273,15 @@ void rov_conn_push(struct rov_conn *conn)
 
         bool fresh = m->rail_refs == 0;
 
+        if (budget_msgs == 0 || budget_bytes < m->len) {
+            /* at least one message per call, however large */
+            if (budget_msgs < PUSH_BUDGET_MSGS) {
+                conn->push_more = true;
+                conn->ctx->push_pending++;
+                rov_ctx_push_more(conn->ctx);
+                return;
+            }
+        }
         if (!fresh && m->queued_serial == chan->serial) {
             /* Still queued on this very channel: it will go out in order. */
             conn->tx.next_tx = m->next;
@@ -301,6 +322,8 @@ void rov_conn_push(struct rov_conn *conn)
         }
         m->flags |= ROV_MSG_SENT_ONCE;
         conn->tx.next_tx = m->next;
+        budget_msgs--;
+        budget_bytes = budget_bytes > m->len ? budget_bytes - m->len : 0;
         if (fresh)
             ack_sent(conn);
         if (__builtin_expect(conn->ctx->fault_armed, 0)) {
@@ -365,6 +388,8 @@ void rov_conn_free(struct rov_conn *conn)
     rov_context_t *ctx = conn->ctx;
 
     rov_conn_abort(conn, ROV_ERR_CANCELED);
+    if (conn->push_more)
+        ctx->push_pending--;
     if (conn->prev)
         conn->prev->next = conn->next;
     else

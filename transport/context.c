@@ -105,7 +105,7 @@ static void ticker_cb(struct rov_watch *w, uint32_t events)
     uint64_t expirations;
 
     (void)!read(w->fd, &expirations, sizeof(expirations));
-    if (ctx->ack_head)
+    if (ctx->ack_head || ctx->push_pending)
         ctx->idle_ticks = 0;
     else if (++ctx->idle_ticks > 2)
         set_ticker(ctx, false);
@@ -117,6 +117,18 @@ static void flush_due_acks(rov_context_t *ctx)
 
     while (ctx->ack_head && ctx->ack_head->ack_deadline_ns <= now)
         rov_conn_send_ack(ctx->ack_head);
+}
+
+void rov_ctx_push_more(rov_context_t *ctx)
+{
+    arm_ticker(ctx); /* a caller asleep on our fd comes back for the rest */
+}
+
+static void push_pending(rov_context_t *ctx)
+{
+    for (struct rov_conn *c = ctx->conns; c && ctx->push_pending; c = c->next)
+        if (c->push_more)
+            rov_conn_push(c);
 }
 
 static void reap(rov_context_t *ctx)
@@ -151,11 +163,15 @@ static int progress(rov_context_t *ctx, int timeout_ms)
     ctx->frames = 0;
     for (int i = 0; i < ctx->nrails; i++)
         polled += ctx->rails[i]->ops->progress(ctx->rails[i]);
+    if (ctx->push_pending) {
+        push_pending(ctx);
+        polled++;
+    }
     if (timeout_ms != 0 || polled == 0 || ++ctx->poll_count % EPOLL_EVERY == 0 ||
         (ctx->fo.timer_armed && rov_now_ns() >= ctx->epoll_due_ns)) {
         if (ctx->fo.timer_armed)
             ctx->epoll_due_ns = rov_now_ns() + ctx->fo.tick_ns;
-        dispatch(ctx, ctx->frames ? 0 : timeout_ms);
+        dispatch(ctx, ctx->frames || ctx->push_pending ? 0 : timeout_ms);
     }
     if (ctx->ack_head) {
         flush_due_acks(ctx);

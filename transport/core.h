@@ -42,6 +42,7 @@ struct rov_conn {
     uint32_t switch_tag;              /* tag of our pending switch request (ROV_HF_*) */
     bool close_sent, peer_closed, close_first;
     bool in_ack_list;
+    bool push_more;                   /* rov_conn_push() stopped at its budget */
     uint64_t ack_deadline_ns;
     struct rov_conn *ack_next, *ack_prev;
 
@@ -78,6 +79,7 @@ struct rov_context {
     uint64_t next_chan_serial;
     unsigned poll_count;
     uint64_t epoll_due_ns;            /* busy polling: check epoll by then */
+    unsigned push_pending;            /* conns with push_more set */
     int frames;                       /* frames handled in this progress call */
     bool reap;                        /* dead objects wait to be freed */
     struct rov_msg_cache msg_cache;
@@ -114,7 +116,15 @@ bool rov_conn_chan_ready(const struct rov_chan *chan);
 bool rov_conn_peer_has_rail(const struct rov_conn *conn, int rail);
 /* Endpoint id order: negative when this side leads the connection. */
 int rov_conn_ep_cmp(const struct rov_conn *conn);
+/* Hand retained messages from tx.next_tx on to the transmit channel, until
+ * the rail pushes back or a budget (PUSH_BUDGET_*) is spent: a resend of a
+ * whole window after a switch then goes out over several progress calls, so
+ * that this side keeps receiving (and other connections keep moving)
+ * meanwhile.  The rest goes out from rov_ctx_push_pending(). */
 void rov_conn_push(struct rov_conn *conn);
+/* context.c: the context's progress continues budget-limited pushes (and a
+ * caller asleep on rov_context_fd() is woken for them). */
+void rov_ctx_push_more(rov_context_t *ctx);
 void rov_conn_send_ack(struct rov_conn *conn);
 void rov_conn_abort(struct rov_conn *conn, rov_status_t status);
 void rov_conn_free(struct rov_conn *conn);
