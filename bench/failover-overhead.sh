@@ -21,7 +21,7 @@
 # tcp@127.0.0.1,tcp@127.0.0.2, so that the engine has somewhere to fail
 # over to) and the same fast-detection settings as bench/failover-time.py
 # (RAILOVER_FAILOVER_TIMEOUT=250ms, RAILOVER_KEEPALIVE=100ms): the engine's
-# 5 ms tick and its probes are active in "on" and absent in "off".
+# 2.5 ms tick and its probes are active in "on" and absent in "off".
 set -euo pipefail
 
 usage() {
