@@ -14,12 +14,13 @@
 
 #define EPOLL_BATCH 64
 /* With busy polling, rails poll their hot channels directly; the epoll set
- * (accepts, connects, writability, timers) is checked every Nth call, and
- * while the failover engine's timer runs, also whenever a tick of it has
- * passed since the last check: a call can take long (a burst of large
- * frames), and the engine's timeouts, retries and dwell must not wait for
- * 32 of them. */
-#define EPOLL_EVERY 32
+ * (accepts, connects, writability, timers) is checked every Nth call and
+ * whenever EPOLL_GAP_NS (the failover engine's tick while its timer runs)
+ * has passed since the last check: a call can take long (a burst of large
+ * frames), and timers must not wait for N of them; nor must a fast
+ * ping-pong pay an epoll_wait() every few round trips. */
+#define EPOLL_EVERY 1024
+#define EPOLL_GAP_NS 1000000ull
 #define CLOCK_EVERY 4 /* (a clock read costs 25 ns; a busy call about 300) */
 
 uint64_t rov_now_ns(void)
@@ -170,10 +171,10 @@ static int progress(rov_context_t *ctx, int timeout_ms)
     }
     ++ctx->poll_count;
     if (timeout_ms != 0 || polled == 0 || ctx->poll_count % EPOLL_EVERY == 0 ||
-        (ctx->poll_count % CLOCK_EVERY == 0 && ctx->fo.timer_armed &&
-         rov_now_ns() >= ctx->epoll_due_ns)) {
-        if (ctx->fo.timer_armed)
-            ctx->epoll_due_ns = rov_now_ns() + ctx->fo.tick_ns;
+        (ctx->poll_count % CLOCK_EVERY == 0 && rov_now_ns() >= ctx->epoll_due_ns)) {
+        ctx->epoll_due_ns = rov_now_ns() +
+                            (ctx->fo.timer_armed && ctx->fo.tick_ns < EPOLL_GAP_NS ? ctx->fo.tick_ns
+                                                                                : EPOLL_GAP_NS);
         dispatch(ctx, ctx->frames || ctx->push_pending ? 0 : timeout_ms);
     }
     if (ctx->ack_head) {
