@@ -238,10 +238,14 @@ static void maybe_send_close(struct rov_conn *conn, struct rov_chan *chan)
 {
     if (conn->state != ROV_CONN_CLOSING || conn->close_sent || conn->tx.count)
         return;
+    if (__builtin_expect(conn->ctx->fault_armed, 0)) {
+        rov_fault_close_sending(&conn->ctx->fault, chan);
+        if (chan->state == ROV_CHAN_CLOSED)
+            return;
+    }
     if (send_ctrl(chan, ROV_FT_CLOSE, 0, NULL, 0) != ROV_OK)
         return;
     conn->close_sent = true;
-    conn->close_first = !conn->peer_closed;
 }
 
 void rov_conn_push(struct rov_conn *conn)
@@ -617,6 +621,9 @@ static void peer_synced(struct rov_conn *conn, struct rov_chan *chan, uint64_t l
     if (conn->tx_chan_serial != chan->serial) {
         rov_retain_rewind(&conn->tx, last);
         conn->tx_chan_serial = chan->serial;
+        /* A CLOSE sent on the old channel may have died with it; the push
+         * below sends it again (a duplicate is ignored). */
+        conn->close_sent = false;
     }
     conn->tx_sync = false;
     rov_conn_push(conn);
@@ -886,11 +893,15 @@ static void handle_switch(struct rov_conn *conn, struct rov_chan *chan,
 
 static void handle_close(struct rov_conn *conn)
 {
+    bool again = conn->peer_closed; /* resent after a switch */
+
     conn->peer_closed = true;
     if (conn->close_sent) {
         conn_finish_close(conn);
         return;
     }
+    if (again)
+        return;
     rov_ctx_event(conn->ctx, ROV_EVENT_CONN_PEER_CLOSED, conn, ROV_OK, conn->tx_rail, -1,
                   "peer closed");
     /* Already closing: the CLOSE's ack may have released our last message. */
@@ -990,14 +1001,21 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
             return;
         }
     }
-    if (conn->state == ROV_CONN_CLOSING && conn->close_sent) {
-        /* Everything we sent is acknowledged.  The peer closes its channels
-         * only after its own CLOSE, which may still be on another channel:
-         * wait for it there, or finish when no channel is left. */
+    if (conn->state == ROV_CONN_CLOSING && conn->close_sent &&
+        (conn->peer_closed || rail != conn->tx_rail)) {
+        /* Everything we sent is acknowledged and the peer's CLOSE is here:
+         * it ends its channels after that, so a channel's end is no error;
+         * finish when no channel is left.  (A side channel ending: wait on
+         * the transmit channel.) */
         if (conn->peer_closed || !any_ready_chan(conn))
             conn_finish_close(conn);
         return;
     }
+    /* Otherwise our transmit path ended under a CLOSE the peer may never have
+     * received, and the peer's own CLOSE has not come: the peer may have
+     * ended the channel only because it failed there (a stall on its side).
+     * Move on like any failure; the CLOSE goes again once the move is
+     * through (peer_synced()).  A peer that is gone fails the connection. */
     if (status == ROV_ERR_PROTO) {
         conn_fail(conn, status, why);
         return;

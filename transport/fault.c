@@ -54,6 +54,15 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *out, char *why,
             have_mode = true;
             continue;
         }
+        if (strcmp(kv, "at") == 0) {
+            if (strcmp(eq, "close") != 0) {
+                snprintf(why, why_len, "at='%s' is not close", eq);
+                return ROV_ERR_INVAL;
+            }
+            f.at_close = true;
+            have_after = true;
+            continue;
+        }
         v = strtoull(eq, &end, 10);
         if (!*eq || *end || *eq == '-') {
             snprintf(why, why_len, "%s='%s' is not a non-negative integer", kv, eq);
@@ -80,26 +89,26 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *out, char *why,
         }
     }
     if (!have_rail || !have_mode || !have_after) {
-        snprintf(why, why_len, "rail=, mode= and after= are required");
+        snprintf(why, why_len, "rail=, mode= and after= (or at=close) are required");
         return ROV_ERR_INVAL;
     }
-    f.next = f.after;
+    if (f.at_close && (f.after || f.every)) {
+        snprintf(why, why_len, "at=close excludes after= and every=");
+        return ROV_ERR_INVAL;
+    }
+    f.next = f.after; /* 0 with at=close: never on data */
     f.rng = f.seed;
     if (out)
         *out = f;
     return ROV_OK;
 }
 
-void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan)
+static void fire(struct rov_fault *f, struct rov_chan *chan, const char *when)
 {
-    if (chan->rail->index != f->rail || ++f->sent != f->next)
-        return;
     f->fired++;
-    f->next = f->every ? f->sent + f->every / 2 + splitmix(&f->rng) % (f->every + 1) : 0;
-    rov_info("fault", "RAILOVER_FAULT: %s channel of conn %llu %s after %" PRIu64
-             " data frames on the rail", chan->rail->spec->name,
+    rov_info("fault", "RAILOVER_FAULT: %s channel of conn %llu %s %s", chan->rail->spec->name,
              chan->conn ? (unsigned long long)chan->conn->id : 0ull,
-             f->mode == ROV_FAULT_ERROR ? "fails" : "goes silent", f->sent);
+             f->mode == ROV_FAULT_ERROR ? "fails" : "goes silent", when);
     if (f->mode == ROV_FAULT_SILENT) {
         chan->silent = 1;
         chan->silent_since_ns = rov_now_ns();
@@ -107,4 +116,22 @@ void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan)
     }
     rov_conn_chan_failed_reason(chan, ROV_ERR_IO, "injected fault (RAILOVER_FAULT)",
                                 ROV_REASON_FAIL_INJECTED);
+}
+
+void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan)
+{
+    char when[64];
+
+    if (chan->rail->index != f->rail || ++f->sent != f->next)
+        return;
+    f->next = f->every ? f->sent + f->every / 2 + splitmix(&f->rng) % (f->every + 1) : 0;
+    snprintf(when, sizeof(when), "after %" PRIu64 " data frames on the rail", f->sent);
+    fire(f, chan, when);
+}
+
+void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan)
+{
+    if (!f->at_close || f->fired || chan->rail->index != f->rail)
+        return;
+    fire(f, chan, "as it sends a CLOSE");
 }
