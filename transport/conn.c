@@ -277,14 +277,12 @@ void rov_conn_push(struct rov_conn *conn)
 
         bool fresh = m->rail_refs == 0;
 
-        if (budget_msgs == 0 || budget_bytes < m->len) {
-            /* at least one message per call, however large */
-            if (budget_msgs < PUSH_BUDGET_MSGS) {
-                conn->push_more = true;
-                conn->ctx->push_pending++;
-                rov_ctx_push_more(conn->ctx);
-                return;
-            }
+        /* The budget is spent (one message goes, however large). */
+        if ((budget_msgs == 0 || budget_bytes < m->len) && budget_msgs < PUSH_BUDGET_MSGS) {
+            conn->push_more = true;
+            conn->ctx->push_pending++;
+            rov_ctx_push_more(conn->ctx);
+            return;
         }
         if (!fresh && m->queued_serial == chan->serial) {
             /* Still queued on this very channel: it will go out in order. */

@@ -120,7 +120,7 @@ int rov_conn_ep_cmp(const struct rov_conn *conn);
  * the rail pushes back or a budget (PUSH_BUDGET_*) is spent: a resend of a
  * whole window after a switch then goes out over several progress calls, so
  * that this side keeps receiving (and other connections keep moving)
- * meanwhile.  The rest goes out from rov_ctx_push_pending(). */
+ * meanwhile.  The context's progress sends the rest (context.c). */
 void rov_conn_push(struct rov_conn *conn);
 /* context.c: the context's progress continues budget-limited pushes (and a
  * caller asleep on rov_context_fd() is woken for them). */
