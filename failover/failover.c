@@ -257,6 +257,7 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
     if (chan->serial != r->chan_serial) {
         forget_chan(r, chan->serial);
         r->busy_since_ns = now; /* connect or handshake started */
+        r->opened_ns = now;
     }
     if (chan->state == ROV_CHAN_CONNECTING) {
         /* The rail's own connect (TCP handshake, RC connection) is due
@@ -269,14 +270,24 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
         /* A retry of a failed rail gives up sooner: one whose SYN (or
          * SYN-ACK) was lost while the path was still broken would wait for
          * the kernel's retransmission (1 s, then 3 s) although the path may
-         * have healed since; a fresh attempt, due at once, goes out now. */
-        bool retry = r->state == ROV_FO_DOWN && c->failback_retry_max_ns < c->failover_timeout_ns;
-        uint64_t limit = retry ? c->failback_retry_max_ns : c->failover_timeout_ns;
+         * have healed since; a fresh attempt, due at once, goes out now.
+         * Sooner means RETRY_MAX, or four times what the rail's last
+         * completed connect took if that is longer (a UCX wire-up under
+         * TCG takes hundreds of ms); the full timeout before any did. */
+        uint64_t limit = c->failover_timeout_ns;
+        bool retry = false;
+
+        if (r->state == ROV_FO_DOWN && r->connect_ns) {
+            uint64_t l = 4 * r->connect_ns > c->failback_retry_max_ns ? 4 * r->connect_ns
+                                                                      : c->failback_retry_max_ns;
+            retry = l < limit;
+            limit = retry ? l : limit;
+        }
 
         if (now - r->busy_since_ns >= limit) {
             rov_conn_chan_failed_reason(chan, ROV_ERR_TIMEDOUT,
-                                        retry ? "reconnect did not complete within "
-                                                "RAILOVER_FAILBACK_RETRY_MAX"
+                                        retry ? "reconnect did not complete as soon as "
+                                                "the last connect did"
                                               : "connect did not complete within "
                                                 "RAILOVER_FAILOVER_TIMEOUT",
                                         ROV_REASON_FAIL_STALL);
@@ -292,6 +303,7 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
      * but its rail must still deliver the HELLO: a lost one (the path died
      * during the handshake) shows as busy with no completion. */
     if (chan->handshaken && !r->healthy_since_ns) {
+        r->connect_ns = (now - r->opened_ns) | 1; /* (0: none yet) */
         r->healthy_since_ns = now; /* passed its probe: the handshake */
         r->busy_since_ns = 0;
         r->state = ROV_FO_UP;

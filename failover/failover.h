@@ -47,6 +47,8 @@ struct rov_fo_rail {
     uint64_t down_since_ns;
     uint64_t retry_ns;        /* DOWN: next reconnect attempt */
     uint64_t backoff_ns;      /* current retry interval */
+    uint64_t opened_ns;       /* the channel's connect started */
+    uint64_t connect_ns;      /* the last connect that completed took this, 0: none yet */
 };
 
 struct rov_fo_conn {
