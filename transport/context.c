@@ -15,7 +15,7 @@
 #define EPOLL_BATCH 64
 /* With busy polling, rails poll their hot channels directly; the epoll set
  * (accepts, connects, writability, timers) is checked every Nth call and
- * whenever EPOLL_GAP_NS (the failover engine's tick while its timer runs)
+ * whenever EPOLL_GAP_NS (no more than the failover engine's shortest tick)
  * has passed since the last check: a call can take long (a burst of large
  * frames), and timers must not wait for N of them; nor must a fast
  * ping-pong pay an epoll_wait() every few round trips. */
@@ -172,9 +172,7 @@ static int progress(rov_context_t *ctx, int timeout_ms)
     ++ctx->poll_count;
     if (timeout_ms != 0 || polled == 0 || ctx->poll_count % EPOLL_EVERY == 0 ||
         (ctx->poll_count % CLOCK_EVERY == 0 && rov_now_ns() >= ctx->epoll_due_ns)) {
-        ctx->epoll_due_ns = rov_now_ns() +
-                            (ctx->fo.timer_armed && ctx->fo.tick_ns < EPOLL_GAP_NS ? ctx->fo.tick_ns
-                                                                                : EPOLL_GAP_NS);
+        ctx->epoll_due_ns = rov_now_ns() + EPOLL_GAP_NS;
         dispatch(ctx, ctx->frames || ctx->push_pending ? 0 : timeout_ms);
     }
     if (ctx->ack_head) {
