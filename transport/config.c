@@ -325,7 +325,8 @@ static const struct var vars[] = {
     {"RAILOVER_VERBS_RECV", V_COUNT, OFF(verbs_recv), 4, 4096,
      "pre-posted receive buffers (send credits) per verbs channel"},
     {"RAILOVER_VERBS_REGCACHE", V_SIZE, OFF(verbs_regcache), 0, 1024 * GiB,
-     "memory registrations kept for reuse after use (0: register per message)"},
+     "memory registrations kept for reuse after use, while their memory stays "
+     "mapped (0: register per message)"},
     {"RAILOVER_CONTROL", V_BOOL, OFF(control), 0, 0,
      "serve the per-process control socket (railover status/force/release)"},
     {"RAILOVER_RUN_DIR", V_PATH, OFF(run_dir), 0, 0,

@@ -1,9 +1,11 @@
 /* Memory registration cache: see regcache.h. */
 #define _GNU_SOURCE
+#include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "transport/log.h"
+#include "verbs/memwatch.h"
 #include "verbs/regcache.h"
 
 struct rov_reg {
@@ -11,6 +13,8 @@ struct rov_reg {
     uintptr_t start, end;        /* page-aligned */
     struct ibv_mr *mr;
     unsigned refs;
+    bool watched;                /* its memory's release will be reported */
+    bool released;               /* it was: deregister at the last put */
 };
 
 struct rov_regcache {
@@ -19,6 +23,8 @@ struct rov_regcache {
     uint64_t idle_bytes;         /* bytes of registrations with refs == 0 */
     struct rov_reg *head, *tail;
     uintptr_t page;
+    bool watch;                  /* the memory watch is open */
+    uint64_t seen;               /* releases of the watch taken into account */
     struct rov_regcache_stats st;
 };
 
@@ -78,6 +84,11 @@ struct rov_regcache *rov_regcache_new(struct ibv_pd *pd, uint64_t limit)
     c->pd = pd;
     c->limit = limit;
     c->page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    /* No watch, no keeping: a registration would outlive its memory. */
+    if (limit > 0 && rov_memwatch_open()) {
+        c->watch = true;
+        c->seen = rov_memwatch_count();
+    }
     return c;
 }
 
@@ -90,7 +101,29 @@ void rov_regcache_free(struct rov_regcache *c)
             rov_error("verbs", "registration cache freed with a registration in use");
         drop(c, c->head);
     }
+    if (c->watch)
+        rov_memwatch_close();
     free(c);
+}
+
+/* Memory in [start, end) was released: registrations of it must not be
+ * handed out again. */
+static void released(void *arg, uintptr_t start, uintptr_t end)
+{
+    struct rov_regcache *c = arg;
+    struct rov_reg *r = c->head, *next;
+
+    for (; r; r = next) {
+        next = r->next;
+        if (r->released || r->end <= start || end <= r->start)
+            continue;
+        r->released = true;
+        c->st.released++;
+        if (r->refs == 0) {
+            c->idle_bytes -= r->end - r->start;
+            drop(c, r);
+        }
+    }
 }
 
 struct rov_reg *rov_regcache_get(struct rov_regcache *c, const void *addr, size_t len)
@@ -99,8 +132,10 @@ struct rov_reg *rov_regcache_get(struct rov_regcache *c, const void *addr, size_
     uintptr_t end = ((uintptr_t)addr + len + c->page - 1) & ~(c->page - 1);
     struct rov_reg *r;
 
+    if (c->watch)
+        rov_memwatch_sync(&c->seen, released, c);
     for (r = c->head; r; r = r->next) {
-        if (r->start <= start && end <= r->end) {
+        if (!r->released && r->start <= start && end <= r->end) {
             if (r->refs++ == 0)
                 c->idle_bytes -= r->end - r->start;
             lru_unlink(c, r);
@@ -123,6 +158,8 @@ struct rov_reg *rov_regcache_get(struct rov_regcache *c, const void *addr, size_
     r->start = start;
     r->end = end;
     r->refs = 1;
+    /* Registered first: the pages are present when the watch starts. */
+    r->watched = c->watch && rov_memwatch_track(start, end);
     lru_push(c, r);
     c->st.misses++;
     return r;
@@ -132,6 +169,10 @@ void rov_regcache_put(struct rov_regcache *c, struct rov_reg *r)
 {
     if (--r->refs)
         return;
+    if (r->released || !r->watched) {
+        drop(c, r);
+        return;
+    }
     c->idle_bytes += r->end - r->start;
     trim(c);
 }

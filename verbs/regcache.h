@@ -11,11 +11,11 @@
  * registration covers the whole range.  A registration in use (between get
  * and put) is never evicted.
  *
- * Limitation: a registration pins the pages it was made for.  If an
- * application unmaps a buffer and maps new memory at the same address while
- * a registration for it is kept, the cache would name the old pages.  Set
- * RAILOVER_VERBS_REGCACHE=0 for applications that do that (the library does
- * not intercept munmap).
+ * A registration pins the pages it was made for, so a kept one is only
+ * right while its memory stays mapped: the released-memory watch
+ * (memwatch.h) reports munmap, mremap, brk shrinks and discarded pages, and
+ * registrations of released memory are dropped (or, in use, dropped at
+ * their last put).  Memory the watch cannot follow is not kept after use.
  */
 #ifndef ROV_VERBS_REGCACHE_H
 #define ROV_VERBS_REGCACHE_H
@@ -42,6 +42,7 @@ uint32_t rov_reg_lkey(const struct rov_reg *reg);
 /** Counters, for tests and status. */
 struct rov_regcache_stats {
     uint64_t hits, misses, evictions;
+    uint64_t released;       /* registrations whose memory was released */
     uint64_t kept_bytes;
 };
 void rov_regcache_stats(const struct rov_regcache *cache, struct rov_regcache_stats *st);

@@ -1,10 +1,12 @@
 #include "flow.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #define MAX_REPORTS 20      /* failures printed per flow; the rest are counted */
@@ -240,8 +242,12 @@ static int pool_init(struct it_pool *pool, unsigned nslots, size_t cap, struct i
 
 static void pool_free(struct it_pool *pool)
 {
-    for (unsigned i = 0; i < pool->nslots; i++)
-        free(pool->slots[i].buf);
+    for (unsigned i = 0; i < pool->nslots; i++) {
+        if (pool->slots[i].mapped)
+            munmap(pool->slots[i].buf, pool->cap);
+        else
+            free(pool->slots[i].buf);
+    }
     free(pool->slots);
     free(pool->free_idx);
     memset(pool, 0, sizeof(*pool));
@@ -279,6 +285,41 @@ void it_flow_free(struct it_flow *flow)
     pool_free(&flow->large);
 }
 
+/* A private anonymous mapping of len bytes, at hint if that is given and
+ * free.  NULL on failure. */
+static uint8_t *map_buf(size_t len, void *hint)
+{
+    void *p = mmap(hint, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | (hint ? MAP_FIXED_NOREPLACE : 0), -1, 0);
+
+    if (p == MAP_FAILED && hint)
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* New pages under a send buffer (flow->renew_buffers). */
+static void renew(struct it_flow *flow, struct it_slot *slot)
+{
+    size_t cap = slot_pool(flow, slot)->cap;
+
+    if (slot->renewals++ % 2 == 0) {
+        munmap(slot->buf, cap);
+        slot->buf = map_buf(cap, slot->buf);
+        if (!slot->buf) {
+            slot->mapped = false;
+            it_flow_fail(flow, "cannot map a send buffer again: %s", strerror(errno));
+            flow->failed = true;
+            return;
+        }
+    } else if (madvise(slot->buf, cap, MADV_DONTNEED) != 0) {
+        it_flow_fail(flow, "madvise(MADV_DONTNEED) of a send buffer: %s", strerror(errno));
+        flow->failed = true;
+        return;
+    }
+    slot->k = UINT64_MAX;
+    flow->renewals++;
+}
+
 /* Completion of a zero-copy send: the library no longer reads the buffer. */
 static void slot_done(void *arg, rov_status_t status)
 {
@@ -299,6 +340,8 @@ static void slot_done(void *arg, rov_status_t status)
     /* Poison the buffer: a library that still read it would send garbage,
      * which the peer's checksum catches. */
     memset(slot->buf, POISON, slot->len);
+    if (slot->mapped)
+        renew(flow, slot);
     slot->busy = false;
     pool->free_idx[pool->nfree++] = (unsigned)(slot - pool->slots);
     flow->tx_inflight--;
@@ -345,7 +388,8 @@ unsigned it_flow_pump(struct it_flow *flow, unsigned max_msgs)
             break;
         slot = &pool->slots[pool->free_idx[pool->nfree - 1]];
         if (!slot->buf) {
-            slot->buf = malloc(pool->cap ? pool->cap : 1);
+            slot->mapped = flow->renew_buffers;
+            slot->buf = slot->mapped ? map_buf(pool->cap, NULL) : malloc(pool->cap ? pool->cap : 1);
             if (!slot->buf) {
                 it_flow_fail(flow, "out of memory for a send buffer");
                 flow->failed = true;

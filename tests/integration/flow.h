@@ -59,6 +59,8 @@ struct it_slot {
     uint64_t k;
     size_t len;
     bool busy;
+    bool mapped;         /* buf is its own mapping (it_flow.renew_buffers) */
+    unsigned renewals;
 };
 
 struct it_pool {
@@ -91,6 +93,12 @@ struct it_flow {
     uint64_t first_error_ns;
     bool failed;                 /* a send failed: stop sending */
     bool draining;               /* being torn down: cancellations are expected */
+    /* Replace a buffer's memory at the same address after each zero-copy
+     * send (munmap + mmap there, or MADV_DONTNEED, in turn): a library that
+     * kept a registration of the old pages sends their poison.  Set before
+     * the first send. */
+    bool renew_buffers;
+    uint64_t renewals;
 
     struct it_pool small, large;
 };

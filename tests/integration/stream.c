@@ -152,6 +152,7 @@ struct app {
     unsigned rate_ms;
     const char *pid_path;
     bool quiet_status;
+    bool renew_buffers;
     bool verbose;
     const char *role;
 
@@ -191,6 +192,9 @@ static void usage(FILE *f)
             "  --conns N          connections, all pumped by one loop (default 1, max %d)\n"
             "  --switch-every MS  switch each connection's rail at random intervals around MS\n"
             "  --busy             busy-poll rov_progress instead of rov_context_wait\n"
+            "  --renew-buffers    after each zero-copy send, put new pages\n"
+            "                     under its buffer at the same address (munmap + mmap, or\n"
+            "                     madvise DONTNEED, in turn): stale registrations send poison\n"
             "  --timeout SEC      give up (dumping state) after SEC seconds (default 0: never)\n"
             "  --stall SEC        give up when nothing moves for SEC seconds (default 30, 0: never;\n"
             "                     waiting for --stop-file with --count all sent is no stall)\n"
@@ -228,7 +232,7 @@ static void parse_args(struct app *app, int argc, char **argv)
 {
     enum {
         OPT_CONNS = 256, OPT_STOP_FILE, OPT_EVENTS, OPT_RATE_CSV, OPT_RATE_MS, OPT_PID_FILE,
-        OPT_QUIET_STATUS,
+        OPT_QUIET_STATUS, OPT_RENEW,
     };
     static const struct option opts[] = {
         {"listen", required_argument, NULL, 'l'},
@@ -247,6 +251,7 @@ static void parse_args(struct app *app, int argc, char **argv)
         {"rate-ms", required_argument, NULL, OPT_RATE_MS},
         {"pid-file", required_argument, NULL, OPT_PID_FILE},
         {"quiet-status", no_argument, NULL, OPT_QUIET_STATUS},
+        {"renew-buffers", no_argument, NULL, OPT_RENEW},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -283,6 +288,7 @@ static void parse_args(struct app *app, int argc, char **argv)
         case OPT_RATE_MS: rate_ms = parse_u64("--rate-ms", optarg); break;
         case OPT_PID_FILE: app->pid_path = optarg; break;
         case OPT_QUIET_STATUS: app->quiet_status = true; break;
+        case OPT_RENEW: app->renew_buffers = true; break;
         case 'v': app->verbose = true; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(EXIT_USAGE);
@@ -534,6 +540,7 @@ static int sconn_start(struct sconn *sc, unsigned index)
                      app->listen ? from_c : from_l, app->count, rx_count, app->max_size))
         return -1;
     sc->flow.conn = sc->conn;
+    sc->flow.renew_buffers = app->renew_buffers;
     sc->state = SC_STREAM;
     return 0;
 }
@@ -1328,8 +1335,9 @@ static void summary(const struct app *app, int rc)
         rail_down += sc->rail_down;
         failures += f->errors + sc->unexpected;
         fprintf(stderr, "[%s]: sends: %" PRIu64 " zero-copy, %" PRIu64 " copied, %" PRIu64
-                " delivery notifications, %" PRIu64 " ROV_ERR_AGAIN\n",
-                sc->name, f->tx_zcopy, f->tx_copied, f->tx_notified, f->tx_again);
+                " delivery notifications, %" PRIu64 " ROV_ERR_AGAIN, %" PRIu64
+                " buffers renewed\n",
+                sc->name, f->tx_zcopy, f->tx_copied, f->tx_notified, f->tx_again, f->renewals);
         fprintf(stderr, "[%s]: stats: resent %" PRIu64 " msgs (%s), dups_dropped %" PRIu64
                 ", reordered %" PRIu64 ", switches %" PRIu64 ", window_full %" PRIu64
                 ", acks sent/recv %" PRIu64 "/%" PRIu64 ", rail %d\n",

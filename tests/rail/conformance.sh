@@ -23,6 +23,9 @@
 #                 the keepalive can tell
 #   peer_killed   the peer is killed (SIGKILL) mid-stream: the survivor
 #                 reports the connection failed and exits cleanly
+#   renew         after every zero-copy send its buffer gets new pages at the same address (munmap + mmap there,
+#                 or MADV_DONTNEED): a rail that kept a registration of the
+#                 old pages sends their poison, which the checksum catches
 set -u
 
 build=
@@ -126,6 +129,22 @@ peer_killed() {
     grep -q 'connection failed' "$work/pk.listener" || { echo "no connection failure seen"; return 1; }
 }
 
+# renew: besides the checks of every case, both sides must have renewed
+# buffers (else the case proved nothing).
+renew() {
+    local log=$work/renew.out
+    "$pair" --timeout 600 -- "$stream" --count "$(n 3000)" --seed 8 --renew-buffers \
+        --timeout 580 > "$log" 2>&1
+    local rc=$?
+    cat "$log"
+    [ $rc = 0 ] || return $rc
+    if [ "$(grep -c 'buffers renewed' "$log")" -lt 2 ] ||
+       grep 'buffers renewed' "$log" | grep -q ' 0 buffers renewed'; then
+        echo "a side renewed no buffer"
+        return 1
+    fi
+}
+
 echo "rail conformance: RAILOVER_RAILS=$rails scale=$scale"
 run_case stream "$pair" --timeout 600 -- "$stream" --count "$(n 2000)" --seed 1 --timeout 580
 run_case small "$pair" --timeout 600 -- "$stream" --count "$(n 20000)" --max-size 256 --seed 3 \
@@ -142,6 +161,7 @@ run_case fault_silent env $fo_env RAILOVER_FAILOVER_TIMEOUT=$silent_timeout RAIL
     "$pair" --timeout 600 --expect-switches -- "$stream" --count "$(n 3000)" --seed 6 \
     --max-size 65536 --timeout 580
 run_case peer_killed peer_killed
+run_case renew renew
 
 echo "rail conformance ($rails): $passed passed, ${#failed[@]} failed${failed:+: ${failed[*]}}"
 [ ${#failed[@]} = 0 ]
