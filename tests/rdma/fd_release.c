@@ -3,8 +3,9 @@
  *
  * Two contexts in this process connect over the configured rails (the verbs
  * rail first), exchange messages both ways, and are destroyed.  Then the
- * process must hold no /dev/infiniband descriptor and no RDMA event or
- * uverbs mapping: a checkpointer (CRIU) cannot dump those, and the
+ * process must hold no /dev/infiniband descriptor, no RDMA event or
+ * uverbs mapping, and no userfaultfd (the registration cache's watch): a
+ * checkpointer (CRIU) cannot dump those, and the
  * checkpoint hooks rely on closing the rails to get rid of them.
  *
  *   rov_fd_release [--expect-held]
@@ -107,7 +108,7 @@ static int rdma_held(int verbose)
             continue;
         target[k] = 0;
         if (strstr(target, "/dev/infiniband") || strstr(target, "infinibandevent") ||
-            strstr(target, "rdma_cm")) {
+            strstr(target, "rdma_cm") || strstr(target, "userfaultfd")) {
             if (verbose)
                 printf("  fd %s -> %s\n", d->d_name, target);
             n++;
