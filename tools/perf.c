@@ -79,6 +79,12 @@
 #define PERF_ABORT_TIMEOUT_S 2   /* server: closing a failed run's connection */
 #define PERF_BOOT_CHECK_NS (50 * UINT64_C(1000000))
 #define PERF_IDLE_SPINS 1024u    /* idle polls between clock reads */
+/* A stream receiver sleeps up to this long when it finds nothing to do,
+ * as perftest's passive side does: on a machine whose network stack
+ * shares the receiver's CPU (Soft-RoCE, loopback TCP), a busy-polling
+ * receiver takes half of that CPU from the stack.  Latency runs poll
+ * busily on both sides, like ib_send_lat. */
+#define PERF_STREAM_WAIT_MS 1
 
 #define PERF_SALT_LAT UINT64_C(0x52564c4154000000)
 #define PERF_SALT_BW UINT64_C(0x5256425700000000)
@@ -171,6 +177,7 @@ struct perf_io {
     const struct perf_ops *ops;
     bool server;
     int fd;               /* raw: data socket; railover: bootstrap socket */
+    bool stream_rx;       /* receiving a bandwidth stream: sleep when idle */
     bool fd_eof_ok;       /* railover: the peer may close the bootstrap socket */
     uint64_t fd_checked_ns;
     char err[256];
@@ -497,6 +504,11 @@ static int raw_recv_all(struct perf_io *io, unsigned char *buf, size_t len)
         } else if (n == 0) {
             return perf_fail(io, "peer closed the connection");
         } else if (errno_is_again()) {
+            if (io->stream_rx) {
+                struct pollfd pfd = {.fd = io->fd, .events = POLLIN};
+
+                poll(&pfd, 1, PERF_STREAM_WAIT_MS);
+            }
             if (idle_expired(&idle, &now)) {
                 return perf_fail(io, "recv: no progress for %d s", PERF_IDLE_TIMEOUT_S);
             }
@@ -546,7 +558,10 @@ static int raw_recv_stream(struct perf_io *io, size_t size, uint64_t count)
 
     while (done < count) {
         uint64_t k = count - done < per_batch ? count - done : per_batch;
-        if (raw_recv_all(io, io->bufs->rx, (size_t)k * size) < 0) {
+        io->stream_rx = true;
+        int rc = raw_recv_all(io, io->bufs->rx, (size_t)k * size);
+        io->stream_rx = false;
+        if (rc < 0) {
             return -1;
         }
         for (uint64_t i = 0; i < k; i++) {
@@ -762,7 +777,7 @@ static int rv_check_boot(struct perf_io *io, uint64_t now)
 static int rv_step(struct perf_io *io, struct perf_idle *idle)
 {
     uint64_t now;
-    int n = rov_progress(io->ctx);
+    int n = io->stream_rx ? rov_context_wait(io->ctx, PERF_STREAM_WAIT_MS) : rov_progress(io->ctx);
 
     if (io->err[0] != '\0') {
         return -1;
@@ -894,11 +909,13 @@ static int rv_recv_stream(struct perf_io *io, size_t size, uint64_t count)
     io->bw_size = size;
     io->bw_word = bw_word(size);
     io->bw_count = 0;
+    io->stream_rx = true;
     while (io->bw_count < count) {
         if (rv_step(io, &idle) < 0) {
             break;
         }
     }
+    io->stream_rx = false;
     io->bw_size = 0;
     return io->err[0] != '\0' ? -1 : 0;
 }
