@@ -31,6 +31,7 @@ static unsigned mw_users;
 static int mw_fd = -1;
 static int mw_stop = -1;     /* eventfd: ends the thread */
 static pthread_t mw_thread;
+static pid_t mw_pid;         /* the process that started them */
 static bool mw_told;         /* "no watch" was logged */
 
 /* Releases: written by the thread under mw_ring_lock only. */
@@ -166,6 +167,7 @@ static bool start(const char **why)
         *why = "pthread_create";
         goto fail;
     }
+    mw_pid = getpid();
     return true;
 fail:;
     int err = errno;
@@ -179,12 +181,26 @@ fail:;
     return false;
 }
 
+/* In a child of fork() the descriptors are the parent's watch (an ioctl on
+ * them would act on the parent's memory, a write would stop its thread) and
+ * the thread does not exist: drop our copies.  Called with mw_open_lock. */
+static void forget_parent(void)
+{
+    if (mw_users == 0 || mw_pid == getpid())
+        return;
+    close(mw_fd);
+    close(mw_stop);
+    mw_fd = mw_stop = -1;
+    mw_users = 0;
+}
+
 bool rov_memwatch_open(void)
 {
     const char *why = NULL;
     bool ok = true;
 
     pthread_mutex_lock(&mw_open_lock);
+    forget_parent();
     if (mw_users == 0)
         ok = start(&why);
     if (ok)
@@ -203,6 +219,7 @@ void rov_memwatch_close(void)
     uint64_t one = 1;
 
     pthread_mutex_lock(&mw_open_lock);
+    forget_parent();
     if (mw_users > 0 && --mw_users == 0) {
         if (write(mw_stop, &one, sizeof(one)) != (ssize_t)sizeof(one))
             rov_error("verbs", "memwatch: cannot stop the thread: %m");
@@ -224,7 +241,7 @@ bool rov_memwatch_track(uintptr_t start, uintptr_t end)
     };
     int fd = mw_fd; /* open while the caller holds a reference */
 
-    if (fd < 0 || ioctl(fd, UFFDIO_REGISTER, &reg) < 0) {
+    if (fd < 0 || mw_pid != getpid() || ioctl(fd, UFFDIO_REGISTER, &reg) < 0) {
         rov_debug("verbs", "memwatch: cannot watch %#lx..%#lx: %m", (unsigned long)start,
                   (unsigned long)end);
         return false;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "verbs/memwatch.h"
@@ -239,6 +240,33 @@ START_TEST(nothing_left_after_last_close)
 }
 END_TEST
 
+START_TEST(child_of_fork_leaves_the_parent_watch_alone)
+{
+    ck_assert(rov_memwatch_open());
+    uint8_t *p = tracked_pages(2);
+    int status = -1;
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        /* Its copy of the memory is not watched (this would hang if it
+         * were), what it inherited is let go, and it may watch its own. */
+        munmap(p, 2 * pg);
+        rov_memwatch_close();
+        _exit(rov_memwatch_open() ? 0 : 1);
+    }
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* The parent's watch still runs. */
+    uint64_t seen = rov_memwatch_count();
+    ck_assert_int_eq(munmap(p, pg), 0);
+    ck_assert_uint_eq(sync_got(&seen), 1);
+    ck_assert(reported((uintptr_t)p, (uintptr_t)p + pg));
+    munmap(p + pg, pg);
+    rov_memwatch_close();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("memwatch");
@@ -262,6 +290,7 @@ int main(void)
     tcase_add_test(tc, untracked_memory_not_reported);
     tcase_add_test(tc, reader_far_behind_told_everything);
     tcase_add_test(tc, nothing_left_after_last_close);
+    tcase_add_test(tc, child_of_fork_leaves_the_parent_watch_alone);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
