@@ -558,10 +558,7 @@ static int raw_recv_stream(struct perf_io *io, size_t size, uint64_t count)
 
     while (done < count) {
         uint64_t k = count - done < per_batch ? count - done : per_batch;
-        io->stream_rx = true;
-        int rc = raw_recv_all(io, io->bufs->rx, (size_t)k * size);
-        io->stream_rx = false;
-        if (rc < 0) {
+        if (raw_recv_all(io, io->bufs->rx, (size_t)k * size) < 0) {
             return -1;
         }
         for (uint64_t i = 0; i < k; i++) {
@@ -909,13 +906,11 @@ static int rv_recv_stream(struct perf_io *io, size_t size, uint64_t count)
     io->bw_size = size;
     io->bw_word = bw_word(size);
     io->bw_count = 0;
-    io->stream_rx = true;
     while (io->bw_count < count) {
         if (rv_step(io, &idle) < 0) {
             break;
         }
     }
-    io->stream_rx = false;
     io->bw_size = 0;
     return io->err[0] != '\0' ? -1 : 0;
 }
@@ -1123,7 +1118,10 @@ static int perf_bandwidth(struct perf_io *io, const struct perf_step *step, doub
     for (uint32_t rep = 0; rep < step->bw_reps; rep++) {
         uint64_t ack = ack_word(size, (uint64_t)rep * count + count);
         if (io->server) {
-            if (ops->recv_stream(io, size, count) < 0 || ops->send_ack(io, ack) < 0) {
+            io->stream_rx = true;
+            int rc = ops->recv_stream(io, size, count);
+            io->stream_rx = false;
+            if (rc < 0 || ops->send_ack(io, ack) < 0) {
                 return -1;
             }
             continue;
