@@ -367,22 +367,34 @@ void rov_conn_abort(struct rov_conn *conn, rov_status_t status)
         ack_unlink(conn);
 }
 
-static void conn_fail(struct rov_conn *conn, rov_status_t status, const char *why)
-{
-    if (conn->state == ROV_CONN_FAILED || conn->state == ROV_CONN_DEAD)
-        return;
-    rov_warn("conn", "conn %llu failed: %s (%s)", (unsigned long long)conn->id, why,
-             rov_status_str(status));
-    conn_set_state(conn, ROV_CONN_FAILED, why);
-    rov_conn_abort(conn, ROV_ERR_CLOSED);
-    rov_ctx_event(conn->ctx, ROV_EVENT_CONN_ERROR, conn, status, conn->tx_rail, -1, why);
-}
-
 static void conn_finish_close(struct rov_conn *conn)
 {
     rov_conn_abort(conn, ROV_ERR_CLOSED);
     conn_set_state(conn, ROV_CONN_DEAD, "closed");
     rov_ctx_event(conn->ctx, ROV_EVENT_CONN_CLOSED, conn, ROV_OK, conn->tx_rail, -1, "closed");
+}
+
+static void conn_fail(struct rov_conn *conn, rov_status_t status, const char *why)
+{
+    if (conn->state == ROV_CONN_FAILED || conn->state == ROV_CONN_DEAD)
+        return;
+    if (conn->state == ROV_CONN_CLOSING && conn->peer_closed && !conn->tx.count &&
+        status != ROV_ERR_PROTO) {
+        /* Closing, the peer's CLOSE here and everything we sent acknowledged:
+         * nothing is lost whatever our CLOSE's fate.  A peer that can no
+         * longer be reached has finished (it had our CLOSE) or failed; this
+         * happens when our CLOSE went out, the peer left on it, and a switch
+         * it had started before made us send the CLOSE again into its end. */
+        rov_debug("conn", "conn %llu: %s after the CLOSEs crossed: closed",
+                  (unsigned long long)conn->id, why);
+        conn_finish_close(conn);
+        return;
+    }
+    rov_warn("conn", "conn %llu failed: %s (%s)", (unsigned long long)conn->id, why,
+             rov_status_str(status));
+    conn_set_state(conn, ROV_CONN_FAILED, why);
+    rov_conn_abort(conn, ROV_ERR_CLOSED);
+    rov_ctx_event(conn->ctx, ROV_EVENT_CONN_ERROR, conn, status, conn->tx_rail, -1, why);
 }
 
 void rov_conn_free(struct rov_conn *conn)
