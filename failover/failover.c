@@ -275,9 +275,14 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
          * completed connect took if that is longer (a UCX wire-up under
          * TCG takes hundreds of ms); the full timeout before any did. */
         uint64_t limit = c->failover_timeout_ns;
-        bool retry = false;
+        bool retry = false, first = false;
 
-        if (r->state == ROV_FO_DOWN && r->connect_ns) {
+        if (!r->connect_ns && c->connect_timeout_ns > limit) {
+            /* No connect of this rail has completed for this connection
+             * yet: connection setup may take longer than a stall. */
+            limit = c->connect_timeout_ns;
+            first = true;
+        } else if (r->state == ROV_FO_DOWN && r->connect_ns) {
             uint64_t l = 4 * r->connect_ns > c->failback_retry_max_ns ? 4 * r->connect_ns
                                                                       : c->failback_retry_max_ns;
             retry = l < limit;
@@ -288,8 +293,10 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
             rov_conn_chan_failed_reason(chan, ROV_ERR_TIMEDOUT,
                                         retry ? "reconnect did not complete as soon as "
                                                 "the last connect did"
-                                              : "connect did not complete within "
-                                                "RAILOVER_FAILOVER_TIMEOUT",
+                                        : first ? "connect did not complete within "
+                                                  "RAILOVER_CONNECT_TIMEOUT"
+                                                : "connect did not complete within "
+                                                  "RAILOVER_FAILOVER_TIMEOUT",
                                         ROV_REASON_FAIL_STALL);
             if (retry)
                 r->retry_ns = now; /* the attempt was the wait */

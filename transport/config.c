@@ -298,6 +298,8 @@ static const struct var vars[] = {
      "move a connection to the next rail when its rail fails (on/off)"},
     {"RAILOVER_FAILOVER_TIMEOUT", V_DURATION, OFF(failover_timeout_ns), 10 * NS_PER_MS,
      3600 * NS_PER_S, "work on a rail with no rail-level completion this long is a failure"},
+    {"RAILOVER_CONNECT_TIMEOUT", V_DURATION, OFF(connect_timeout_ns), 0, 3600 * NS_PER_S,
+     "a connection's first connect on a rail may take this long (0s: RAILOVER_FAILOVER_TIMEOUT)"},
     {"RAILOVER_KEEPALIVE", V_DURATION, OFF(keepalive_ns), 0, 3600 * NS_PER_S,
      "probe a channel that sent nothing this long (0s: never)"},
     {"RAILOVER_FAILBACK", V_BOOL, OFF(failback), 0, 0,

@@ -33,6 +33,7 @@ struct rov_config {
     int failover;                  /* detect failures and move connections */
     uint64_t failover_timeout_ns;  /* no rail-level completion for this long: stalled */
     uint64_t keepalive_ns;         /* probe a channel idle this long; 0: never */
+    uint64_t connect_timeout_ns;   /* a rail's first connect per connection; 0: as above */
     int failback;                  /* move back to a preferred rail once it heals */
     uint64_t failback_dwell_ns;    /* healthy this long before traffic moves back */
     uint64_t failback_retry_ns;    /* first retry of a failed rail; doubles ... */

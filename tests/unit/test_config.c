@@ -26,7 +26,7 @@ static const char *const all_vars[] = {
     "RAILOVER_VERBS_DEV",    "RAILOVER_VERBS_CM",   "RAILOVER_VERBS_GID_INDEX",
     "RAILOVER_VERBS_TIMEOUT", "RAILOVER_VERBS_RETRY", "RAILOVER_VERBS_EAGER",
     "RAILOVER_VERBS_RECV",   "RAILOVER_VERBS_REGCACHE",
-    "RAILOVER_CONTROL",      "RAILOVER_RUN_DIR",
+    "RAILOVER_CONTROL",      "RAILOVER_RUN_DIR",    "RAILOVER_CONNECT_TIMEOUT",
 };
 #define NVARS (sizeof(all_vars) / sizeof(all_vars[0]))
 
@@ -667,6 +667,8 @@ START_TEST(test_failover_vars)
         {"RAILOVER_FAILOVER_TIMEOUT", "250"},       /* unit required */
         {"RAILOVER_FAILOVER_TIMEOUT", "1ms"},       /* below 10 ms */
         {"RAILOVER_KEEPALIVE", "-1s"},
+        {"RAILOVER_CONNECT_TIMEOUT", "2h"},         /* above 3600 s */
+        {"RAILOVER_CONNECT_TIMEOUT", "10"},         /* unit required */
         {"RAILOVER_FAILBACK_DWELL", "2 s"},
         {"RAILOVER_FAULT", "rail=0"},
         {"RAILOVER_FAULT", "rail=9,mode=error,after=1"},
@@ -689,6 +691,10 @@ START_TEST(test_failover_vars)
     ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAILOVER_TIMEOUT", "250ms", err, sizeof(err)),
                      ROV_OK);
     ck_assert_uint_eq(c->failover_timeout_ns, 250000000ull);
+    ck_assert_uint_eq(c->connect_timeout_ns, 0);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_CONNECT_TIMEOUT", "20s", err, sizeof(err)),
+                     ROV_OK);
+    ck_assert_uint_eq(c->connect_timeout_ns, 20000000000ull);
     ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAILOVER", "off", err, sizeof(err)), ROV_OK);
     ck_assert_int_eq(c->failover, 0);
     ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAULT", "rail=1,mode=silent,after=10,every=100",
