@@ -847,9 +847,10 @@ class StreamPair:
         self.procs[role] = Proc(role, argv, self.env[role], self.wd.file(role + ".out"),
                                 self.wd.file(role + ".log"), self.wd.file(role + ".pid"))
 
-    def start(self, ready_timeout=30):
+    def start(self, ready_timeout=30, on_connector=None):
         """Start both sides; return when every connection is established
-        and has delivered messages both ways."""
+        and has delivered messages both ways.  on_connector() is called
+        right after the connector started."""
         self._start("listener")
         deadline = time.monotonic() + 30
         while not os.path.exists(self.addr_file):
@@ -858,6 +859,8 @@ class StreamPair:
                 raise Failure("listener wrote no address file within 30 s")
             time.sleep(0.05)
         self._start("connector")
+        if on_connector:
+            on_connector()
         self.wait_until("every connection established and delivering both ways",
                         self._ready, ready_timeout)
         self.mark("ready")
