@@ -1705,7 +1705,7 @@ static int perf_serve(const struct perf_opts *opts)
             { .fd = srv.lfd, .events = POLLIN },
             { .fd = rov_context_fd(srv.rv.ctx), .events = POLLIN },
         };
-        int n = poll(pfd, 2, 100);
+        int n = poll(pfd, 2, rov_context_arm(srv.rv.ctx) == ROV_OK ? 100 : 0);
         rov_progress(srv.rv.ctx);
         if (n <= 0 || !(pfd[0].revents & POLLIN)) {
             continue;

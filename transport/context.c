@@ -18,7 +18,9 @@
  * whenever EPOLL_GAP_NS (no more than the failover engine's shortest tick)
  * has passed since the last check: a call can take long (a burst of large
  * frames), and timers must not wait for N of them; nor must a fast
- * ping-pong pay an epoll_wait() every few round trips. */
+ * ping-pong pay an epoll_wait() every few round trips.  Rails whose wake-up
+ * needs arming (an RDMA completion queue, a UCX worker) are armed only
+ * before a sleep (arm_rails(), rov_context_arm()), never on this path. */
 #define EPOLL_EVERY 1024
 #define EPOLL_GAP_NS 1000000ull
 #define CLOCK_EVERY 4 /* (a clock read costs 25 ns; a busy call about 300) */
@@ -158,6 +160,17 @@ static int dispatch(rov_context_t *ctx, int timeout_ms)
     return n < 0 ? 0 : n;
 }
 
+/* Every rail's wake-up armed; ROV_ERR_BUSY if one found work meanwhile. */
+static rov_status_t arm_rails(rov_context_t *ctx)
+{
+    rov_status_t st = ROV_OK;
+
+    for (int i = 0; i < ctx->nrails; i++)
+        if (ctx->rails[i]->ops->arm && ctx->rails[i]->ops->arm(ctx->rails[i]) != ROV_OK)
+            st = ROV_ERR_BUSY;
+    return st;
+}
+
 static int progress(rov_context_t *ctx, int timeout_ms)
 {
     int polled = 0;
@@ -173,7 +186,9 @@ static int progress(rov_context_t *ctx, int timeout_ms)
     if (timeout_ms != 0 || polled == 0 || ctx->poll_count % EPOLL_EVERY == 0 ||
         (ctx->poll_count % CLOCK_EVERY == 0 && rov_now_ns() >= ctx->epoll_due_ns)) {
         ctx->epoll_due_ns = rov_now_ns() + EPOLL_GAP_NS;
-        dispatch(ctx, ctx->frames || ctx->push_pending ? 0 : timeout_ms);
+        if (ctx->frames || ctx->push_pending || (timeout_ms != 0 && arm_rails(ctx) != ROV_OK))
+            timeout_ms = 0;
+        dispatch(ctx, timeout_ms);
     }
     if (ctx->ack_head) {
         flush_due_acks(ctx);
@@ -212,6 +227,15 @@ int rov_context_wait(rov_context_t *ctx, int timeout_ms)
 int rov_context_fd(const rov_context_t *ctx)
 {
     return ctx->epfd;
+}
+
+rov_status_t rov_context_arm(rov_context_t *ctx)
+{
+    if (ctx->push_pending || ctx->reap)
+        return ROV_ERR_BUSY;
+    if (ctx->ack_head)
+        arm_ticker(ctx); /* the owed ack's deadline wakes the sleeper */
+    return arm_rails(ctx);
 }
 
 int rov_context_rail_count(const rov_context_t *ctx)

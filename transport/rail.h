@@ -132,6 +132,16 @@ struct rov_rail_ops {
      * directly; 0 tells the engine to rely on epoll for this rail. */
     int (*progress)(struct rov_rail *rail);
 
+    /** A caller is about to sleep on the context's epoll set: make the
+     * rail's descriptors there signal whatever arrives from now on (arm a
+     * completion queue, ucp_worker_arm()), and handle what arrived before,
+     * as progress does.  Returns ROV_ERR_BUSY when that found work (the
+     * caller must not sleep yet), else ROV_OK.  Called only before blocking,
+     * never on the busy-poll path, so a busy-polling application pays for no
+     * arming; the descriptor's event disarms it again.  Optional: rails whose
+     * descriptors are level-triggered sockets need none. */
+    rov_status_t (*arm)(struct rov_rail *rail);
+
     /**
      * Rail-level liveness of an OPEN channel, for the failover engine's
      * lack-of-progress detector.  Optional: a rail without it is judged by

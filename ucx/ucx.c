@@ -840,7 +840,7 @@ static unsigned drive(struct ucx_rail *r)
 }
 
 /* Progress until idle and arm the event fd, so that sleeping on it cannot
- * miss an event. */
+ * miss an event: a rail with no channel, which is not busy-polled. */
 static void settle(struct ucx_rail *r)
 {
     for (int i = 0; i < 8; i++) {
@@ -869,19 +869,51 @@ static void efd_cb(struct rov_watch *w, uint32_t events)
     struct ucx_rail *r = rov_container_of(w, struct ucx_rail, watch);
 
     bury(r);
-    settle(r);
+    r->armed = false; /* readable until the next ucp_worker_arm() */
+    if (r->nchans)
+        drive(r); /* busy-polled; ucx_arm() arms before a sleep */
+    else
+        settle(r);
 }
 
+/* With channels, the worker is driven on every call and armed only before
+ * the application sleeps (ucx_arm): ucp_worker_arm() arms every transport's
+ * completion queues, system calls that would otherwise follow each message. */
 static int ucx_progress(struct rov_rail *rail)
 {
     struct ucx_rail *r = (struct ucx_rail *)rail;
 
     bury(r);
-    if (r->nchans == 0)
-        return 0; /* listening only: the event fd says when to look */
-    if (drive(r) == 0 && !r->armed)
-        settle(r);
+    if (r->nchans == 0) {
+        /* listening only: the event fd says when to look */
+        if (!r->armed)
+            settle(r);
+        return 0;
+    }
+    drive(r);
     return r->nchans;
+}
+
+static rov_status_t ucx_arm(struct rov_rail *rail)
+{
+    struct ucx_rail *r = (struct ucx_rail *)rail;
+    ucs_status_t st;
+
+    bury(r);
+    if (r->armed)
+        return ROV_OK;
+    if (drive(r) || r->work_due)
+        return ROV_ERR_BUSY;
+    st = ucp_worker_arm(r->worker);
+    if (st == UCS_OK) {
+        r->armed = true;
+        return ROV_OK;
+    }
+    if (st == UCS_ERR_BUSY)
+        return ROV_ERR_BUSY;
+    rov_log_ratelimited(ROV_LOG_ERROR, "ucx", "ucp_worker_arm: %s", ucs_status_string(st));
+    ucp_worker_signal(r->worker); /* the sleeper comes back at once */
+    return ROV_OK;
 }
 
 /* Connections ------------------------------------------------------------------------- */
@@ -1215,6 +1247,7 @@ static const struct rov_rail_ops ucx_ops = {
     .send = ucx_send,
     .chan_close = ucx_chan_close,
     .progress = ucx_progress,
+    .arm = ucx_arm,
     .chan_health = ucx_chan_health,
     .chan_str = ucx_chan_str,
     .addr_str = ucx_addr_str,

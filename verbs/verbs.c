@@ -12,7 +12,9 @@
  * it (librdmacm keeps its device context open for the life of the process).
  *
  * Data path.  Each channel has its own CQ (one completion channel per rail,
- * watched by the progress engine), a ring of pre-posted receive buffers of
+ * watched by the progress engine; a CQ is armed only when the application is
+ * about to sleep, vb_arm(), so busy polling makes no notification system
+ * calls and rxe raises no completion events), a ring of pre-posted receive buffers of
  * RAILOVER_VERBS_EAGER bytes and as many registered send slots.
  *  - Frames up to the eager size go as one SEND (inline when small enough,
  *    otherwise copied into a send slot): the caller's memory is free at once.
@@ -944,9 +946,7 @@ struct vb_chan *vb_chan_alloc(struct vb_rail *r, bool outbound)
         rov_error(VB, "ibv_create_cq on %s: %m", r->dev_name);
         goto fail;
     }
-    if (ibv_req_notify_cq(c->cq, 0))
-        goto fail;
-    return c;
+    return c; /* (its CQ is armed by vb_arm(), before the application sleeps) */
 fail:
     chan_free(c);
     return NULL;
@@ -1323,8 +1323,7 @@ static void cc_cb(struct rov_watch *w, uint32_t events)
         ibv_ack_cq_events(cq, 1);
         if (c->closed)
             continue;
-        /* Re-arm before polling so that nothing completes unnoticed. */
-        ibv_req_notify_cq(cq, 0);
+        c->armed = false; /* the event disarmed it: vb_arm() before the next sleep */
         poll_chan(c);
     }
     vb_bury(r);
@@ -1802,6 +1801,32 @@ static int vb_progress(struct rov_rail *rail)
     return n;
 }
 
+/* Before the application sleeps: arm every connected channel's CQ, then poll
+ * it, for what completed before the arm raised no event. */
+static rov_status_t vb_arm(struct rov_rail *rail)
+{
+    struct vb_rail *r = (struct vb_rail *)rail;
+    struct vb_chan *c, *next;
+    int n = 0;
+
+    for (c = r->chans; c; c = next) {
+        next = c->next;
+        if (c->oob != OOB_NONE || c->dead)
+            continue;
+        if (!c->armed) {
+            if (ibv_req_notify_cq(c->cq, 0)) {
+                fail(c, ROV_ERR_IO, "verbs: ibv_req_notify_cq failed");
+                n++;
+                continue;
+            }
+            c->armed = true;
+        }
+        n += poll_chan(c);
+    }
+    vb_bury(r);
+    return n ? ROV_ERR_BUSY : ROV_OK;
+}
+
 static rov_status_t vb_chan_health(struct rov_chan *chan, struct rov_chan_health *h)
 {
     struct vb_chan *c = (struct vb_chan *)chan;
@@ -1860,6 +1885,7 @@ static const struct rov_rail_ops vb_ops = {
     .send = vb_send,
     .chan_close = vb_chan_close,
     .progress = vb_progress,
+    .arm = vb_arm,
     .chan_health = vb_chan_health,
     .chan_str = vb_chan_str,
     .addr_str = rov_net_addr_str,

@@ -128,6 +128,7 @@ struct vb_chan {
     struct vb_chan *next;      /* rail's list (live or graveyard) */
     bool dead;                 /* failed or closed: no more upcalls */
     bool closed;               /* chan_close called: waiting to be freed */
+    bool armed;                /* CQ notification requested, its event not yet read */
     bool accepted;             /* reported to the transport (acceptor side) */
     bool linked;               /* on the rail's list of live channels */
 

@@ -16,9 +16,10 @@
  * Threading: a context and everything created from it must be used by one
  * thread at a time (the caller serialises).  Nothing blocks except
  * rov_context_wait(), which blocks at most for the timeout it is given.
- * Callbacks run only inside rov_progress()/rov_context_wait() and inside the
- * destroy/close calls that document it; a callback may call rov_conn_send()
- * and rov_conn_close() but must not destroy the context or the endpoint.
+ * Callbacks run only inside rov_progress(), rov_context_wait(),
+ * rov_context_arm() and the destroy/close calls that document it; a callback
+ * may call rov_conn_send() and rov_conn_close() but must not destroy the
+ * context or the endpoint.
  *
  * Errors: every call that can fail returns rov_status_t: ROV_OK (0),
  * ROV_INPROGRESS (1), or a negative ROV_ERR_* code; rov_status_str() names it.
@@ -198,9 +199,20 @@ void rov_context_destroy(rov_context_t *context);
  * send acknowledgements.  Returns the number of frames handled (>= 0). */
 int rov_progress(rov_context_t *context);
 
-/** A file descriptor that becomes readable when rov_progress() has work.  Use
- * with poll/epoll (level-triggered), then call rov_progress(). */
+/** A file descriptor that becomes readable when rov_progress() has work, for
+ * poll/epoll (level-triggered).  Before sleeping on it, call
+ * rov_context_arm() and sleep only if it returns ROV_OK; after waking, call
+ * rov_progress().  (A caller that only polls rov_progress() never needs the
+ * descriptor, and never pays for arming it.) */
 int rov_context_fd(const rov_context_t *context);
+
+/** Prepare to sleep on rov_context_fd(), like ucp_worker_arm(): arms the
+ * rails' completion notification (a system call on RDMA rails, which is why
+ * it is not done on every progress call).  Returns ROV_OK when the
+ * descriptor will become readable for any work from now on, ROV_ERR_BUSY
+ * when work is already there (call rov_progress() and try again).  May run
+ * callbacks, like rov_progress().  rov_context_wait() does this itself. */
+rov_status_t rov_context_arm(rov_context_t *context);
 
 /** Block up to timeout_ms (-1: forever) for work, then progress.  Wakes
  * early for internal timers.  Returns like rov_progress(). */

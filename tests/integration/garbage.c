@@ -227,7 +227,11 @@ static void spin(int extra_fd)
             {.fd = extra_fd, .events = POLLIN},
         };
 
-        poll(p, extra_fd >= 0 ? 3 : 2, 2);
+        /* Sleep only if both are armed (else work is there already). */
+        bool armed = rov_context_arm(g.ctx[SIDE_A]) == ROV_OK &&
+                     rov_context_arm(g.ctx[SIDE_B]) == ROV_OK;
+
+        poll(p, extra_fd >= 0 ? 3 : 2, armed ? 2 : 0);
     }
 }
 
