@@ -144,6 +144,7 @@ struct app {
     unsigned nconns;
     unsigned switch_ms;
     bool busy_poll;
+    int wait_ms;              /* rov_context_wait() timeout when idle */
     unsigned timeout_s;
     unsigned stall_s;
     const char *stop_file;
@@ -192,6 +193,8 @@ static void usage(FILE *f)
             "  --conns N          connections, all pumped by one loop (default 1, max %d)\n"
             "  --switch-every MS  switch each connection's rail at random intervals around MS\n"
             "  --busy             busy-poll rov_progress instead of rov_context_wait\n"
+            "  --wait-ms MS       when idle, sleep in rov_context_wait up to MS (default 10):\n"
+            "                     with a long wait, only the library's wake-up moves things\n"
             "  --renew-buffers    after each zero-copy send, put new pages\n"
             "                     under its buffer at the same address (munmap + mmap, or\n"
             "                     madvise DONTNEED, in turn): stale registrations send poison\n"
@@ -243,6 +246,7 @@ static void parse_args(struct app *app, int argc, char **argv)
         {"conns", required_argument, NULL, OPT_CONNS},
         {"switch-every", required_argument, NULL, 'w'},
         {"busy", no_argument, NULL, 'b'},
+        {"wait-ms", required_argument, NULL, 'W'},
         {"timeout", required_argument, NULL, 't'},
         {"stall", required_argument, NULL, 'S'},
         {"stop-file", required_argument, NULL, OPT_STOP_FILE},
@@ -263,6 +267,7 @@ static void parse_args(struct app *app, int argc, char **argv)
     app->seed = 1;
     app->max_size = IT_MiB;
     app->stall_s = 30;
+    app->wait_ms = 10;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'l':
@@ -280,6 +285,7 @@ static void parse_args(struct app *app, int argc, char **argv)
         case OPT_CONNS: conns = parse_u64("--conns", optarg); break;
         case 'w': app->switch_ms = (unsigned)parse_u64("--switch-every", optarg); break;
         case 'b': app->busy_poll = true; break;
+        case 'W': app->wait_ms = (int)parse_u64("--wait-ms", optarg); break;
         case 't': app->timeout_s = (unsigned)parse_u64("--timeout", optarg); break;
         case 'S': app->stall_s = (unsigned)parse_u64("--stall", optarg); break;
         case OPT_STOP_FILE: app->stop_file = optarg; break;
@@ -1063,7 +1069,7 @@ static void progress(struct app *app, bool idle)
     if (app->busy_poll || !idle)
         rov_progress(app->ctx);
     else
-        rov_context_wait(app->ctx, 10);
+        rov_context_wait(app->ctx, app->wait_ms);
 }
 
 static const char *state_name(enum sconn_state state)
