@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Two-VM job (tests/vm/vmrun --two): 8-byte ping-pong latency of two builds
+# of Railover side by side, over the verbs and the UCX rail, with
+# ib_send_lat and ucx_perftest beside them, alternately in every round, so
+# that a change can be told from the machine's drift.
+#
+#   tests/vm/vmrun --two --timeout 1500 --out DIR -- \
+#       bench/rdma-lat-ab.sh NEW_BUILD BASE_BUILD [ROUNDS]
+#
+# BASE_BUILD is a copy of a build tree (cp -a build /some/where): its own
+# tools/railover runs with LD_LIBRARY_PATH at that copy.  Prints one line
+# per measurement (round, what, one-way p50 in us), saved in $VMOUT/ab.txt,
+# then the per-round ratios new/base and new/raw tool with their medians.
+set -u
+[ "$ME" = b ] && exit 0 # b serves a's rexec calls (tests/vm/guest-run.sh)
+new=${1:?usage: rdma-lat-ab.sh NEW_BUILD BASE_BUILD [ROUNDS]}
+base=${2:?usage: rdma-lat-ab.sh NEW_BUILD BASE_BUILD [ROUNDS]}
+rounds=${3:-5}
+iters=2000
+ucx_env="UCX_TLS=rc_verbs,tcp UCX_NET_DEVICES=$RDMA_DEV:$RDMA_PORT,$ETH_IF UCX_RC_VERBS_RETRY_COUNT=6"
+port=19000
+out=$VMOUT/ab.txt
+: > "$out"
+
+rec() { echo "$*" | tee -a "$out"; }
+json_field() { sed -n "s/.*\"$1\": *\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
+
+rovlat() { # BUILD RAIL
+    local lib=$1 rail=$2 tool=$1/tools/railover
+    port=$((port + 1))
+    rexec "env LD_LIBRARY_PATH=$lib RAILOVER_RAILS=$rail $ucx_env setsid timeout 120 $tool perf --listen $PEER_ETH:$port > /tmp/rp.log 2>&1 &"
+    sleep 3
+    env LD_LIBRARY_PATH="$lib" RAILOVER_RAILS="$rail" $ucx_env timeout 120 "$tool" perf \
+        "$PEER_ETH:$port" --json --sizes 8 --iters $iters --bw-bytes 1 2>/dev/null |
+        grep '"latency"' | json_field p50_us
+    rexec "pkill -f 'perf --listen $PEER_ETH:$port' || true"
+}
+
+wait_peer
+for r in $(seq "$rounds"); do
+    log "round $r of $rounds"
+    port=$((port + 1))
+    rexec "timeout 60 ib_send_lat -d $RDMA_DEV -x $RDMA_GID_IDX -F -p $port -s 8 -n $iters > /tmp/pt.log 2>&1 &"
+    sleep 1.5
+    v=$(timeout 60 ib_send_lat -d "$RDMA_DEV" -x "$RDMA_GID_IDX" -F -p $port -s 8 -n $iters \
+        "$PEER_ETH" 2>&1 | awk '/^ *#bytes/ { hdr = 1; next } hdr && NF > 3 { print $5; exit }')
+    rec "$r perftest ${v:-nan}"
+    # The order of the two builds flips every round.
+    if [ $((r % 2)) = 1 ]; then order="base new"; else order="new base"; fi
+    for kind in $order; do
+        lib=$new; [ "$kind" = base ] && lib=$base
+        v=$(rovlat "$lib" verbs)
+        rec "$r verbs-$kind ${v:-nan}"
+    done
+    port=$((port + 1))
+    rexec "env $ucx_env timeout 60 ucx_perftest -p $port > /tmp/up.log 2>&1 &"
+    sleep 1.5
+    v=$(env $ucx_env timeout 60 ucx_perftest "$PEER_ETH" -p $port -e -t tag_lat -s 8 -n $iters 2>&1 |
+        awk '/^Final:/ { print ($3 > 0 ? $3 : $4); exit }')
+    rec "$r ucx_perftest ${v:-nan}"
+    if "$new/tools/railover" info 2>/dev/null | grep -qw ucx; then
+        for kind in $order; do
+            lib=$new; [ "$kind" = base ] && lib=$base
+            v=$(rovlat "$lib" ucx)
+            rec "$r ucx-$kind ${v:-nan}"
+        done
+    fi
+done
+
+echo
+awk '
+    { v[$1 " " $2] = $3; rounds[$1] = 1 }
+    function median(s,   a, n, i, j, t) {
+        n = split(s, a, " ")
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    function ratios(num, den,   r, s) {
+        s = ""
+        for (r in rounds) if (v[r " " num] > 0 && v[r " " den] > 0) s = s " " v[r " " num] / v[r " " den]
+        return s
+    }
+    END {
+        split("verbs-new verbs-base|verbs-new perftest|verbs-base perftest|ucx-new ucx-base|ucx-new ucx_perftest|ucx-base ucx_perftest", pairs, "|")
+        for (i = 1; i <= 6; i++) {
+            split(pairs[i], p, " ")
+            s = ratios(p[1], p[2])
+            if (s != "") printf "%-11s / %-12s per round:%s  median %.3f\n", p[1], p[2], s, median(s)
+        }
+    }' "$out" | tee "$VMOUT/ab-ratios.txt"
