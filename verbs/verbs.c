@@ -1145,16 +1145,7 @@ void vb_setup_failed(struct vb_chan *c, rov_status_t st, const char *why)
 
 void vb_chan_established(struct vb_chan *c)
 {
-    int off = 0;
-
-    /* The handshake socket stays open for the channel's life, silent: its
-     * end is how each side learns that the other closed the channel or
-     * exited (rdma_cm's DISCONNECTED; nothing on the QP shows it until the
-     * next post).  A dead path is the failover engine's to find, not TCP
-     * keepalive's. */
-    c->oob = OOB_NONE;
-    if (c->oob_fd >= 0)
-        setsockopt(c->oob_fd, SOL_SOCKET, SO_KEEPALIVE, &off, sizeof(off));
+    oob_close(c);
     if (c->base.outbound) {
         rov_rail_connected(&c->base);
         return;
@@ -1264,21 +1255,8 @@ static void oob_cb(struct rov_watch *w, uint32_t events)
         }
         vb_chan_established(c);
         return;
-    case OOB_NONE: {
-        char b;
-        ssize_t n = recv(c->oob_fd, &b, 1, MSG_DONTWAIT);
-
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-            return;
-        oob_close(c);
-        if (n == 0)
-            fail(c, ROV_ERR_CLOSED, "verbs: the peer closed the channel");
-        else if (n > 0)
-            fail(c, ROV_ERR_PROTO, "verbs: data on the handshake socket after the handshake");
-        else
-            fail(c, rov_net_errno_status(errno), "verbs: the peer's end of the channel failed");
+    case OOB_NONE:
         return;
-    }
     }
 }
 
