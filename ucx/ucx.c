@@ -839,27 +839,37 @@ static unsigned drive(struct ucx_rail *r)
     return n;
 }
 
-/* Progress until idle and arm the event fd, so that sleeping on it cannot
- * miss an event: a rail with no channel, which is not busy-polled. */
+/* Drive the worker, then arm its event fd (ucp_worker_arm), so that sleeping
+ * on it cannot miss an event.  ROV_ERR_BUSY: work came in first (drive
+ * again).  An arm error is logged and the fd made readable, so that a
+ * sleeper comes back at once. */
+static rov_status_t arm_worker(struct ucx_rail *r)
+{
+    ucs_status_t st;
+
+    if (r->armed)
+        return ROV_OK;
+    if (drive(r) || r->work_due)
+        return ROV_ERR_BUSY;
+    st = ucp_worker_arm(r->worker);
+    if (st == UCS_OK) {
+        r->armed = true;
+        return ROV_OK;
+    }
+    if (st == UCS_ERR_BUSY)
+        return ROV_ERR_BUSY;
+    rov_log_ratelimited(ROV_LOG_ERROR, "ucx", "ucp_worker_arm: %s", ucs_status_string(st));
+    ucp_worker_signal(r->worker);
+    return ROV_OK;
+}
+
+/* Progress until idle and arm: a rail with no channel, which is not
+ * busy-polled, relies on its event fd alone. */
 static void settle(struct ucx_rail *r)
 {
-    for (int i = 0; i < 8; i++) {
-        ucs_status_t st;
-
-        drive(r);
-        if (r->work_due)
-            continue;
-        st = ucp_worker_arm(r->worker);
-        if (st == UCS_OK) {
-            r->armed = true;
+    for (int i = 0; i < 8; i++)
+        if (arm_worker(r) == ROV_OK)
             return;
-        }
-        if (st != UCS_ERR_BUSY) {
-            rov_log_ratelimited(ROV_LOG_ERROR, "ucx", "ucp_worker_arm: %s",
-                                ucs_status_string(st));
-            break;
-        }
-    }
     /* Still busy: make the fd readable so that epoll calls us again. */
     ucp_worker_signal(r->worker);
 }
@@ -897,23 +907,9 @@ static int ucx_progress(struct rov_rail *rail)
 static rov_status_t ucx_arm(struct rov_rail *rail)
 {
     struct ucx_rail *r = (struct ucx_rail *)rail;
-    ucs_status_t st;
 
     bury(r);
-    if (r->armed)
-        return ROV_OK;
-    if (drive(r) || r->work_due)
-        return ROV_ERR_BUSY;
-    st = ucp_worker_arm(r->worker);
-    if (st == UCS_OK) {
-        r->armed = true;
-        return ROV_OK;
-    }
-    if (st == UCS_ERR_BUSY)
-        return ROV_ERR_BUSY;
-    rov_log_ratelimited(ROV_LOG_ERROR, "ucx", "ucp_worker_arm: %s", ucs_status_string(st));
-    ucp_worker_signal(r->worker); /* the sleeper comes back at once */
-    return ROV_OK;
+    return arm_worker(r);
 }
 
 /* Connections ------------------------------------------------------------------------- */
