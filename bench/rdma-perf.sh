@@ -4,25 +4,36 @@
 # the agent).  TCG makes absolute numbers meaningless: the ratios are the
 # figures (DESIGN.md section 9: latency within 10 %, bandwidth >= 90 %).
 #
-#   bench/rdma-perf.sh BUILD_DIR [ROUNDS]
+#   bench/rdma-perf.sh BUILD_DIR [ROUNDS [LAT_ROUNDS]]
 #
-# Per round, in this order, each server on b and client on a:
-#   ib_send_lat  -s 8      perftest SEND latency (t_typical, one way)
-#   ib_write_bw  -s 64KiB, 1MiB   perftest RDMA WRITE bandwidth (average)
-#   railover perf over the verbs rail: latency 8 B, bandwidth 64 KiB, 1 MiB
-#   ucx_perftest tag_lat 8 B / tag_bw 64 KiB, 1 MiB (UCX_TLS=rc_verbs,tcp)
-#   railover perf over the UCX rail (when built)
+# Latency first, LAT_ROUNDS (default 4 x ROUNDS) short rounds of 8-byte
+# ping-pong, each server on b and client on a, in this order:
+#   ib_send_lat -s 8, railover perf over the verbs rail,
+#   ucx_perftest -t tag_lat (UCX_TLS=rc_verbs,tcp), railover perf over UCX
+# and a last ib_send_lat and ucx_perftest after them, so that every Railover
+# measurement has its raw tool just before and just after it: its ratio is
+# taken against the mean of those two, which cancels the machine's drift
+# as far as it is linear over a round (under TCG a neighbour's load moves
+# every latency by tens of percent within seconds).
+# Then ROUNDS (default 3) bandwidth rounds:
+#   ib_write_bw / ib_read_bw -s 64KiB, 1MiB   perftest (average)
+#   railover perf over the verbs rail, 64 KiB and 1 MiB
+#   ucx_perftest tag_bw 64 KiB, 1 MiB; railover perf over the UCX rail
 # Output: one line per measurement to $VMOUT/rdma-perf.txt
-# ("tool test size value unit"), then a table of medians over the rounds and
-# the ratios railover/raw.
+# ("tool test size value unit"), then a table of medians and the ratios
+# railover/raw, and the bracketed latency ratios (per round, median and
+# quartiles) in $VMOUT/rdma-lat-ratios.txt.
 set -u
 [ "$ME" = b ] && exit 0 # b serves a's rexec calls (tests/vm/guest-run.sh)
 build=${1:?usage: rdma-perf.sh BUILD_DIR [ROUNDS]}
 rounds=${2:-3}
+lat_rounds=${3:-$((4 * rounds))}
 out=$VMOUT/rdma-perf.txt
+lat=$VMOUT/rdma-lat.txt # "round tool one-way-us", for the bracketed ratios
 : > "$out"
+: > "$lat"
 tool=$build/tools/railover
-lat_iters=2000
+lat_iters=1000
 ucx_env="UCX_TLS=rc_verbs,tcp UCX_NET_DEVICES=$RDMA_DEV:$RDMA_PORT,$ETH_IF UCX_RC_VERBS_RETRY_COUNT=6"
 port=18515
 
@@ -62,10 +73,26 @@ json_field() { sed -n "s/.*\"$1\": *\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
 wait_peer
 have_ucx=0
 "$tool" info 2>/dev/null | grep -qw ucx && have_ucx=1
+# rec_lat ROUND TOOL VALUE: a latency measurement, in both files.
+rec_lat() {
+    rec "$2 lat 8 ${3:-nan} us"
+    echo "$1 $2 ${3:-nan}" >> "$lat"
+}
+lat_perftest() { perftest ib_send_lat -s 8 -n $lat_iters | awk '{print $5}'; }
+lat_ucx() { ucxperf -e -t tag_lat -s 8 -n $lat_iters | awk '{print ($3 > 0 ? $3 : $4)}'; }
+lat_rov() { # RAIL
+    rovperf "$1" --sizes 8 --iters $lat_iters --bw-bytes 1 | grep '"latency"' | json_field p50_us
+}
+for r in $(seq 0 "$lat_rounds"); do
+    log "latency round $r of $lat_rounds"
+    rec_lat "$r" perftest "$(lat_perftest)"
+    [ "$r" = "$lat_rounds" ] || rec_lat "$r" railover-verbs "$(lat_rov verbs)"
+    rec_lat "$r" ucx_perftest "$(lat_ucx)"
+    [ "$r" = "$lat_rounds" ] || [ $have_ucx = 0 ] || rec_lat "$r" railover-ucx "$(lat_rov ucx)"
+done
+
 for r in $(seq "$rounds"); do
-    log "round $r of $rounds"
-    v=$(perftest ib_send_lat -s 8 -n $lat_iters | awk '{print $5}')
-    rec "perftest lat 8 ${v:-nan} us"
+    log "bandwidth round $r of $rounds"
     for s in 65536 1048576; do
         v=$(perftest ib_write_bw -s $s -D 4 --report_gbits | awk '{print $4 * 1000 / 8}')
         rec "perftest bw $s ${v:-nan} MB/s"
@@ -73,22 +100,16 @@ for r in $(seq "$rounds"); do
         v=$(perftest ib_read_bw -s $s -D 4 --report_gbits | awk '{print $4 * 1000 / 8}')
         rec "perftest-read bw $s ${v:-nan} MB/s"
     done
-    rovperf verbs --sizes 8 --iters $lat_iters --bw-bytes 1 | grep '"latency"' |
-        while read -r l; do rec "railover-verbs lat 8 $(echo "$l" | json_field p50_us) us"; done
     rovperf verbs --sizes 65536,1048576 --iters 10 --bw-bytes 67108864 | grep '"bandwidth"' |
         while read -r l; do
             rec "railover-verbs bw $(echo "$l" | json_field size) $(echo "$l" | json_field mb_s) MB/s"
         done
     # ucx_perftest: -s size, -n iterations; latency is one way; MB/s is 2^20.
-    v=$(ucxperf -e -t tag_lat -s 8 -n $lat_iters | awk '{print ($3 > 0 ? $3 : $4)}')
-    rec "ucx_perftest lat 8 ${v:-nan} us"
     for s in 65536 1048576; do
         v=$(ucxperf -e -t tag_bw -s $s -n $((67108864 / s)) | awk '{print $6 * 1.048576}')
         rec "ucx_perftest bw $s ${v:-nan} MB/s"
     done
     if [ $have_ucx = 1 ]; then
-        rovperf ucx --sizes 8 --iters $lat_iters --bw-bytes 1 | grep '"latency"' |
-            while read -r l; do rec "railover-ucx lat 8 $(echo "$l" | json_field p50_us) us"; done
         rovperf ucx --sizes 65536,1048576 --iters 10 --bw-bytes 67108864 | grep '"bandwidth"' |
             while read -r l; do
                 rec "railover-ucx bw $(echo "$l" | json_field size) $(echo "$l" | json_field mb_s) MB/s"
@@ -97,7 +118,7 @@ for r in $(seq "$rounds"); do
 done
 
 echo
-echo "medians over $rounds rounds (latency: one way, us; bandwidth: 10^6 B/s)"
+echo "medians (latency: $lat_rounds rounds, one way, us; bandwidth: $rounds rounds, 10^6 B/s)"
 awk '
     { k = $1 " " $2 " " $3; v[k] = v[k] " " $4; unit[k] = $5 }
     function median(s,   a, n, i, j, t) {
@@ -117,3 +138,30 @@ awk '
         }
         print "(latency ratio: railover/raw, lower is better, goal <= 1.10; bandwidth ratio: goal >= 0.90)"
     }' "$out" | tee "$VMOUT/rdma-perf-table.txt"
+
+# Each Railover latency against the mean of its raw tool's measurements
+# just before and just after it (the same round and the next).
+echo
+awk '
+    $3 + 0 > 0 { v[$1 " " $2] = $3; if ($1 + 0 > n) n = $1 + 0 }
+    function sorted(s, a,   k, i, j, t) {
+        k = split(s, a, " ")
+        for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+        return k
+    }
+    function q(a, k, f,   x, i) { x = 1 + (k - 1) * f; i = int(x); return i >= k ? a[k] : a[i] + (x - i) * (a[i + 1] - a[i]) }
+    END {
+        split("railover-verbs perftest|railover-ucx ucx_perftest", pairs, "|")
+        for (p = 1; p <= 2; p++) {
+            split(pairs[p], t, " ")
+            s = ""
+            for (r = 0; r < n; r++) {
+                b = v[r " " t[2]]; e = v[(r + 1) " " t[2]]; x = v[r " " t[1]]
+                if (b > 0 && e > 0 && x > 0) s = s sprintf(" %.3f", x / ((b + e) / 2))
+            }
+            if (s == "") continue
+            k = sorted(s, a)
+            printf "%s / %s (bracketed), %d rounds:%s\n", t[1], t[2], k, s
+            printf "    median %.3f, quartiles %.3f - %.3f\n", q(a, k, 0.5), q(a, k, 0.25), q(a, k, 0.75)
+        }
+    }' "$lat" | tee "$VMOUT/rdma-lat-ratios.txt"
