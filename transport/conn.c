@@ -246,6 +246,11 @@ static void maybe_send_close(struct rov_conn *conn, struct rov_chan *chan)
     if (send_ctrl(chan, ROV_FT_CLOSE, 0, NULL, 0) != ROV_OK)
         return;
     conn->close_sent = true;
+    /* Ours goes second: the peer finishes when it has it, and so may we
+     * (rov_conn_chan_flushed()).  A rail that cannot tell when it is there
+     * shows us the channel's end instead (rov_conn_chan_failed()). */
+    if (conn->peer_closed)
+        (void)chan->rail->ops->chan_flush(chan);
 }
 
 void rov_conn_push(struct rov_conn *conn)
@@ -899,6 +904,15 @@ static void handle_switch(struct rov_conn *conn, struct rov_chan *chan,
     /* An answer: the peer's last-received on this channel. */
     if (conn->tx_rail == rail && conn->tx_sync)
         peer_synced(conn, chan, hdr->ack);
+}
+
+void rov_conn_chan_flushed(struct rov_chan *chan)
+{
+    struct rov_conn *conn = chan->conn;
+
+    if (conn->state == ROV_CONN_CLOSING && conn->close_sent && conn->peer_closed &&
+        !conn->tx.count)
+        conn_finish_close(conn);
 }
 
 static void handle_close(struct rov_conn *conn)

@@ -70,6 +70,7 @@ void rov_ctx_event_code(rov_context_t *ctx, rov_event_type_t type, struct rov_co
         .rail_from = from, .rail_to = to, .reason = reason, .code = code,
     };
 
+    ctx->events++; /* news for the caller: rov_context_wait() must not sleep on */
     if (ctx->event_cb)
         ctx->event_cb(ctx->arg, &ev);
 }
@@ -164,11 +165,12 @@ static int dispatch(rov_context_t *ctx, int timeout_ms)
 static rov_status_t arm_rails(rov_context_t *ctx)
 {
     rov_status_t st = ROV_OK;
+    int events = ctx->events;
 
     for (int i = 0; i < ctx->nrails; i++)
         if (ctx->rails[i]->ops->arm && ctx->rails[i]->ops->arm(ctx->rails[i]) != ROV_OK)
             st = ROV_ERR_BUSY;
-    return st;
+    return ctx->events != events ? ROV_ERR_BUSY : st; /* an event ran: no sleep */
 }
 
 static int progress(rov_context_t *ctx, int timeout_ms)
@@ -176,6 +178,7 @@ static int progress(rov_context_t *ctx, int timeout_ms)
     int polled = 0;
 
     ctx->frames = 0;
+    ctx->events = 0;
     for (int i = 0; i < ctx->nrails; i++)
         polled += ctx->rails[i]->ops->progress(ctx->rails[i]);
     if (ctx->push_pending) {
@@ -186,7 +189,8 @@ static int progress(rov_context_t *ctx, int timeout_ms)
     if (timeout_ms != 0 || polled == 0 || ctx->poll_count % EPOLL_EVERY == 0 ||
         (ctx->poll_count % CLOCK_EVERY == 0 && rov_now_ns() >= ctx->epoll_due_ns)) {
         ctx->epoll_due_ns = rov_now_ns() + EPOLL_GAP_NS;
-        if (ctx->frames || ctx->push_pending || (timeout_ms != 0 && arm_rails(ctx) != ROV_OK))
+        if (ctx->frames || ctx->events || ctx->push_pending ||
+            (timeout_ms != 0 && arm_rails(ctx) != ROV_OK))
             timeout_ms = 0;
         dispatch(ctx, timeout_ms);
     }
@@ -212,7 +216,7 @@ int rov_context_wait(rov_context_t *ctx, int timeout_ms)
 {
     int n = rov_progress(ctx);
 
-    if (n > 0 || timeout_ms == 0)
+    if (n > 0 || ctx->events || timeout_ms == 0)
         return n;
     if (ctx->ack_head) {
         uint64_t now = rov_now_ns(), due = ctx->ack_head->ack_deadline_ns;
@@ -522,6 +526,12 @@ void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len)
 void rov_rail_send_done(struct rov_chan *chan, void *cookie)
 {
     rov_msg_rail_done(cookie, chan->serial);
+}
+
+void rov_rail_flushed(struct rov_chan *chan)
+{
+    if (chan->conn && chan->state == ROV_CHAN_OPEN)
+        rov_conn_chan_flushed(chan);
 }
 
 void rov_rail_writable(struct rov_chan *chan)

@@ -81,6 +81,7 @@ struct rov_context {
     uint64_t epoll_due_ns;            /* busy polling: check epoll by then */
     unsigned push_pending;            /* conns with push_more set */
     int frames;                       /* frames handled in this progress call */
+    int events;                       /* events delivered in this progress call */
     bool reap;                        /* dead objects wait to be freed */
     struct rov_msg_cache msg_cache;
     struct rov_fo_ctx fo;             /* failover engine */
@@ -95,6 +96,7 @@ struct rov_conn *rov_conn_new(rov_context_t *ctx);
 void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
                        const uint8_t *payload);
 void rov_conn_chan_connected(struct rov_chan *chan);
+void rov_conn_chan_flushed(struct rov_chan *chan);
 void rov_conn_chan_failed(struct rov_chan *chan, rov_status_t status, const char *why);
 /* The same with a reason code for the failover engine (RAILOVER_FAULT, the
  * engine's own stall detector). */

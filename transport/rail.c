@@ -20,6 +20,11 @@ static int stub_progress(struct rov_rail *rail)
     return 0;
 }
 
+static rov_status_t stub_chan_flush(struct rov_chan *chan)
+{
+    return ROV_ERR_UNSUPPORTED;
+}
+
 static void stub_addr_str(const void *addr, size_t len, char *buf, size_t buf_len)
 {
     snprintf(buf, buf_len, "<%zu bytes>", len);
@@ -47,6 +52,8 @@ void rov_rail_register(const struct rov_rail_ops *ops)
         r->unlisten = stub_unlisten;
     if (!r->progress)
         r->progress = stub_progress;
+    if (!r->chan_flush)
+        r->chan_flush = stub_chan_flush;
     if (!r->addr_str)
         r->addr_str = stub_addr_str;
 }

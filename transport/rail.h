@@ -142,6 +142,18 @@ struct rov_rail_ops {
      * descriptors are level-triggered sockets need none. */
     rov_status_t (*arm)(struct rov_rail *rail);
 
+    /** Learn when everything sent on an OPEN channel so far has reached the
+     * peer's rail (is in the peer's receive queue, not merely in our own
+     * stack).  ROV_INPROGRESS: the rail calls rov_rail_flushed(chan) once
+     * it has, from a later progress or completion, never from inside this
+     * call (and not if the channel fails first).  ROV_ERR_UNSUPPORTED: the rail cannot tell; the transport then waits
+     * for the channel's end, which such a rail shows the peer reliably
+     * (TCP: its FIN comes after the data).  The closing handshake's last
+     * CLOSE uses it: on a rail whose idle channel shows the peer nothing
+     * when it ends (a verbs QP), it is how the side whose CLOSE went second
+     * knows it may finish.  Optional (stub: ROV_ERR_UNSUPPORTED). */
+    rov_status_t (*chan_flush)(struct rov_chan *chan);
+
     /**
      * Rail-level liveness of an OPEN channel, for the failover engine's
      * lack-of-progress detector.  Optional: a rail without it is judged by
@@ -202,6 +214,8 @@ void rov_rail_connected(struct rov_chan *chan);
 void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len);
 /** A frame sent with ROV_INPROGRESS is no longer referenced. */
 void rov_rail_send_done(struct rov_chan *chan, void *cookie);
+/** Everything sent on the channel before chan_flush() has reached the peer. */
+void rov_rail_flushed(struct rov_chan *chan);
 /** The rail can take sends again after ROV_ERR_AGAIN. */
 void rov_rail_writable(struct rov_chan *chan);
 /** The channel failed (EOF, reset, protocol error, provider error).  The rail

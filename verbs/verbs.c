@@ -784,6 +784,11 @@ static int poll_chan(struct vb_chan *c)
     } while (n == VB_POLL_BATCH && !c->closed);
     if (!c->dead && !c->closed && (total || c->pend_head || c->want_writable))
         flush(c);
+    /* Every send completed: on RC, each is in the peer's receive queue. */
+    if (c->want_flush && !c->dead && !c->closed && c->sq_out == 0 && !c->pend_head) {
+        c->want_flush = false;
+        rov_rail_flushed(&c->base);
+    }
     return total;
 }
 
@@ -1141,6 +1146,14 @@ void vb_setup_failed(struct vb_chan *c, rov_status_t st, const char *why)
 {
     oob_close(c);
     fail(c, st, why);
+}
+
+void vb_chan_ended(struct vb_chan *c, rov_status_t st, const char *why)
+{
+    if (c->qp && c->oob == OOB_NONE && !c->dead && !c->closed)
+        poll_chan(c);
+    if (!c->dead && !c->closed)
+        fail(c, st, why);
 }
 
 void vb_chan_established(struct vb_chan *c)
@@ -1861,6 +1874,16 @@ static rov_status_t vb_chan_health(struct rov_chan *chan, struct rov_chan_health
     return c->dead ? ROV_ERR_RESET : ROV_OK;
 }
 
+/* A send completion on an RC QP means the peer's HCA acknowledged it: the
+ * message is in the peer's receive queue (poll_chan() reports). */
+static rov_status_t vb_chan_flush(struct rov_chan *chan)
+{
+    struct vb_chan *c = (struct vb_chan *)chan;
+
+    c->want_flush = true;
+    return ROV_INPROGRESS;
+}
+
 static void vb_chan_str(struct rov_chan *chan, char *buf, size_t len)
 {
     struct vb_chan *c = (struct vb_chan *)chan;
@@ -1887,6 +1910,7 @@ static const struct rov_rail_ops vb_ops = {
     .progress = vb_progress,
     .arm = vb_arm,
     .chan_health = vb_chan_health,
+    .chan_flush = vb_chan_flush,
     .chan_str = vb_chan_str,
     .addr_str = rov_net_addr_str,
 };

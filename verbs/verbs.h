@@ -166,6 +166,7 @@ struct vb_chan {
     size_t eager_max;          /* largest frame sent eagerly (peer's buffers) */
     struct vb_pend *pend_head, *pend_tail;
     bool want_writable;
+    bool want_flush;           /* chan_flush: report when nothing is outstanding */
     struct vb_big *big_head, *big_tail; /* RTS sent, write not complete, in order */
 
     /* keepalive */
@@ -236,6 +237,10 @@ void vb_fill_info(struct vb_chan *c, struct vb_oob *m);
 rov_status_t vb_take_info(struct vb_chan *c, const struct vb_oob *m, const char **why);
 /** The QP is connected: tell the transport (connected / accepted). */
 void vb_chan_established(struct vb_chan *c);
+/** The peer ended the connection (rdma_cm DISCONNECTED): first hand up
+ * what completed before (the peer's last CLOSE may be among it: the peer
+ * finishes when its CLOSE completed here), then fail the channel. */
+void vb_chan_ended(struct vb_chan *c, rov_status_t st, const char *why);
 /** Setup failed: upcall for outbound channels, silent drop for inbound. */
 void vb_setup_failed(struct vb_chan *c, rov_status_t st, const char *why);
 void vb_fail_all(struct vb_rail *r, rov_status_t st, const char *why);

@@ -145,6 +145,9 @@ struct app {
     unsigned switch_ms;
     bool busy_poll;
     int wait_ms;              /* rov_context_wait() timeout when idle */
+    bool in_wait;             /* inside rov_context_wait() */
+    uint64_t wait_cb_ns;      /* when a callback last ran inside it (0: none) */
+    bool late_wake;           /* a wait slept on after its callbacks (a stall) */
     unsigned timeout_s;
     unsigned stall_s;
     const char *stop_file;
@@ -154,6 +157,7 @@ struct app {
     const char *pid_path;
     bool quiet_status;
     bool renew_buffers;
+    bool listener_second;     /* the listener closes only on the peer's CLOSE */
     bool verbose;
     const char *role;
 
@@ -195,12 +199,17 @@ static void usage(FILE *f)
             "  --busy             busy-poll rov_progress instead of rov_context_wait\n"
             "  --wait-ms MS       when idle, sleep in rov_context_wait up to MS (default 10):\n"
             "                     with a long wait, only the library's wake-up moves things\n"
+            "  --listener-closes-second  the listener closes a finished connection\n"
+            "                     only once the peer's CLOSE is here (PEER_CLOSED): its\n"
+            "                     CLOSE goes second, as a server's does\n"
             "  --renew-buffers    after each zero-copy send, put new pages\n"
             "                     under its buffer at the same address (munmap + mmap, or\n"
             "                     madvise DONTNEED, in turn): stale registrations send poison\n"
             "  --timeout SEC      give up (dumping state) after SEC seconds (default 0: never)\n"
             "  --stall SEC        give up when nothing moves for SEC seconds (default 30, 0: never;\n"
-            "                     waiting for --stop-file with --count all sent is no stall)\n"
+            "                     waiting for --stop-file with --count all sent is no stall);\n"
+            "                     fail when rov_context_wait returns SEC seconds after it ran\n"
+            "                     a callback\n"
             "  --stop-file PATH   continuous mode: send until PATH exists, then close; the\n"
             "                     receiver takes what it has at the peer's close as the stream\n"
             "  --events FILE      append one JSON line per connection event (CLOCK_MONOTONIC ns)\n"
@@ -235,7 +244,7 @@ static void parse_args(struct app *app, int argc, char **argv)
 {
     enum {
         OPT_CONNS = 256, OPT_STOP_FILE, OPT_EVENTS, OPT_RATE_CSV, OPT_RATE_MS, OPT_PID_FILE,
-        OPT_QUIET_STATUS, OPT_RENEW,
+        OPT_QUIET_STATUS, OPT_RENEW, OPT_LISTENER_SECOND,
     };
     static const struct option opts[] = {
         {"listen", required_argument, NULL, 'l'},
@@ -256,6 +265,7 @@ static void parse_args(struct app *app, int argc, char **argv)
         {"pid-file", required_argument, NULL, OPT_PID_FILE},
         {"quiet-status", no_argument, NULL, OPT_QUIET_STATUS},
         {"renew-buffers", no_argument, NULL, OPT_RENEW},
+        {"listener-closes-second", no_argument, NULL, OPT_LISTENER_SECOND},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -295,6 +305,7 @@ static void parse_args(struct app *app, int argc, char **argv)
         case OPT_PID_FILE: app->pid_path = optarg; break;
         case OPT_QUIET_STATUS: app->quiet_status = true; break;
         case OPT_RENEW: app->renew_buffers = true; break;
+        case OPT_LISTENER_SECOND: app->listener_second = true; break;
         case 'v': app->verbose = true; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(EXIT_USAGE);
@@ -666,6 +677,8 @@ static void on_recv(void *arg, rov_conn_t *conn, uint32_t tag, const void *data,
     struct app *app = arg;
     struct sconn *sc = rov_conn_get_user(conn);
 
+    if (app->in_wait)
+        app->wait_cb_ns = it_now_ns();
     if (!sc) {
         fail(app, NULL, "message (tag %" PRIu32 ", %zu bytes) on a connection the "
              "application does not know (before its ACCEPTED event?)", tag, len);
@@ -791,6 +804,8 @@ static void on_event(void *arg, const rov_event_t *ev)
     struct app *app = arg;
     struct sconn *sc = ev->conn ? rov_conn_get_user(ev->conn) : NULL;
 
+    if (app->in_wait)
+        app->wait_cb_ns = it_now_ns();
     switch (ev->type) {
     case ROV_EVENT_CONN_ACCEPTED:
         on_accepted(app, ev->conn);
@@ -1064,12 +1079,27 @@ static int start_close(struct app *app, struct sconn *sc)
     return 0;
 }
 
+/* A wait that goes on sleeping after it ran our callbacks hides their news
+ * from the loop (a closed connection, a failure) until its timeout: with
+ * --stall S, one that returns S seconds after its last callback is a stall. */
 static void progress(struct app *app, bool idle)
 {
-    if (app->busy_poll || !idle)
+    uint64_t late;
+
+    if (app->busy_poll || !idle) {
         rov_progress(app->ctx);
-    else
-        rov_context_wait(app->ctx, app->wait_ms);
+        return;
+    }
+    app->in_wait = true;
+    app->wait_cb_ns = 0;
+    rov_context_wait(app->ctx, app->wait_ms);
+    app->in_wait = false;
+    late = app->wait_cb_ns ? it_now_ns() - app->wait_cb_ns : 0;
+    if (app->stall_s && late > app->stall_s * 1000000000ull && !app->late_wake) {
+        fprintf(stderr, "FAIL [%s]: STALLED: rov_context_wait slept %.1f s after running "
+                "callbacks\n", app->role, (double)late / 1e9);
+        app->late_wake = true;
+    }
 }
 
 static const char *state_name(enum sconn_state state)
@@ -1203,7 +1233,8 @@ static int run(struct app *app)
                 it_flow_stop_tx(&sc->flow);
             sent += pump(sc);
             if (stream_finished(app, sc)) {
-                if ((rc = start_close(app, sc)))
+                if ((!app->listener_second || !app->listen || sc->peer_closed) &&
+                    (rc = start_close(app, sc)))
                     return rc;
             } else {
                 maybe_switch(app, sc, now);
@@ -1446,6 +1477,8 @@ int main(int argc, char **argv)
     }
     if (rc == 0 && app.unexpected)
         rc = EXIT_VERIFY;
+    if (rc == 0 && app.late_wake)
+        rc = EXIT_TIMEOUT;
     for (unsigned r = 0; rc == 0 && r < app.nrecs; r++)
         if (app.conns[r].flow.errors || app.conns[r].unexpected)
             rc = EXIT_VERIFY;

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # VM-tier job (one VM, tests/vm/): the rail conformance suite
 # (tests/rail/conformance.sh) for an RDMA rail on the real rxe device, with
-# the TCP rail on loopback as the second rail.
-#   conformance-job.sh BUILD_DIR verbs|ucx [SCALE]
+# the TCP rail on loopback as the second rail.  verbs-rdmacm: the verbs rail
+# with its connections set up through librdmacm instead of out of band.
+#   conformance-job.sh BUILD_DIR verbs|verbs-rdmacm|ucx [SCALE]
 set -u
-build=${1:?usage: conformance-job.sh BUILD_DIR verbs|ucx [SCALE]}
-kind=${2:?usage: conformance-job.sh BUILD_DIR verbs|ucx [SCALE]}
+build=${1:?usage: conformance-job.sh BUILD_DIR verbs|verbs-rdmacm|ucx [SCALE]}
+kind=${2:?usage: conformance-job.sh BUILD_DIR verbs|verbs-rdmacm|ucx [SCALE]}
 scale=${3:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 case $kind in
 verbs) rails="verbs@$RDMA_DEV:$RDMA_PORT,tcp@lo" ;;
+verbs-rdmacm)
+       rails="verbs@$RDMA_DEV:$RDMA_PORT,tcp@lo"
+       export RAILOVER_VERBS_CM=rdmacm ;;
 ucx)   rails="ucx@lo,tcp@127.0.0.1"
        # RC on the rxe device for data, TCP on loopback as UCX's auxiliary
        # lane; a finite retry count (7 retries for ever on rxe).
