@@ -66,6 +66,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -295,7 +296,16 @@ static void parse_args(struct app *app, int argc, char **argv)
         case OPT_CONNS: conns = parse_u64("--conns", optarg); break;
         case 'w': app->switch_ms = (unsigned)parse_u64("--switch-every", optarg); break;
         case 'b': app->busy_poll = true; break;
-        case 'W': app->wait_ms = (int)parse_u64("--wait-ms", optarg); break;
+        case 'W': {
+            uint64_t ms = parse_u64("--wait-ms", optarg);
+
+            if (ms > INT_MAX) {
+                fprintf(stderr, "rov_stream: --wait-ms: %" PRIu64 " exceeds %d\n", ms, INT_MAX);
+                exit(EXIT_USAGE);
+            }
+            app->wait_ms = (int)ms;
+            break;
+        }
         case 't': app->timeout_s = (unsigned)parse_u64("--timeout", optarg); break;
         case 'S': app->stall_s = (unsigned)parse_u64("--stall", optarg); break;
         case OPT_STOP_FILE: app->stop_file = optarg; break;
