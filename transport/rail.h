@@ -146,9 +146,10 @@ struct rov_rail_ops {
      * peer's rail (is in the peer's receive queue, not merely in our own
      * stack).  ROV_INPROGRESS: the rail calls rov_rail_flushed(chan) once
      * it has, from a later progress or completion, never from inside this
-     * call (and not if the channel fails first).  ROV_ERR_UNSUPPORTED: the rail cannot tell; the transport then waits
-     * for the channel's end, which such a rail shows the peer reliably
-     * (TCP: its FIN comes after the data).  The closing handshake's last
+     * call (and not if the channel fails first).  ROV_ERR_UNSUPPORTED:
+     * the rail cannot tell; the transport then waits for the channel's end,
+     * which such a rail shows the peer after the data (TCP: the FIN; UCX:
+     * the endpoint's error callback).  The closing handshake's last
      * CLOSE uses it: on a rail whose idle channel shows the peer nothing
      * when it ends (a verbs QP), it is how the side whose CLOSE went second
      * knows it may finish.  Optional (stub: ROV_ERR_UNSUPPORTED). */
