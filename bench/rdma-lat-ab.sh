@@ -18,6 +18,7 @@ base=${2:?usage: rdma-lat-ab.sh NEW_BUILD BASE_BUILD [ROUNDS]}
 rounds=${3:-5}
 iters=2000
 ucx_env="UCX_TLS=rc_verbs,tcp UCX_NET_DEVICES=$RDMA_DEV:$RDMA_PORT,$ETH_IF UCX_RC_VERBS_RETRY_COUNT=6"
+ucx_env="$ucx_env UCX_RNDV_SCHEME=put_zcopy" # as bench/rdma-perf.sh
 port=19000
 out=$VMOUT/ab.txt
 : > "$out"
@@ -55,7 +56,7 @@ for r in $(seq "$rounds"); do
     port=$((port + 1))
     rexec "env $ucx_env timeout 60 ucx_perftest -p $port > /tmp/up.log 2>&1 &"
     sleep 1.5
-    v=$(env $ucx_env timeout 60 ucx_perftest "$PEER_ETH" -p $port -e -t tag_lat -s 8 -n $iters 2>&1 |
+    v=$(env $ucx_env timeout 60 ucx_perftest "$PEER_ETH" -p $port -e -t ucp_am_lat -s 8 -n $iters 2>&1 |
         awk '/^Final:/ { print ($3 > 0 ? $3 : $4); exit }')
     rec "$r ucx_perftest ${v:-nan}"
     if "$new/tools/railover" info 2>/dev/null | grep -qw ucx; then
