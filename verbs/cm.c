@@ -195,15 +195,13 @@ static void on_event(struct vb_rail *r, const struct rdma_cm_event *ev)
     case RDMA_CM_EVENT_TIMEWAIT_EXIT:
     case RDMA_CM_EVENT_ADDR_CHANGE:
         return;
-    case RDMA_CM_EVENT_DISCONNECTED:
-        why = cm_event_why(ev->event, &st);
-        rov_info(VB, "%s: %s", r->dev_name, why + strlen("verbs: "));
-        vb_chan_ended(c, st, why);
-        return;
     default:
         why = cm_event_why(ev->event, &st);
         rov_info(VB, "%s: %s", r->dev_name, why + strlen("verbs: "));
-        vb_setup_failed(c, st, why);
+        if (ev->event == RDMA_CM_EVENT_DISCONNECTED)
+            vb_chan_ended(c, st, why); /* what the peer sent before it, first */
+        else
+            vb_setup_failed(c, st, why);
         return;
     }
 }
