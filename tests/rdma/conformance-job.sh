@@ -10,10 +10,9 @@ kind=${2:?usage: conformance-job.sh BUILD_DIR verbs|verbs-rdmacm|ucx [SCALE]}
 scale=${3:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 case $kind in
-verbs) rails="verbs@$RDMA_DEV:$RDMA_PORT,tcp@lo" ;;
-verbs-rdmacm)
+verbs|verbs-rdmacm)
        rails="verbs@$RDMA_DEV:$RDMA_PORT,tcp@lo"
-       export RAILOVER_VERBS_CM=rdmacm ;;
+       [ "$kind" = verbs ] || export RAILOVER_VERBS_CM=rdmacm ;;
 ucx)   rails="ucx@lo,tcp@127.0.0.1"
        # RC on the rxe device for data, TCP on loopback as UCX's auxiliary
        # lane; a finite retry count (7 retries for ever on rxe).
