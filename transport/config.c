@@ -311,7 +311,8 @@ static const struct var vars[] = {
     {"RAILOVER_FAILBACK_RETRY_MAX", V_DURATION, OFF(failback_retry_max_ns), 1 * NS_PER_MS,
      3600 * NS_PER_S, "longest wait between retries of a failed rail"},
     {"RAILOVER_FAULT", V_FAULT, OFF(fault), 0, 0,
-     "fault injection for tests: rail=N,mode=error|silent,after=N[,every=N][,seed=N]"},
+     "fault injection for tests: rail=N,mode=error|silent,after=N[,every=N][,seed=N] "
+     "or at=close|last-close instead of after="},
     {"RAILOVER_VERBS_DEV", V_DEVLIST, OFF(verbs_dev), 0, 0,
      "RDMA devices of verbs rails without @DEV: dev[:port],... first active wins (empty: any)"},
     {"RAILOVER_VERBS_CM", V_CHOICE, OFF(verbs_cm), 0, 0,

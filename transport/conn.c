@@ -239,18 +239,13 @@ static void maybe_send_close(struct rov_conn *conn, struct rov_chan *chan)
     if (conn->state != ROV_CONN_CLOSING || conn->close_sent || conn->tx.count)
         return;
     if (__builtin_expect(conn->ctx->fault_armed, 0)) {
-        rov_fault_close_sending(&conn->ctx->fault, chan);
+        rov_fault_close_sending(&conn->ctx->fault, chan, conn->peer_closed);
         if (chan->state == ROV_CHAN_CLOSED)
             return;
     }
     if (send_ctrl(chan, ROV_FT_CLOSE, 0, NULL, 0) != ROV_OK)
         return;
     conn->close_sent = true;
-    /* Ours goes second: the peer finishes when it has it, and so may we
-     * (rov_conn_chan_flushed()).  A rail that cannot tell when it is there
-     * shows us the channel's end instead (rov_conn_chan_failed()). */
-    if (conn->peer_closed)
-        (void)chan->rail->ops->chan_flush(chan);
 }
 
 void rov_conn_push(struct rov_conn *conn)
@@ -387,9 +382,8 @@ static void conn_fail(struct rov_conn *conn, rov_status_t status, const char *wh
         status != ROV_ERR_PROTO) {
         /* Closing, the peer's CLOSE here and everything we sent acknowledged:
          * nothing is lost whatever our CLOSE's fate.  A peer that can no
-         * longer be reached has finished (it had our CLOSE) or failed; this
-         * happens when our CLOSE went out, the peer left on it, and a switch
-         * it had started before made us send the CLOSE again into its end. */
+         * longer be reached has finished (it had our CLOSE, and its answer
+         * was lost) or failed. */
         rov_debug("conn", "conn %llu: %s after the CLOSEs crossed: closed",
                   (unsigned long long)conn->id, why);
         conn_finish_close(conn);
@@ -906,22 +900,47 @@ static void handle_switch(struct rov_conn *conn, struct rov_chan *chan,
         peer_synced(conn, chan, hdr->ack);
 }
 
+/* The close handshake.  Each side sends CLOSE once everything it sent is
+ * acknowledged.  A side that receives the peer's CLOSE after sending its own
+ * has everything and the peer has everything: it answers with CLOSE |
+ * ROV_CLOSE_ACKED and finishes once the answer is at the peer (chan_flush)
+ * or, on a rail that cannot tell, at once (closing such a channel sends what
+ * is queued).  The side whose CLOSE went second finishes on that answer, and
+ * not on the channel's end, which cannot tell the peer finishing from the
+ * peer's rail failing under the CLOSE: then it moves and sends the CLOSE
+ * again (rov_conn_chan_failed()).  Two CLOSEs that cross are both answered. */
+static void answer_close(struct rov_conn *conn, struct rov_chan *chan)
+{
+    conn->close_acked = true;
+    if (send_ctrl(chan, ROV_FT_CLOSE, ROV_CLOSE_ACKED, NULL, 0) == ROV_OK &&
+        chan->rail->ops->chan_flush(chan) == ROV_INPROGRESS)
+        return; /* rov_conn_chan_flushed() */
+    conn_finish_close(conn);
+}
+
 void rov_conn_chan_flushed(struct rov_chan *chan)
 {
     struct rov_conn *conn = chan->conn;
 
-    if (conn->state == ROV_CONN_CLOSING && conn->close_sent && conn->peer_closed &&
-        !conn->tx.count)
+    if (conn->state == ROV_CONN_CLOSING && conn->close_acked)
         conn_finish_close(conn);
 }
 
-static void handle_close(struct rov_conn *conn)
+static void handle_close(struct rov_conn *conn, struct rov_chan *chan, uint32_t flags)
 {
     bool again = conn->peer_closed; /* resent after a switch */
 
-    conn->peer_closed = true;
-    if (conn->close_sent) {
+    if (flags & ROV_CLOSE_ACKED) {
+        /* The peer answers our CLOSE: it sent its own and had all of ours. */
+        if (conn->state != ROV_CONN_CLOSING)
+            return protocol_error(chan, "close answered before we closed");
+        conn->peer_closed = true;
         conn_finish_close(conn);
+        return;
+    }
+    conn->peer_closed = true;
+    if (conn->close_acked || (conn->close_sent && !again)) {
+        answer_close(conn, chan);
         return;
     }
     if (again)
@@ -973,7 +992,7 @@ void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
         rov_retain_rewind(&conn->tx, hdr->ack);
         break;
     case ROV_FT_CLOSE:
-        handle_close(conn);
+        handle_close(conn, chan, hdr->tag);
         return;
     }
     if (conn->tx.next_tx || conn->state == ROV_CONN_CLOSING)
@@ -1025,22 +1044,28 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
             return;
         }
     }
-    if (conn->state == ROV_CONN_CLOSING && conn->close_sent &&
-        (conn->peer_closed || rail != conn->tx_rail)) {
-        /* Everything we sent is acknowledged and the peer's CLOSE is here:
-         * it ends its channels after that, so a channel's end is no error;
-         * finish when no channel is left.  (A side channel ending: wait on
-         * the transmit channel.) */
-        if (conn->peer_closed || !any_ready_chan(conn))
+    if (conn->state == ROV_CONN_CLOSING && conn->close_acked) {
+        /* We answered the peer's CLOSE: both sides have everything. */
+        conn_finish_close(conn);
+        return;
+    }
+    if (conn->state == ROV_CONN_CLOSING && conn->close_sent && rail != conn->tx_rail) {
+        /* A side channel ending: wait on the transmit channel. */
+        if (!any_ready_chan(conn))
             conn_finish_close(conn);
         return;
     }
     /* Otherwise our transmit path ended under a CLOSE the peer may never have
-     * received, and the peer's own CLOSE has not come: the peer may have
-     * ended the channel only because it failed there (a stall on its side).
-     * Move on like any failure; the CLOSE goes again once the move is
-     * through (peer_synced()).  A peer that is gone fails the connection. */
-    if (status == ROV_ERR_PROTO) {
+     * received or answered: the peer may have ended the channel only because
+     * it failed there (a stall on its side).  Move on like any failure; the
+     * CLOSE goes again once the move is through (peer_synced()).  A peer
+     * that is gone fails the connection, or, if its CLOSE is here and all we
+     * sent acknowledged, closes it (conn_fail()); so does a peer that
+     * refuses or drops the new channel before its handshake: it finished and
+     * no longer knows the connection. */
+    if (status == ROV_ERR_PROTO ||
+        (conn->state == ROV_CONN_CLOSING && conn->peer_closed && chan->outbound &&
+         !chan->handshaken)) {
         conn_fail(conn, status, why);
         return;
     }

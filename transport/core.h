@@ -41,6 +41,7 @@ struct rov_conn {
     uint64_t tx_chan_serial;          /* channel we rewound on and send on since, or 0 */
     uint32_t switch_tag;              /* tag of our pending switch request (ROV_HF_*) */
     bool close_sent, peer_closed;
+    bool close_acked;                 /* we answered the peer's CLOSE: finishing */
     bool in_ack_list;
     bool push_more;                   /* rov_conn_push() stopped at its budget */
     uint64_t ack_deadline_ns;

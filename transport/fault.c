@@ -55,8 +55,9 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *out, char *why,
             continue;
         }
         if (strcmp(kv, "at") == 0) {
-            if (strcmp(eq, "close") != 0) {
-                snprintf(why, why_len, "at='%s' is not close", eq);
+            f.last_only = strcmp(eq, "last-close") == 0;
+            if (strcmp(eq, "close") != 0 && !f.last_only) {
+                snprintf(why, why_len, "at='%s' is not close or last-close", eq);
                 return ROV_ERR_INVAL;
             }
             f.at_close = true;
@@ -93,7 +94,7 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *out, char *why,
         return ROV_ERR_INVAL;
     }
     if (f.at_close && (f.after || f.every)) {
-        snprintf(why, why_len, "at=close excludes after= and every=");
+        snprintf(why, why_len, "at= excludes after= and every=");
         return ROV_ERR_INVAL;
     }
     f.next = f.after; /* 0 with at=close: never on data */
@@ -129,9 +130,9 @@ void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan)
     fire(f, chan, when);
 }
 
-void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan)
+void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan, bool second)
 {
-    if (!f->at_close || f->fired || chan->rail->index != f->rail)
+    if (!f->at_close || f->fired || chan->rail->index != f->rail || (f->last_only && !second))
         return;
-    fire(f, chan, "as it sends a CLOSE");
+    fire(f, chan, second ? "as it sends the second CLOSE" : "as it sends the first CLOSE");
 }

@@ -5,7 +5,7 @@
  * sees them.
  *
  *   RAILOVER_FAULT=rail=N,mode=error|silent,after=N[,every=M][,seed=S]
- *   RAILOVER_FAULT=rail=N,mode=error|silent,at=close
+ *   RAILOVER_FAULT=rail=N,mode=error|silent,at=close|last-close
  *
  * After `after` data frames sent on rail N (counted over all its channels),
  * the channel that sent the last one fails: `error` reports a rail error at
@@ -14,7 +14,8 @@
  * lack-of-progress timer can find it.  With `every`, the fault re-arms after
  * a random count in [M/2, 3M/2] (from `seed`).  With `at=close` instead of
  * `after`, the first channel of rail N about to send a connection's CLOSE
- * fails (silent: the CLOSE is lost with it), once.
+ * fails (silent: the CLOSE is lost with it), once; with `at=last-close`, the
+ * first about to send a CLOSE that goes second (the peer's is here).
  */
 #ifndef ROV_FAULT_H
 #define ROV_FAULT_H
@@ -38,6 +39,7 @@ struct rov_fault {
     uint64_t rng;
     uint64_t fired;
     bool at_close;            /* at=close: fire on the first CLOSE instead */
+    bool last_only;           /* at=last-close: on one that goes second */
 };
 
 /** Parse a spec; f may be NULL to validate only.  An empty spec disarms. */
@@ -45,7 +47,8 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *f, char *why, s
 
 /** Count one data frame sent on chan; fire the fault if it is due. */
 void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan);
-/** chan is about to send a CLOSE: fire an at=close fault (once). */
-void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan);
+/** chan is about to send a CLOSE (second: the peer's is here); fire an
+ * at=close or at=last-close fault (once). */
+void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan, bool second);
 
 #endif

@@ -74,6 +74,10 @@ rov_status_t rov_wire_decode(const void *buf, size_t avail, size_t max_payload,
         *why_p = "unknown switch reason";
         return ROV_ERR_PROTO;
     }
+    if (hdr->type == ROV_FT_CLOSE && (hdr->tag & ~(uint32_t)ROV_CLOSE_ACKED)) {
+        *why_p = "unknown close flags";
+        return ROV_ERR_PROTO;
+    }
     return ROV_OK;
 }
 

@@ -12,7 +12,8 @@
  *  16  u64 ack       cumulative: highest sequence delivered in order
  *  24  u32 tag       DATA: user tag; HELLO/HELLO_ACK/SWITCH: bits 0-7 flags
  *                    (ROV_HF_*), 8-15 switch reason (rov_reason_t), 16-23
- *                    with ROV_HF_FAILED the rail index that failed
+ *                    with ROV_HF_FAILED the rail index that failed;
+ *                    CLOSE: 0, or ROV_CLOSE_ACKED; others: 0
  *  28  u32 reserved  must be zero
  *
  * Stream rails (TCP) find frame boundaries with rov_wire_peek(), which also
@@ -38,7 +39,8 @@ enum rov_ft {
     ROV_FT_HELLO_ACK = 4, /* answer to HELLO, same payload without address */
     ROV_FT_SWITCH = 5,    /* "I send on this channel now; I have up to ack" */
     ROV_FT_RESEND = 6,    /* "resend everything after ack" (gap recovery) */
-    ROV_FT_CLOSE = 7,     /* sender has flushed everything and is done */
+    ROV_FT_CLOSE = 7,     /* sender has flushed everything and is done;
+                             with ROV_CLOSE_ACKED: "I have your CLOSE" */
     ROV_FT_MAX_ = 7,
 };
 
@@ -49,6 +51,12 @@ enum {
     ROV_HF_FAILED = 1u << 2, /* the sender left a failed rail (index in bits 16-23) */
     ROV_HF_HOLD = 1u << 3,   /* the sender holds the connection off its preferred rail */
     ROV_HF_MASK_ = 0x00ffff0fu,
+};
+
+/* CLOSE flags, in the tag field.  The answer to a CLOSE that went second:
+ * its sender may finish (see rov_conn's close handshake in conn.c). */
+enum {
+    ROV_CLOSE_ACKED = 1u << 0,
 };
 
 static inline uint32_t rov_hf_make(uint32_t flags, unsigned reason, unsigned failed_rail)

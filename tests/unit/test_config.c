@@ -679,6 +679,8 @@ START_TEST(test_failover_vars)
         {"RAILOVER_FAULT", "rail=0,mode=error,after=1,colour=red"},
         {"RAILOVER_FAULT", "rail=0,mode=silent,at=open"},
         {"RAILOVER_FAULT", "rail=0,mode=silent,at=close,after=3"},
+        {"RAILOVER_FAULT", "rail=0,mode=silent,at=last-close,every=3"},
+        {"RAILOVER_FAULT", "rail=0,mode=silent,at=close-last"},
         {"RAILOVER_RUN_DIR", "relative/dir"},
     };
     rov_config_t *c;
@@ -701,6 +703,8 @@ START_TEST(test_failover_vars)
                                     err, sizeof(err)), ROV_OK);
     ck_assert_str_eq(c->fault, "rail=1,mode=silent,after=10,every=100");
     ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAULT", "rail=0,mode=error,at=close", err,
+                                    sizeof(err)), ROV_OK);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAULT", "rail=1,mode=silent,at=last-close", err,
                                     sizeof(err)), ROV_OK);
     ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAILBACK_RETRY", "10s", err, sizeof(err)),
                      ROV_ERR_INVAL); /* above RAILOVER_FAILBACK_RETRY_MAX */

@@ -86,6 +86,7 @@ static const struct rov_wire_hdr roundtrip_cases[] = {
     {ROV_WIRE_VERSION, ROV_FT_SWITCH, 0, 0, UINT64_MAX - 1, ROV_HF_SWITCH},
     {ROV_WIRE_VERSION, ROV_FT_RESEND, 0, 0, 99, 0},
     {ROV_WIRE_VERSION, ROV_FT_CLOSE, 0, 0, 1, 0},
+    {ROV_WIRE_VERSION, ROV_FT_CLOSE, 0, 0, 7, ROV_CLOSE_ACKED},
 };
 
 START_TEST(test_hdr_roundtrip)
@@ -373,6 +374,15 @@ START_TEST(test_control_flags)
         rov_wire_encode(buf, &in);
         ck_assert_int_eq(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &h, &why), ROV_ERR_PROTO);
         ck_assert_str_eq(why, "unknown switch reason");
+    }
+    /* CLOSE knows one flag; the tag of ACK and RESEND is unused, not checked. */
+    encode(buf, ROV_FT_CLOSE, 0, 0, 0, ROV_CLOSE_ACKED);
+    expect_ok(buf, MAXP, &h);
+    ck_assert_uint_eq(h.tag, ROV_CLOSE_ACKED);
+    for (size_t j = 0; j < sizeof(bad) / sizeof(bad[0]); j++) {
+        encode(buf, ROV_FT_CLOSE, 0, 0, 0, bad[j] | 2u);
+        ck_assert_int_eq(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &h, &why), ROV_ERR_PROTO);
+        ck_assert_str_eq(why, "unknown close flags");
     }
     /* DATA's tag is the user's: any value is fine. */
     encode(buf, ROV_FT_DATA, 0, 1, 0, UINT32_MAX);
