@@ -1060,12 +1060,12 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
      * it failed there (a stall on its side).  Move on like any failure; the
      * CLOSE goes again once the move is through (peer_synced()).  A peer
      * that is gone fails the connection, or, if its CLOSE is here and all we
-     * sent acknowledged, closes it (conn_fail()); so does a peer that
+     * sent acknowledged, closes it (conn_fail()); so then does a peer that
      * refuses or drops the new channel before its handshake: it finished and
      * no longer knows the connection. */
     if (status == ROV_ERR_PROTO ||
-        (conn->state == ROV_CONN_CLOSING && conn->peer_closed && chan->outbound &&
-         !chan->handshaken)) {
+        (conn->state == ROV_CONN_CLOSING && conn->peer_closed && !conn->tx.count &&
+         chan->outbound && !chan->handshaken)) {
         conn_fail(conn, status, why);
         return;
     }

@@ -147,12 +147,13 @@ struct rov_rail_ops {
      * stack).  ROV_INPROGRESS: the rail calls rov_rail_flushed(chan) once
      * it has, from a later progress or completion, never from inside this
      * call (and not if the channel fails first).  ROV_ERR_UNSUPPORTED:
-     * the rail cannot tell; the transport then waits for the channel's end,
-     * which such a rail shows the peer after the data (TCP: the FIN; UCX:
-     * the endpoint's error callback).  The closing handshake's last
-     * CLOSE uses it: on a rail whose idle channel shows the peer nothing
-     * when it ends (a verbs QP), it is how the side whose CLOSE went second
-     * knows it may finish.  Optional (stub: ROV_ERR_UNSUPPORTED). */
+     * the rail cannot tell; its chan_close then still delivers what was
+     * sent (TCP: what the socket took; UCX: the endpoint is flushed).  The
+     * close handshake uses it: the side that answers the peer's CLOSE
+     * closes the channel only once the answer is at the peer, so that a
+     * rail that drops what is posted when it closes (a verbs QP moved to
+     * the error state) does not lose it.  Optional (stub:
+     * ROV_ERR_UNSUPPORTED). */
     rov_status_t (*chan_flush)(struct rov_chan *chan);
 
     /**
