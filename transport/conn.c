@@ -904,8 +904,8 @@ static void handle_switch(struct rov_conn *conn, struct rov_chan *chan,
  * acknowledged.  A side that receives the peer's CLOSE after sending its own
  * has everything and the peer has everything: it answers with CLOSE |
  * ROV_CLOSE_ACKED and finishes once the answer is at the peer (chan_flush)
- * or, on a rail that cannot tell, at once (closing such a channel sends what
- * is queued).  The side whose CLOSE went second finishes on that answer, and
+ * or, on a rail that cannot tell, at once (closing such a channel delivers
+ * what it took).  The side whose CLOSE went second finishes on that answer, and
  * not on the channel's end, which cannot tell the peer finishing from the
  * peer's rail failing under the CLOSE: then it moves and sends the CLOSE
  * again (rov_conn_chan_failed()).  Two CLOSEs that cross are both answered. */
@@ -932,7 +932,7 @@ static void handle_close(struct rov_conn *conn, struct rov_chan *chan, uint32_t 
 
     if (flags & ROV_CLOSE_ACKED) {
         /* The peer answers our CLOSE: it sent its own and had all of ours. */
-        if (conn->state != ROV_CONN_CLOSING)
+        if (conn->state != ROV_CONN_CLOSING || conn->tx.count)
             return protocol_error(chan, "close answered before we closed");
         conn->peer_closed = true;
         conn_finish_close(conn);
