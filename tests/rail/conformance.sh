@@ -33,8 +33,14 @@
 #                 socket, an armed CQ or UCX worker) moves the stream; one
 #                 missed wake-up is a stall (--stall 20); the listener's
 #                 CLOSE goes second, and its close must end without the
-#                 keepalive (verbs: that CLOSE's send completion, chan_flush,
+#                 keepalive (verbs: the peer's answer to it, which the peer
+#                 keeps its QP for until its send completed, chan_flush,
 #                 since an idle QP shows nothing when the peer destroys it)
+#   last_close    the listener's CLOSE goes second and is lost on a rail that
+#                 goes silent under it (RAILOVER_FAULT at=last-close): the
+#                 listener must not finish on that, the connector must not
+#                 fail; the stall moves them to the other rail, where the
+#                 CLOSE goes again and is answered
 set -u
 
 build=
@@ -172,6 +178,10 @@ run_case fault_silent env $fo_env RAILOVER_FAILOVER_TIMEOUT=$silent_timeout RAIL
 run_case sleep env RAILOVER_FAILOVER=off \
     "$pair" --timeout 300 -- "$stream" --count "$(n 500)" --seed 7 --max-size 65536 \
     --wait-ms 60000 --stall 20 --listener-closes-second --timeout 280
+run_case last_close env $fo_env RAILOVER_FAILOVER_TIMEOUT=$silent_timeout RAILOVER_KEEPALIVE=100ms \
+    RAILOVER_FAULT=rail=0,mode=silent,at=last-close \
+    "$pair" --timeout 300 --expect-switches -- "$stream" --count "$(n 300)" --seed 8 \
+    --max-size 65536 --listener-closes-second --timeout 280
 run_case peer_killed peer_killed
 run_case renew renew
 

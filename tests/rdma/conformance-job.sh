@@ -3,7 +3,7 @@
 # (tests/rail/conformance.sh) for an RDMA rail on the real rxe device, with
 # the TCP rail on loopback as the second rail.  verbs-rdmacm: the verbs rail
 # with its connections set up through librdmacm instead of out of band.
-#   conformance-job.sh BUILD_DIR verbs|verbs-rdmacm|ucx [SCALE]
+#   conformance-job.sh BUILD_DIR verbs|verbs-rdmacm|ucx [SCALE [--only CASE[,CASE]]]
 set -u
 build=${1:?usage: conformance-job.sh BUILD_DIR verbs|verbs-rdmacm|ucx [SCALE]}
 kind=${2:?usage: conformance-job.sh BUILD_DIR verbs|verbs-rdmacm|ucx [SCALE]}
@@ -26,4 +26,5 @@ export ROV_CONF_SILENT_TIMEOUT=${ROV_CONF_SILENT_TIMEOUT:-1s}
 # A first UCX wire-up took over 1 s in CI: then the connection started on the
 # TCP rail and fault_silent never met its fault.
 export RAILOVER_CONNECT_TIMEOUT=${RAILOVER_CONNECT_TIMEOUT:-20s}
-TMPDIR=$VMOUT exec "$here/../rail/conformance.sh" --build "$build" --rails "$rails" --scale "$scale"
+TMPDIR=$VMOUT exec "$here/../rail/conformance.sh" --build "$build" --rails "$rails" --scale "$scale" \
+    "${@:4}"
