@@ -821,9 +821,19 @@ static void handle_hello(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
         return;
     }
     conn = find_conn(ctx, h.peer_conn_id);
-    if (!conn || conn->peer_id != h.conn_id ||
-        memcmp(conn->peer.ep_id, h.ep_id, ROV_EP_ID_LEN) != 0)
-        return protocol_error(chan, "hello for an unknown connection");
+    if (!conn && h.peer_conn_id >= ctx->next_conn_id)
+        return protocol_error(chan, "hello for a connection never made here");
+    if (!conn) {
+        /* A connection that ended here: the peer, closing too, lost our
+         * answer to its CLOSE and sends it again.  Its channel's end tells
+         * it we are done (rov_conn_chan_failed()); not a protocol error. */
+        rov_info("conn", "hello on %s for connection %llu, which has ended here: channel closed",
+                 chan->rail->spec->name, (unsigned long long)h.peer_conn_id);
+        rov_ctx_chan_close(chan);
+        return;
+    }
+    if (conn->peer_id != h.conn_id || memcmp(conn->peer.ep_id, h.ep_id, ROV_EP_ID_LEN) != 0)
+        return protocol_error(chan, "hello for a connection of another peer");
     if (conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CLOSING) {
         rov_ctx_chan_close(chan);
         return;

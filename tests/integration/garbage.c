@@ -541,6 +541,20 @@ static void send_hello_unknown_conn(int fd)
     raw_send(fd, b, sizeof(b));
 }
 
+/* A HELLO naming connection 1 of the listener (its first accepted, one of
+ * the good flows' here) from a stranger: it must not take the channel of a
+ * live connection of another peer. */
+static void send_hello_live_conn_other_peer(int fd)
+{
+    uint8_t b[ROV_WIRE_HDR_LEN + ROV_WIRE_HELLO_FIXED];
+    struct rov_wire_hello h = {.conn_id = 79, .peer_conn_id = 1, .rail = 0};
+
+    random_bytes(h.ep_id, sizeof(h.ep_id));
+    rov_wire_hello_encode(b + ROV_WIRE_HDR_LEN, &h);
+    header(b, ROV_FT_HELLO, ROV_WIRE_HELLO_FIXED, 0, 0, ROV_HF_SWITCH);
+    raw_send(fd, b, sizeof(b));
+}
+
 struct raw_case {
     const char *name;
     void (*send)(int fd);
@@ -557,6 +571,7 @@ static const struct raw_case raw_cases[] = {
     {"truncated_hello", send_truncated_hello},
     {"hello_without_address", send_hello_without_address},
     {"hello_for_unknown_connection", send_hello_unknown_conn},
+    {"hello_for_live_connection_of_another_peer", send_hello_live_conn_other_peer},
 };
 
 /* Let traffic flow until every good flow has made progress since mark. */
