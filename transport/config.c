@@ -312,7 +312,7 @@ static const struct var vars[] = {
      3600 * NS_PER_S, "longest wait between retries of a failed rail"},
     {"RAILOVER_FAULT", V_FAULT, OFF(fault), 0, 0,
      "fault injection for tests: rail=N,mode=error|silent,after=N[,every=N][,seed=N] "
-     "or at=close|last-close instead of after="},
+     "or at=close|last-close|close-answer instead of after="},
     {"RAILOVER_VERBS_DEV", V_DEVLIST, OFF(verbs_dev), 0, 0,
      "RDMA devices of verbs rails without @DEV: dev[:port],... first active wins (empty: any)"},
     {"RAILOVER_VERBS_CM", V_CHOICE, OFF(verbs_cm), 0, 0,

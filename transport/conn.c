@@ -239,7 +239,8 @@ static void maybe_send_close(struct rov_conn *conn, struct rov_chan *chan)
     if (conn->state != ROV_CONN_CLOSING || conn->close_sent || conn->tx.count)
         return;
     if (__builtin_expect(conn->ctx->fault_armed, 0)) {
-        rov_fault_close_sending(&conn->ctx->fault, chan, conn->peer_closed);
+        rov_fault_close_sending(&conn->ctx->fault, chan,
+                                conn->peer_closed ? ROV_FAULT_CLOSE_SECOND : ROV_FAULT_CLOSE_FIRST);
         if (chan->state == ROV_CHAN_CLOSED)
             return;
     }
@@ -921,9 +922,18 @@ static void handle_switch(struct rov_conn *conn, struct rov_chan *chan,
  * again (rov_conn_chan_failed()).  Two CLOSEs that cross are both answered. */
 static void answer_close(struct rov_conn *conn, struct rov_chan *chan)
 {
+    rov_status_t st;
+
     conn->close_acked = true;
-    if (send_ctrl(chan, ROV_FT_CLOSE, ROV_CLOSE_ACKED, NULL, 0) == ROV_OK &&
-        chan->rail->ops->chan_flush(chan) == ROV_INPROGRESS)
+    if (__builtin_expect(conn->ctx->fault_armed, 0))
+        rov_fault_close_sending(&conn->ctx->fault, chan, ROV_FAULT_CLOSE_ANSWER);
+    st = chan->state == ROV_CHAN_CLOSED ? ROV_ERR_RESET
+                                        : send_ctrl(chan, ROV_FT_CLOSE, ROV_CLOSE_ACKED, NULL, 0);
+    /* A channel that failed under the answer finished the connection
+     * already (rov_conn_chan_failed()): it must not close twice. */
+    if (conn->state != ROV_CONN_CLOSING)
+        return;
+    if (st == ROV_OK && chan->rail->ops->chan_flush(chan) == ROV_INPROGRESS)
         return; /* rov_conn_chan_flushed() */
     conn_finish_close(conn);
 }

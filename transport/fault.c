@@ -55,12 +55,16 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *out, char *why,
             continue;
         }
         if (strcmp(kv, "at") == 0) {
-            f.last_only = strcmp(eq, "last-close") == 0;
-            if (strcmp(eq, "close") != 0 && !f.last_only) {
-                snprintf(why, why_len, "at='%s' is not close or last-close", eq);
+            if (strcmp(eq, "close") == 0)
+                f.at_close = 1u << ROV_FAULT_CLOSE_FIRST | 1u << ROV_FAULT_CLOSE_SECOND;
+            else if (strcmp(eq, "last-close") == 0)
+                f.at_close = 1u << ROV_FAULT_CLOSE_SECOND;
+            else if (strcmp(eq, "close-answer") == 0)
+                f.at_close = 1u << ROV_FAULT_CLOSE_ANSWER;
+            else {
+                snprintf(why, why_len, "at='%s' is not close, last-close or close-answer", eq);
                 return ROV_ERR_INVAL;
             }
-            f.at_close = true;
             have_after = true;
             continue;
         }
@@ -130,9 +134,16 @@ void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan)
     fire(f, chan, when);
 }
 
-void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan, bool second)
+void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan,
+                             enum rov_fault_close kind)
 {
-    if (!f->at_close || f->fired || chan->rail->index != f->rail || (f->last_only && !second))
+    static const char *const when[] = {
+        [ROV_FAULT_CLOSE_FIRST] = "as it sends the first CLOSE",
+        [ROV_FAULT_CLOSE_SECOND] = "as it sends the second CLOSE",
+        [ROV_FAULT_CLOSE_ANSWER] = "as it answers the peer's CLOSE",
+    };
+
+    if (!(f->at_close & 1u << kind) || f->fired || chan->rail->index != f->rail)
         return;
-    fire(f, chan, second ? "as it sends the second CLOSE" : "as it sends the first CLOSE");
+    fire(f, chan, when[kind]);
 }

@@ -5,7 +5,7 @@
  * sees them.
  *
  *   RAILOVER_FAULT=rail=N,mode=error|silent,after=N[,every=M][,seed=S]
- *   RAILOVER_FAULT=rail=N,mode=error|silent,at=close|last-close
+ *   RAILOVER_FAULT=rail=N,mode=error|silent,at=close|last-close|close-answer
  *
  * After `after` data frames sent on rail N (counted over all its channels),
  * the channel that sent the last one fails: `error` reports a rail error at
@@ -15,7 +15,8 @@
  * a random count in [M/2, 3M/2] (from `seed`).  With `at=close` instead of
  * `after`, the first channel of rail N about to send a connection's CLOSE
  * fails (silent: the CLOSE is lost with it), once; with `at=last-close`, the
- * first about to send a CLOSE that goes second (the peer's is here).
+ * first about to send a CLOSE that goes second (the peer's is here); with
+ * `at=close-answer`, the first about to answer the peer's CLOSE.
  */
 #ifndef ROV_FAULT_H
 #define ROV_FAULT_H
@@ -29,6 +30,8 @@
 struct rov_chan;
 
 enum rov_fault_mode { ROV_FAULT_ERROR = 1, ROV_FAULT_SILENT = 2 };
+/* Which CLOSE frame a connection is about to send (and at= fires on). */
+enum rov_fault_close { ROV_FAULT_CLOSE_FIRST = 1, ROV_FAULT_CLOSE_SECOND, ROV_FAULT_CLOSE_ANSWER };
 
 struct rov_fault {
     int rail;                 /* -1: no fault configured */
@@ -38,8 +41,7 @@ struct rov_fault {
     uint64_t next;            /* fire when sent reaches this; 0: never again */
     uint64_t rng;
     uint64_t fired;
-    bool at_close;            /* at=close: fire on the first CLOSE instead */
-    bool last_only;           /* at=last-close: on one that goes second */
+    unsigned at_close;        /* at=: fire on a CLOSE instead: bit 1 << rov_fault_close */
 };
 
 /** Parse a spec; f may be NULL to validate only.  An empty spec disarms. */
@@ -47,8 +49,8 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *f, char *why, s
 
 /** Count one data frame sent on chan; fire the fault if it is due. */
 void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan);
-/** chan is about to send a CLOSE (second: the peer's is here); fire an
- * at=close or at=last-close fault (once). */
-void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan, bool second);
+/** chan is about to send a CLOSE frame of this kind; fire an at= fault for it (once). */
+void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan,
+                             enum rov_fault_close kind);
 
 #endif
