@@ -13,7 +13,8 @@
  *  24  u32 tag       DATA: user tag; HELLO/HELLO_ACK/SWITCH: bits 0-7 flags
  *                    (ROV_HF_*), 8-15 switch reason (rov_reason_t), 16-23
  *                    with ROV_HF_FAILED the rail index that failed;
- *                    CLOSE: 0, or ROV_CLOSE_ACKED; others: 0
+ *                    CLOSE: 0, or ROV_CLOSE_ACKED; ACK, RESEND: 0
+ *                    (not checked)
  *  28  u32 reserved  must be zero
  *
  * Stream rails (TCP) find frame boundaries with rov_wire_peek(), which also
@@ -53,8 +54,9 @@ enum {
     ROV_HF_MASK_ = 0x00ffff0fu,
 };
 
-/* CLOSE flags, in the tag field.  The answer to a CLOSE that went second:
- * its sender may finish (see rov_conn's close handshake in conn.c). */
+/* CLOSE flags, in the tag field.  ROV_CLOSE_ACKED: the answer to the
+ * peer's CLOSE from a side that had sent its own; the peer may finish (the
+ * close handshake, conn.c). */
 enum {
     ROV_CLOSE_ACKED = 1u << 0,
 };
