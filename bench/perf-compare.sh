@@ -6,8 +6,12 @@
 # alternating (the order flips every round so neither path always runs
 # first), and prints the median of every result per size:
 #
-#   size, raw p50 latency, railover p50 latency, ratio, raw MB/s,
-#   railover MB/s, ratio          (ratio = railover / raw)
+#   size, raw p50 latency, railover p50 latency, ratio, paired, raw MB/s,
+#   railover MB/s, ratio, paired   (ratio = railover / raw)
+#
+# "ratio" is the ratio of the two medians; "paired" is the median of the
+# per-round ratios, each taken from two runs seconds apart, so a drift in
+# the machine's load over the whole run cancels out of it.
 #
 # With 2+ cores the server and the client are pinned to different cores.
 # Every JSON line the client printed is kept (--out FILE) for later analysis.
@@ -127,7 +131,7 @@ run_client() {
     local args=("$addr" --json "${client_args[@]}")
     [ "$mode" = raw ] && args+=(--raw)
     echo "# round $round/$reps: $mode" >&2
-    if ! "${client_pin[@]}" "$bin" perf "${args[@]}" >>"$work/results.jsonl" \
+    if ! "${client_pin[@]}" "$bin" perf "${args[@]}" >"$work/client.out" \
             2>"$work/client.err"; then
         echo "perf-compare: the $mode client failed in round $round:" >&2
         cat "$work/client.err" >&2
@@ -135,6 +139,7 @@ run_client() {
         cat "$work/server.err" >&2
         exit 1
     fi
+    sed "s/^{/{\"round\":$round,/" "$work/client.out" >>"$work/results.jsonl"
 }
 
 for round in $(seq "$reps"); do
@@ -158,6 +163,7 @@ import sys
 
 path, as_json = sys.argv[1], sys.argv[2] == "1"
 vals = {}
+by_round = {}
 rails = set()
 with open(path) as f:
     for line in f:
@@ -167,6 +173,7 @@ with open(path) as f:
         r = json.loads(line)
         key = "p50_us" if r["test"] == "latency" else "mb_s"
         vals.setdefault((r["test"], r["path"], r["size"]), []).append(r[key])
+        by_round.setdefault((r["test"], r["size"], r["round"]), {})[r["path"]] = r[key]
         if r["path"] == "railover":
             rails.add(r["rail"])
 
@@ -177,18 +184,25 @@ def med(test, p, size):
 def ratio(a, b):
     return round(a / b, 4) if a is not None and b else None
 
+def paired(test, size):
+    v = [p["railover"] / p["raw"] for (t, s, _), p in by_round.items()
+         if t == test and s == size and "raw" in p and "railover" in p and p["raw"]]
+    return round(statistics.median(v), 4) if v else None
+
 sizes = sorted({k[2] for k in vals})
 rows = []
 for s in sizes:
     lr, lv = med("latency", "raw", s), med("latency", "railover", s)
     br, bv = med("bandwidth", "raw", s), med("bandwidth", "railover", s)
-    rows.append((s, lr, lv, ratio(lv, lr), br, bv, ratio(bv, br)))
+    rows.append((s, lr, lv, ratio(lv, lr), paired("latency", s), br, bv, ratio(bv, br),
+                 paired("bandwidth", s)))
 
 if as_json:
-    for s, lr, lv, lrat, br, bv, brat in rows:
+    for s, lr, lv, lrat, lpair, br, bv, brat, bpair in rows:
         print(json.dumps({"test": "compare", "size": s, "raw_p50_us": lr,
-                          "railover_p50_us": lv, "lat_ratio": lrat, "raw_mb_s": br,
-                          "railover_mb_s": bv, "bw_ratio": brat,
+                          "railover_p50_us": lv, "lat_ratio": lrat, "lat_ratio_paired": lpair,
+                          "raw_mb_s": br, "railover_mb_s": bv, "bw_ratio": brat,
+                          "bw_ratio_paired": bpair,
                           "rail": ",".join(sorted(rails))}, separators=(",", ":")))
     sys.exit(0)
 
@@ -197,10 +211,11 @@ def fmt(v, spec):
 
 print("# medians; ratio = railover / raw (latency: above 1 is slower; bandwidth: below 1 is"
       " slower); railover rail: %s" % ",".join(sorted(rails)))
-print("%10s %12s %12s %8s %12s %12s %8s" % ("size", "raw p50 us", "rov p50 us", "ratio",
-                                             "raw MB/s", "rov MB/s", "ratio"))
-for s, lr, lv, lrat, br, bv, brat in rows:
-    print("%10d %12s %12s %8s %12s %12s %8s" % (s, fmt(lr, ".2f"), fmt(lv, ".2f"),
-                                                 fmt(lrat, ".3f"), fmt(br, ".1f"),
-                                                 fmt(bv, ".1f"), fmt(brat, ".3f")))
+print("%10s %12s %12s %8s %8s %12s %12s %8s %8s" % ("size", "raw p50 us", "rov p50 us",
+                                                     "ratio", "paired", "raw MB/s",
+                                                     "rov MB/s", "ratio", "paired"))
+for s, lr, lv, lrat, lpair, br, bv, brat, bpair in rows:
+    print("%10d %12s %12s %8s %8s %12s %12s %8s %8s" % (
+        s, fmt(lr, ".2f"), fmt(lv, ".2f"), fmt(lrat, ".3f"), fmt(lpair, ".3f"),
+        fmt(br, ".1f"), fmt(bv, ".1f"), fmt(brat, ".3f"), fmt(bpair, ".3f")))
 EOF

@@ -128,6 +128,8 @@ static void ack_unlink(struct rov_conn *conn)
 {
     rov_context_t *ctx = conn->ctx;
 
+    if (ctx->ack_unstamped == conn)
+        ctx->ack_unstamped = conn->ack_next;
     if (conn->ack_prev)
         conn->ack_prev->ack_next = conn->ack_next;
     else
@@ -155,7 +157,14 @@ static void ack_schedule(struct rov_conn *conn)
 
     if (conn->in_ack_list)
         return;
-    conn->ack_deadline_ns = rov_now_ns() + ctx->config.ack_delay_ns;
+    /* The deadline is stamped when the context next looks at the list
+     * (rov_ctx_stamp_acks): a reply sent before then carries the ack, and
+     * a ping-pong reads no clock for it. */
+    conn->ack_deadline_ns = 0;
+    if (!ctx->ack_unstamped) {
+        ctx->ack_unstamped = conn;
+        ctx->ack_unstamped_poll = ctx->poll_count;
+    }
     conn->ack_prev = ctx->ack_tail;
     conn->ack_next = NULL;
     if (ctx->ack_tail)

@@ -116,10 +116,18 @@ static void ticker_cb(struct rov_watch *w, uint32_t events)
         set_ticker(ctx, false);
 }
 
+static void stamp_acks(rov_context_t *ctx, uint64_t now)
+{
+    for (struct rov_conn *c = ctx->ack_unstamped; c; c = c->ack_next)
+        c->ack_deadline_ns = now + ctx->config.ack_delay_ns;
+    ctx->ack_unstamped = NULL;
+}
+
 static void flush_due_acks(rov_context_t *ctx)
 {
     uint64_t now = rov_now_ns();
 
+    stamp_acks(ctx, now);
     while (ctx->ack_head && ctx->ack_head->ack_deadline_ns <= now)
         rov_conn_send_ack(ctx->ack_head);
 }
@@ -179,13 +187,13 @@ static int progress(rov_context_t *ctx, int timeout_ms)
 
     ctx->frames = 0;
     ctx->events = 0;
+    ++ctx->poll_count;
     for (int i = 0; i < ctx->nrails; i++)
         polled += ctx->rails[i]->ops->progress(ctx->rails[i]);
     if (ctx->push_pending) {
         push_pending(ctx);
         polled++;
     }
-    ++ctx->poll_count;
     if (timeout_ms != 0 || polled == 0 || ctx->poll_count % EPOLL_EVERY == 0 ||
         (ctx->poll_count % CLOCK_EVERY == 0 && rov_now_ns() >= ctx->epoll_due_ns)) {
         ctx->epoll_due_ns = rov_now_ns() + EPOLL_GAP_NS;
@@ -194,7 +202,10 @@ static int progress(rov_context_t *ctx, int timeout_ms)
             timeout_ms = 0;
         dispatch(ctx, timeout_ms);
     }
-    if (ctx->ack_head) {
+    /* Acks owed only since this call cannot be due: no clock read for them
+     * (the caller usually replies next, and the reply carries them). */
+    if (ctx->ack_head && (ctx->ack_head != ctx->ack_unstamped ||
+                          ctx->ack_unstamped_poll != ctx->poll_count)) {
         flush_due_acks(ctx);
         /* Idle with an ack owed: the caller may block on our fd next, so
          * let the ticker wake it.  (A busy caller replies, or comes back,
@@ -219,7 +230,10 @@ int rov_context_wait(rov_context_t *ctx, int timeout_ms)
     if (n > 0 || ctx->events || timeout_ms == 0)
         return n;
     if (ctx->ack_head) {
-        uint64_t now = rov_now_ns(), due = ctx->ack_head->ack_deadline_ns;
+        uint64_t now = rov_now_ns(), due;
+
+        stamp_acks(ctx, now);
+        due = ctx->ack_head->ack_deadline_ns;
         int ms = due > now ? (int)((due - now + 999999) / 1000000) : 0;
 
         if (timeout_ms < 0 || ms < timeout_ms)

@@ -75,6 +75,8 @@ struct rov_context {
     rov_endpoint_t *endpoint;         /* at most one listening endpoint */
     struct rov_conn *conns;           /* all live connections */
     struct rov_conn *ack_head, *ack_tail; /* conns owing an ack, by deadline */
+    struct rov_conn *ack_unstamped;   /* the list's tail from here: no deadline yet */
+    unsigned ack_unstamped_poll;      /* poll_count when the first of those came */
     struct rov_chan *chans;           /* every channel not yet closed */
     uint64_t next_conn_id;
     uint64_t next_chan_serial;

@@ -18,7 +18,9 @@
  *  28  u32 reserved  must be zero
  *
  * Stream rails (TCP) find frame boundaries with rov_wire_peek(), which also
- * rejects garbage before any payload is buffered.
+ * rejects garbage before any payload is buffered; a frame already whole in
+ * the buffer is measured with rov_wire_frame_len() and checked once, by the
+ * decode in rov_rail_recv().
  */
 #ifndef ROV_WIRE_H
 #define ROV_WIRE_H
@@ -163,6 +165,13 @@ static inline uint32_t rov_get32(const uint8_t *p)
 static inline uint64_t rov_get64(const uint8_t *p)
 {
     return (uint64_t)rov_get32(p) | ((uint64_t)rov_get32(p + 4) << 32);
+}
+
+/** What a full header (ROV_WIRE_HDR_LEN bytes at p) says the frame's length
+ * is, header included; nothing checked. */
+static inline size_t rov_wire_frame_len(const uint8_t *p)
+{
+    return ROV_WIRE_HDR_LEN + (size_t)rov_get32(p + 4);
 }
 
 #endif
