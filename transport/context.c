@@ -181,14 +181,17 @@ static rov_status_t arm_rails(rov_context_t *ctx)
     return ctx->events != events ? ROV_ERR_BUSY : st; /* an event ran: no sleep */
 }
 
-static int progress(rov_context_t *ctx, int timeout_ms)
+/* repoll: poll the rails directly first; a caller about to sleep right after
+ * a call that found nothing skips that (the arm before the sleep catches
+ * whatever came since: a system call less per sleep). */
+static int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
 {
     int polled = 0;
 
     ctx->frames = 0;
     ctx->events = 0;
     ++ctx->poll_count;
-    for (int i = 0; i < ctx->nrails; i++)
+    for (int i = 0; repoll && i < ctx->nrails; i++)
         polled += ctx->rails[i]->ops->progress(ctx->rails[i]);
     if (ctx->push_pending) {
         push_pending(ctx);
@@ -220,7 +223,7 @@ static int progress(rov_context_t *ctx, int timeout_ms)
 
 int rov_progress(rov_context_t *ctx)
 {
-    return progress(ctx, 0);
+    return progress(ctx, 0, true);
 }
 
 int rov_context_wait(rov_context_t *ctx, int timeout_ms)
@@ -239,7 +242,7 @@ int rov_context_wait(rov_context_t *ctx, int timeout_ms)
         if (timeout_ms < 0 || ms < timeout_ms)
             timeout_ms = ms;
     }
-    return progress(ctx, timeout_ms);
+    return progress(ctx, timeout_ms, false);
 }
 
 int rov_context_fd(const rov_context_t *ctx)
