@@ -158,8 +158,8 @@ static void ack_schedule(struct rov_conn *conn)
     if (conn->in_ack_list)
         return;
     /* The deadline is stamped when the context next looks at the list
-     * (rov_ctx_stamp_acks): a reply sent before then carries the ack, and
-     * a ping-pong reads no clock for it. */
+     * (stamp_acks() in context.c): a reply sent before then carries the
+     * ack, and a ping-pong reads no clock for it. */
     conn->ack_deadline_ns = 0;
     if (!ctx->ack_unstamped) {
         ctx->ack_unstamped = conn;
