@@ -471,14 +471,7 @@ static bool parse_frames(struct tcp_chan *c)
             fail(c, ROV_ERR_PROTO, why);
             return false;
         }
-        if (flen <= avail) {
-            c->expect_big = false;
-            rov_rail_recv(&c->base, c->buf + c->off, flen);
-            if (c->dead)
-                return false;
-            c->off += flen;
-            continue;
-        }
+        /* A whole header and a frame not yet whole (else handed up above). */
         if (flen > c->cap) {
             /* Too large for the staging buffer: read the rest in place. */
             if (flen > c->big_cap && !big_reserve(c, flen))
