@@ -5,8 +5,8 @@
 # with its connections set up through librdmacm instead of out of band.
 #   conformance-job.sh BUILD_DIR verbs|verbs-rdmacm|ucx [SCALE [--only CASE[,CASE]]]
 set -u
-build=${1:?usage: conformance-job.sh BUILD_DIR verbs|verbs-rdmacm|ucx [SCALE]}
-kind=${2:?usage: conformance-job.sh BUILD_DIR verbs|verbs-rdmacm|ucx [SCALE]}
+build=${1:?usage: conformance-job.sh BUILD_DIR verbs|verbs-rdmacm|ucx [SCALE [--only CASES]]}
+kind=${2:?usage: conformance-job.sh BUILD_DIR verbs|verbs-rdmacm|ucx [SCALE [--only CASES]]}
 scale=${3:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 case $kind in
