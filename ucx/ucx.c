@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <time.h>
 
@@ -58,6 +59,10 @@
 #define UCX_PROGRESS_ROUNDS 64
 /* On rail close: how long endpoint closes may take before the worker goes. */
 #define UCX_CLOSE_WAIT_NS 200000000ull
+/* On rail close, before the listener goes: connection requests must have
+ * been quiet this long (and at most this long is spent waiting for that). */
+#define UCX_LISTENER_QUIET_NS 200000000ull
+#define UCX_LISTENER_DRAIN_MAX_NS 1000000000ull
 
 /* What a UCX request's user_data points to: a frame being sent, a frame
  * received out of turn or being fetched (rendezvous), or the flush that
@@ -112,6 +117,7 @@ struct ucx_rail {
     ucp_worker_h worker;
     ucp_listener_h listener;
     bool listening;             /* accept what the listener reports */
+    uint64_t request_ns;        /* when the listener last reported a request */
     struct rov_watch watch;     /* the worker's event fd */
     struct sockaddr_storage local;
     socklen_t local_len;
@@ -925,6 +931,7 @@ static void conn_cb(ucp_conn_request_h req, void *arg)
     struct ucx_chan *c;
     ucs_status_t st;
 
+    r->request_ns = now_ns();
     if (!r->listening) {
         rov_debug("ucx", "rail %s: connection request refused: not listening",
                   r->base.spec->name);
@@ -1138,11 +1145,38 @@ static rov_status_t ucx_listen(struct rov_rail *rail, void *addr, size_t *len_p)
 /* The listener itself lives until the rail closes, refusing what comes: UCX
  * (1.13 here, still open upstream as issue #11087) hands a connection
  * request whose private data arrives after ucp_listener_destroy() to the
- * freed listener from its async thread.  Destroyed just before the worker,
- * the window for that is a few instructions, not the whole close. */
+ * freed listener from its async thread.  See drain_requests(). */
 static void ucx_unlisten(struct rov_rail *rail)
 {
     ((struct ucx_rail *)rail)->listening = false;
+}
+
+/* Before the listener goes: refuse connection requests until none has come
+ * for UCX_LISTENER_QUIET_NS (at most UCX_LISTENER_DRAIN_MAX_NS).  A peer's
+ * request is a TCP connect that UCX's async thread accepts, then the
+ * request's private data; a connect accepted before the wait starts has
+ * its data handled (and refused, in conn_cb) during the wait, so the
+ * listener is freed only if a request began within the last quiet period,
+ * which a peer that has closed its connection with us no longer sends.
+ * UCX offers no way to stop accepting and know that none is pending: this
+ * narrows the race of issue #11087 to that, it cannot close it. */
+static void drain_requests(struct ucx_rail *r)
+{
+    uint64_t start = now_ns(), now = start;
+    struct pollfd pfd = {.fd = r->watch.fd, .events = POLLIN};
+
+    while (now - start < UCX_LISTENER_DRAIN_MAX_NS) {
+        uint64_t last = r->request_ns > start ? r->request_ns : start;
+
+        if (now - last >= UCX_LISTENER_QUIET_NS)
+            return;
+        if (arm_worker(r) == ROV_OK && pfd.fd >= 0 && poll(&pfd, 1, 10) > 0)
+            r->armed = false; /* readable until the next ucp_worker_arm() */
+        drive(r);
+        now = now_ns();
+    }
+    rov_debug("ucx", "rail %s: connection requests still coming at close",
+              r->base.spec->name);
 }
 
 static void ucx_close(struct rov_rail *rail)
@@ -1174,10 +1208,12 @@ static void ucx_close(struct rov_rail *rail)
             drive(r);
             bury(r);
         }
+        if (r->listener) {
+            drain_requests(r);
+            ucp_listener_destroy(r->listener);
+        }
         if (r->watch.fd >= 0)
             rov_ctx_unwatch(rail->ctx, &r->watch);
-        if (r->listener)
-            ucp_listener_destroy(r->listener);
         ucp_worker_destroy(r->worker);
     }
     if (r->context)
