@@ -41,6 +41,11 @@ mkdir -p "$work"
 
 # The same environment on both VMs (b's agent does not inherit ours).
 common_env="RAILOVER_RAILS=$rail,tcp@$ETH_IF RAILOVER_LOG=${RAILOVER_LOG:-debug} RAILOVER_FAILBACK_DWELL=1s"
+# The UCX rail's connection manager listens on RAILOVER_TCP_IF unless the
+# rail names an interface: Ethernet, as on a cluster.  On the fabric's own
+# interface (`ucx@fabric`) it never reconnects after that link flapped
+# (docs/rdma.md); the data lanes are UCX's choice either way (rc_verbs).
+common_env+=" RAILOVER_TCP_IF=$ETH_IF"
 common_env+=" RAILOVER_FAILBACK_RETRY=200ms RAILOVER_FAILBACK_RETRY_MAX=1s"
 # TCG: each VM has one vCPU, saturated by the fallback stream, and rxe's ACK
 # processing then lags by hundreds of ms.  With the defaults (ACK timeout 14
