@@ -113,7 +113,7 @@ static void tcp_addr_str(const void *addr, size_t len, char *buf, size_t buf_len
 /* Channels -------------------------------------------------------------------- */
 
 static void chan_cb(struct rov_watch *w, uint32_t events);
-static void fail(struct tcp_chan *c, rov_status_t st, const char *why);
+static __attribute__((cold)) void fail(struct tcp_chan *c, rov_status_t st, const char *why);
 
 static void set_events(struct tcp_chan *c, uint32_t events)
 {

@@ -18,17 +18,18 @@ struct rov_rail_spec {
 };
 
 struct rov_config {
-    struct rov_rail_spec rails[ROV_MAX_RAILS];
-    unsigned nrails;
-    char tcp_if[ROV_RAIL_ARG_MAX]; /* empty: first non-loopback IPv4 interface */
-    int log_level;
+    /* read per message: first */
     uint64_t window_msgs;
     uint64_t window_bytes;
     uint64_t eager_limit;
     uint64_t max_msg;
-    uint64_t reorder_msgs;
     uint64_t ack_delay_ns;
+    uint64_t reorder_msgs;
     uint64_t tcp_rxbuf;
+    struct rov_rail_spec rails[ROV_MAX_RAILS];
+    unsigned nrails;
+    char tcp_if[ROV_RAIL_ARG_MAX]; /* empty: first non-loopback IPv4 interface */
+    int log_level;
     /* failover engine (failover/) */
     int failover;                  /* detect failures and move connections */
     uint64_t failover_timeout_ns;  /* no rail-level completion for this long: stalled */

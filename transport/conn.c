@@ -258,6 +258,70 @@ static void maybe_send_close(struct rov_conn *conn, struct rov_chan *chan)
     conn->close_sent = true;
 }
 
+/* The channel data may go out on now, or NULL. */
+static inline struct rov_chan *tx_chan(const struct rov_conn *conn)
+{
+    struct rov_chan *chan;
+
+    if ((conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CLOSING) ||
+        conn->tx_rail < 0 || conn->tx_sync)
+        return NULL;
+    chan = conn->chans[conn->tx_rail];
+    return chan_ready(chan) ? chan : NULL;
+}
+
+/* Hand m, the next message to transmit, to chan's rail.  ROV_OK: the rail
+ * took it (sent, or queued holding a reference); ROV_ERR_AGAIN: the rail is
+ * full, m stays next; ROV_ERR_RESET: the channel failed or closed (reported
+ * to the connection already). */
+static inline rov_status_t xmit(struct rov_conn *conn, struct rov_chan *chan, struct rov_msg *m)
+{
+    bool fresh = m->rail_refs == 0;
+    struct iovec iov[2];
+    int iovcnt = 1;
+    rov_status_t st;
+
+    /* A rail may still be writing an earlier transmission of this frame:
+     * then resend the header as it is (its older ack is still valid) rather
+     * than rewrite bytes under the rail. */
+    if (fresh)
+        rov_wire_encode_data(m->hdr, (uint32_t)m->len, m->seq, conn->rx_seq, m->tag);
+    iov[0].iov_base = m->hdr;
+    if (m->flags & ROV_MSG_COPIED) {
+        iov[0].iov_len = ROV_WIRE_HDR_LEN + m->len; /* hdr and payload are adjacent */
+    } else {
+        iov[0].iov_len = ROV_WIRE_HDR_LEN;
+        iov[1].iov_base = (void *)m->data;
+        iov[1].iov_len = m->len;
+        iovcnt = m->len ? 2 : 1;
+    }
+    st = chan_send(chan, iov, iovcnt, m);
+    if (__builtin_expect(st < 0, 0)) {
+        if (st == ROV_ERR_AGAIN)
+            return st;
+        rov_conn_chan_failed(chan, st, "send failed");
+        return ROV_ERR_RESET;
+    }
+    if (st == ROV_INPROGRESS) {
+        m->rail_refs++;
+        m->queued_serial = chan->serial;
+    }
+    if (__builtin_expect(m->flags & ROV_MSG_SENT_ONCE, 0)) {
+        conn->stats.msgs_resent++;
+        conn->stats.bytes_resent += m->len;
+    }
+    m->flags |= ROV_MSG_SENT_ONCE;
+    conn->tx.next_tx = m->next;
+    if (fresh)
+        ack_sent(conn);
+    if (__builtin_expect(conn->ctx->fault_armed, 0)) {
+        rov_fault_data_sent(&conn->ctx->fault, chan);
+        if (chan->state == ROV_CHAN_CLOSED)
+            return ROV_ERR_RESET;
+    }
+    return ROV_OK;
+}
+
 void rov_conn_push(struct rov_conn *conn)
 {
     struct rov_chan *chan;
@@ -269,81 +333,33 @@ void rov_conn_push(struct rov_conn *conn)
         conn->push_more = false;
         conn->ctx->push_pending--;
     }
-    if (conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CLOSING)
-        return;
-    if (conn->tx_rail < 0 || conn->tx_sync)
-        return;
-    chan = conn->chans[conn->tx_rail];
-    if (!chan_ready(chan))
+    if ((chan = tx_chan(conn)) == NULL)
         return;
     while ((m = conn->tx.next_tx) != NULL) {
-        struct rov_wire_hdr hdr = {
-            .type = ROV_FT_DATA, .len = (uint32_t)m->len, .seq = m->seq,
-            .ack = conn->rx_seq, .tag = m->tag,
-        };
-        struct iovec iov[2];
-        int iovcnt;
-        rov_status_t st;
-
-        bool fresh = m->rail_refs == 0;
-
         /* The budget is spent (one message goes, however large). */
-        if ((budget_msgs == 0 || budget_bytes < m->len) && budget_msgs < PUSH_BUDGET_MSGS) {
+        if (budget_msgs < PUSH_BUDGET_MSGS && (budget_msgs == 0 || budget_bytes < m->len)) {
             conn->push_more = true;
             conn->ctx->push_pending++;
             rov_ctx_push_more(conn->ctx);
             return;
         }
-        if (!fresh && m->queued_serial == chan->serial) {
+        if (m->rail_refs && m->queued_serial == chan->serial) {
             /* Still queued on this very channel: it will go out in order. */
             conn->tx.next_tx = m->next;
             continue;
         }
-
-        /* A rail may still be writing an earlier transmission of this frame:
-         * then resend the header as it is (its older ack is still valid)
-         * rather than rewrite bytes under the rail. */
-        if (fresh)
-            rov_wire_encode(m->hdr, &hdr);
-        if (m->flags & ROV_MSG_COPIED) {
-            /* hdr and payload are adjacent: one contiguous frame */
-            iov[0].iov_base = m->hdr;
-            iov[0].iov_len = ROV_WIRE_HDR_LEN + m->len;
-            iovcnt = 1;
-        } else {
-            iov[0].iov_base = m->hdr;
-            iov[0].iov_len = ROV_WIRE_HDR_LEN;
-            iov[1].iov_base = (void *)m->data;
-            iov[1].iov_len = m->len;
-            iovcnt = m->len ? 2 : 1;
-        }
-        st = chan_send(chan, iov, iovcnt, m);
-        if (st == ROV_ERR_AGAIN)
+        switch (xmit(conn, chan, m)) {
+        case ROV_OK:
             break;
-        if (st < 0) {
-            rov_conn_chan_failed(chan, st, "send failed");
+        case ROV_ERR_AGAIN:
+            goto out; /* rov_rail_writable() pushes again */
+        default:
             return;
         }
-        if (st == ROV_INPROGRESS) {
-            m->rail_refs++;
-            m->queued_serial = chan->serial;
-        }
-        if (m->flags & ROV_MSG_SENT_ONCE) {
-            conn->stats.msgs_resent++;
-            conn->stats.bytes_resent += m->len;
-        }
-        m->flags |= ROV_MSG_SENT_ONCE;
-        conn->tx.next_tx = m->next;
         budget_msgs--;
         budget_bytes = budget_bytes > m->len ? budget_bytes - m->len : 0;
-        if (fresh)
-            ack_sent(conn);
-        if (__builtin_expect(conn->ctx->fault_armed, 0)) {
-            rov_fault_data_sent(&conn->ctx->fault, chan);
-            if (chan->state == ROV_CHAN_CLOSED)
-                return;
-        }
     }
+out:
     maybe_send_close(conn, chan);
 }
 
@@ -517,6 +533,7 @@ rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf, size
     const struct rov_config *cfg = &conn->ctx->config;
     unsigned flags = params ? params->flags : 0;
     int copy = len <= cfg->eager_limit || (flags & ROV_SEND_COPY);
+    struct rov_chan *chan;
     struct rov_msg *m;
 
     if ((conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CONNECTING) ||
@@ -545,7 +562,12 @@ rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf, size
     rov_retain_push(&conn->tx, m);
     conn->stats.msgs_sent++;
     conn->stats.bytes_sent += len;
-    rov_conn_push(conn);
+    /* Nothing queued before it: straight to the rail (what rov_conn_push()
+     * would do, without its budget).  Else it waits its turn. */
+    if (conn->tx.next_tx == m && !conn->push_more && (chan = tx_chan(conn)) != NULL)
+        xmit(conn, chan, m);
+    else
+        rov_conn_push(conn);
     return copy ? ROV_OK : ROV_INPROGRESS;
 }
 
@@ -733,7 +755,7 @@ static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
         ack_schedule(conn);
 }
 
-static void protocol_error(struct rov_chan *chan, const char *why)
+static __attribute__((cold)) void protocol_error(struct rov_chan *chan, const char *why)
 {
     rov_conn_chan_failed(chan, ROV_ERR_PROTO, why);
 }

@@ -532,8 +532,9 @@ void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len)
     if (chan->state != ROV_CHAN_OPEN || __builtin_expect(chan->silent, 0))
         return;
     ctx->frames++;
-    if (rov_wire_decode(frame, len, ctx->config.max_msg, &hdr, &why) != ROV_OK ||
-        ROV_WIRE_HDR_LEN + (size_t)hdr.len != len) {
+    if (!rov_wire_decode_data(frame, len, ctx->config.max_msg, &hdr) &&
+        (rov_wire_decode(frame, len, ctx->config.max_msg, &hdr, &why) != ROV_OK ||
+         ROV_WIRE_HDR_LEN + (size_t)hdr.len != len)) {
         rov_conn_chan_failed(chan, ROV_ERR_PROTO, why[0] ? why : "frame length mismatch");
         return;
     }

@@ -61,6 +61,7 @@ const char *rov_ctl_path(const rov_context_t *ctx);
  * Only computes the path: it neither creates nor checks the directory.  Shared
  * with the `railover` tool, so clients and servers agree.  ROV_OK, or
  * ROV_ERR_INVAL if the path does not fit in len or ROV_CTL_RUN_DIR_MAX. */
+__attribute__((visibility("default")))
 rov_status_t rov_ctl_run_dir(const rov_config_t *config, char *buf, size_t len);
 
 #endif

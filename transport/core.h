@@ -27,69 +27,71 @@ struct rov_endpoint {
     size_t blob_len;
 };
 
+/* Fields in the order the per-message paths touch them (send, receive,
+ * acknowledge), so that a message touches a few cache lines of its
+ * connection; what only handshakes, switches and the tools read comes last. */
 struct rov_conn {
     rov_context_t *ctx;
-    uint64_t id;                      /* ours, non-zero */
-    uint64_t peer_id;                 /* the peer's, 0 until known */
     enum rov_conn_state state;
-    struct rov_wire_addr peer;        /* decoded peer address (points into peer_blob) */
-    uint8_t peer_blob[512];
-    size_t peer_blob_len;
-    struct rov_chan *chans[ROV_MAX_RAILS]; /* adopted channel per rail */
     int tx_rail;                      /* rail we send on */
     bool tx_sync;                     /* wait for the peer's last-received before data */
-    uint64_t tx_chan_serial;          /* channel we rewound on and send on since, or 0 */
-    uint32_t switch_tag;              /* tag of our pending switch request (ROV_HF_*) */
     bool close_sent, peer_closed;
     bool close_acked;                 /* we answered the peer's CLOSE: finishing */
     bool in_ack_list;
     bool push_more;                   /* rov_conn_push() stopped at its budget */
-    uint64_t ack_deadline_ns;
-    struct rov_conn *ack_next, *ack_prev;
-
+    struct rov_chan *chans[ROV_MAX_RAILS]; /* adopted channel per rail */
     struct rov_retain tx;             /* retained sends */
     uint64_t rx_seq;                  /* last delivered in order */
     uint64_t rx_acked;                /* last ack value we sent */
     uint64_t rx_unacked_msgs, rx_unacked_bytes;
-    uint64_t resend_asked;            /* rx_seq when we last asked for a resend */
+    uint64_t ack_deadline_ns;
+    struct rov_conn *ack_next, *ack_prev;
     struct rov_reorder reorder;
-
     rov_conn_stats_t stats;
+    uint64_t id;                      /* ours, non-zero */
+    uint64_t peer_id;                 /* the peer's, 0 until known */
+    uint64_t tx_chan_serial;          /* channel we rewound on and send on since, or 0 */
+    uint32_t switch_tag;              /* tag of our pending switch request (ROV_HF_*) */
+    uint64_t resend_asked;            /* rx_seq when we last asked for a resend */
     struct rov_fo_conn fo;            /* failover engine's state */
     void *user;
     struct rov_conn *next, *prev;     /* context's list */
+    struct rov_wire_addr peer;        /* decoded peer address (points into peer_blob) */
+    uint8_t peer_blob[512];
+    size_t peer_blob_len;
 };
 
+/* Hot fields first (the progress call, the per-message paths). */
 struct rov_context {
-    struct rov_config config;
     rov_recv_cb_t recv_cb;
-    rov_event_cb_t event_cb;
     void *arg;
-    int epfd;
-    struct rov_watch ticker;          /* timerfd for delayed acks */
-    bool ticker_armed;
-    unsigned idle_ticks;
-    struct rov_rail *rails[ROV_MAX_RAILS];
-    int nrails;
-    uint8_t ep_id[ROV_EP_ID_LEN];
-    rov_endpoint_t *endpoint;         /* at most one listening endpoint */
-    struct rov_conn *conns;           /* all live connections */
-    struct rov_conn *ack_head, *ack_tail; /* conns owing an ack, by deadline */
-    struct rov_conn *ack_unstamped;   /* the list's tail from here: no deadline yet */
-    unsigned ack_unstamped_poll;      /* poll_count when the first of those came */
-    struct rov_chan *chans;           /* every channel not yet closed */
-    uint64_t next_conn_id;
-    uint64_t next_chan_serial;
     unsigned poll_count;
-    uint64_t epoll_due_ns;            /* busy polling: check epoll by then */
-    unsigned push_pending;            /* conns with push_more set */
     int frames;                       /* frames handled in this progress call */
     int events;                       /* events delivered in this progress call */
     bool reap;                        /* dead objects wait to be freed */
+    bool fault_armed;
+    bool ticker_armed;
+    int nrails;
+    struct rov_rail *rails[ROV_MAX_RAILS];
+    uint64_t epoll_due_ns;            /* busy polling: check epoll by then */
+    unsigned push_pending;            /* conns with push_more set */
+    struct rov_conn *ack_head, *ack_tail; /* conns owing an ack, by deadline */
+    struct rov_conn *ack_unstamped;   /* the list's tail from here: no deadline yet */
+    unsigned ack_unstamped_poll;      /* poll_count when the first of those came */
     struct rov_msg_cache msg_cache;
+    struct rov_config config;
+    rov_event_cb_t event_cb;
+    int epfd;
+    struct rov_watch ticker;          /* timerfd for delayed acks */
+    unsigned idle_ticks;
+    uint8_t ep_id[ROV_EP_ID_LEN];
+    rov_endpoint_t *endpoint;         /* at most one listening endpoint */
+    struct rov_conn *conns;           /* all live connections */
+    struct rov_chan *chans;           /* every channel not yet closed */
+    uint64_t next_conn_id;
+    uint64_t next_chan_serial;
     struct rov_fo_ctx fo;             /* failover engine */
     struct rov_fault fault;           /* RAILOVER_FAULT */
-    bool fault_armed;
     struct rov_ctl *ctl;              /* control endpoint (control.c), NULL: none */
 };
 
@@ -100,9 +102,11 @@ void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
                        const uint8_t *payload);
 void rov_conn_chan_connected(struct rov_chan *chan);
 void rov_conn_chan_flushed(struct rov_chan *chan);
+__attribute__((cold))
 void rov_conn_chan_failed(struct rov_chan *chan, rov_status_t status, const char *why);
 /* The same with a reason code for the failover engine (RAILOVER_FAULT, the
  * engine's own stall detector). */
+__attribute__((cold))
 void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, const char *why,
                                  rov_reason_t reason);
 /* The switch primitive with a reason code; hf adds ROV_HF_FAILED (with
@@ -129,7 +133,7 @@ int rov_conn_ep_cmp(const struct rov_conn *conn);
 void rov_conn_push(struct rov_conn *conn);
 /* context.c: the context's progress continues budget-limited pushes (and a
  * caller asleep on rov_context_fd() is woken for them). */
-void rov_ctx_push_more(rov_context_t *ctx);
+__attribute__((cold)) void rov_ctx_push_more(rov_context_t *ctx);
 void rov_conn_send_ack(struct rov_conn *conn);
 void rov_conn_abort(struct rov_conn *conn, rov_status_t status);
 void rov_conn_free(struct rov_conn *conn);

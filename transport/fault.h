@@ -48,9 +48,9 @@ struct rov_fault {
 rov_status_t rov_fault_parse(const char *spec, struct rov_fault *f, char *why, size_t why_len);
 
 /** Count one data frame sent on chan; fire the fault if it is due. */
-void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan);
+__attribute__((cold)) void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan);
 /** chan is about to send a CLOSE frame of this kind; fire an at= fault for it (once). */
-void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan,
+__attribute__((cold)) void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan,
                              enum rov_fault_close kind);
 
 #endif

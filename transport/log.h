@@ -20,12 +20,13 @@ void rov_log_set_level(int level);
 int rov_log_level_parse(const char *s);
 const char *rov_log_level_name(int level);
 
+/* cold: callers lay out the logging branch away from their hot path */
 void rov_log_emit(int level, const char *subsys, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4), cold));
 
 #define rov_log(level, subsys, ...)                                      \
     do {                                                                 \
-        if ((level) <= rov_log_level)                                    \
+        if (__builtin_expect((level) <= rov_log_level, 0))               \
             rov_log_emit((level), (subsys), __VA_ARGS__);                \
     } while (0)
 

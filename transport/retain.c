@@ -11,30 +11,6 @@ void rov_retain_init(struct rov_retain *r, uint64_t max_msgs, uint64_t max_bytes
     r->max_bytes = max_bytes;
 }
 
-/* Payload capacity of each class and how many free buffers it keeps. */
-static const size_t class_len[ROV_MSG_CLASSES] = {0, 256, 2048, 8192};
-static const unsigned class_keep[ROV_MSG_CLASSES] = {1024, 1024, 512, 256};
-
-static void msg_init(struct rov_msg *m, const void *data, size_t len, int copy)
-{
-    m->next = NULL;
-    m->seq = 0;
-    m->tag = 0;
-    m->flags = copy ? ROV_MSG_COPIED : 0;
-    m->len = len;
-    m->cb = NULL;
-    m->arg = NULL;
-    m->rail_refs = 0;
-    m->queued_serial = 0;
-    if (copy) {
-        if (len)
-            memcpy(m->payload, data, len);
-        m->data = m->payload;
-    } else {
-        m->data = data;
-    }
-}
-
 struct rov_msg *rov_retain_msg_alloc(const void *data, size_t len, int copy)
 {
     struct rov_msg *m = malloc(sizeof(*m) + (copy ? len : 0));
@@ -42,47 +18,28 @@ struct rov_msg *rov_retain_msg_alloc(const void *data, size_t len, int copy)
     if (!m)
         return NULL;
     m->cache = NULL;
-    msg_init(m, data, len, copy);
+    rov_msg_init(m, data, len, copy);
     return m;
 }
 
-struct rov_msg *rov_msg_cache_alloc(struct rov_msg_cache *cache, const void *data, size_t len,
-                                    int copy)
+static const size_t class_len[ROV_MSG_CLASSES] = {0, 256, 2048, 8192};
+
+struct rov_msg *rov_msg_cache_refill(struct rov_msg_cache *cache, unsigned cls, size_t len,
+                                     int copy)
 {
-    size_t need = copy ? len : 0;
-    unsigned cls = 0;
     struct rov_msg *m;
 
-    while (cls < ROV_MSG_CLASSES && class_len[cls] < need)
-        cls++;
-    if (cls == ROV_MSG_CLASSES)
-        return rov_retain_msg_alloc(data, len, copy);
-    m = cache->free[cls];
-    if (m) {
-        cache->free[cls] = m->next;
-        cache->nfree[cls]--;
+    if (cls >= ROV_MSG_CLASSES) {
+        m = malloc(sizeof(*m) + (copy ? len : 0));
+        cache = NULL;
     } else {
         m = malloc(sizeof(*m) + class_len[cls]);
-        if (!m)
-            return NULL;
-        m->cache = cache;
-        m->cls = cls;
     }
-    msg_init(m, data, len, copy);
+    if (!m)
+        return NULL;
+    m->cache = cache;
+    m->cls = cls;
     return m;
-}
-
-void rov_msg_free(struct rov_msg *m)
-{
-    struct rov_msg_cache *cache = m->cache;
-
-    if (!cache || cache->nfree[m->cls] >= class_keep[m->cls]) {
-        free(m);
-        return;
-    }
-    m->next = cache->free[m->cls];
-    cache->free[m->cls] = m;
-    cache->nfree[m->cls]++;
 }
 
 void rov_msg_cache_fini(struct rov_msg_cache *cache)
@@ -98,77 +55,12 @@ void rov_msg_cache_fini(struct rov_msg_cache *cache)
     }
 }
 
-static void msg_complete(struct rov_msg *m)
-{
-    if (m->cb && (!(m->flags & ROV_MSG_COPIED) || (m->flags & ROV_MSG_NOTIFY)))
-        m->cb(m->arg, m->status);
-    rov_msg_free(m);
-}
-
-static void msg_release(struct rov_msg *m, rov_status_t status)
-{
-    m->flags |= ROV_MSG_ACKED;
-    m->status = status;
-    m->next = NULL;
-    if (m->rail_refs == 0)
-        msg_complete(m);
-}
-
-void rov_msg_release_list(struct rov_msg *list, rov_status_t status)
-{
-    while (list) {
-        struct rov_msg *next = list->next;
-
-        msg_release(list, status);
-        list = next;
-    }
-}
-
 void rov_msg_rail_done(struct rov_msg *m, uint64_t chan_serial)
 {
     if (m->queued_serial == chan_serial)
         m->queued_serial = 0;
     if (--m->rail_refs == 0 && (m->flags & ROV_MSG_ACKED))
-        msg_complete(m);
-}
-
-void rov_retain_push(struct rov_retain *r, struct rov_msg *msg)
-{
-    msg->seq = r->next_seq++;
-    msg->next = NULL;
-    if (r->tail)
-        r->tail->next = msg;
-    else
-        r->head = msg;
-    r->tail = msg;
-    if (!r->next_tx)
-        r->next_tx = msg;
-    r->count++;
-    r->bytes += msg->len;
-}
-
-rov_status_t rov_retain_ack(struct rov_retain *r, uint64_t ack, struct rov_msg **acked_p)
-{
-    struct rov_msg *first = r->head, *last = NULL;
-
-    *acked_p = NULL;
-    if (ack >= r->next_seq)
-        return ROV_ERR_PROTO;
-    while (r->head && r->head->seq <= ack) {
-        last = r->head;
-        r->head = last->next;
-        r->count--;
-        r->bytes -= last->len;
-        if (r->next_tx == last)
-            r->next_tx = last->next;
-    }
-    if (!last)
-        return ROV_OK;
-    last->next = NULL;
-    if (!r->head)
-        r->tail = NULL;
-    *acked_p = first;
-    return ROV_OK;
+        rov_msg_complete(m);
 }
 
 void rov_retain_rewind(struct rov_retain *r, uint64_t peer_last)

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "railover/railover.h"
 #include "transport/wire.h"
@@ -63,23 +65,99 @@ static inline bool rov_retain_has_room(const struct rov_retain *r, size_t len)
 struct rov_msg *rov_retain_msg_alloc(const void *data, size_t len, int copy);
 
 /* A per-context cache of message buffers in a few size classes, so the send
- * path neither calls malloc nor faults in fresh pages per message. */
+ * path neither calls malloc nor faults in fresh pages per message.  Payload
+ * capacity per class: 0 (references), 256, 2048, 8192 bytes. */
 #define ROV_MSG_CLASSES 4
 struct rov_msg_cache {
     struct rov_msg *free[ROV_MSG_CLASSES];
     unsigned nfree[ROV_MSG_CLASSES];
 };
 
+/* The send and acknowledgement paths below run once per message: they are
+ * inline, so a message costs no calls between them. */
+
+/* Out of line: a buffer the cache has none of (class cls), or one larger
+ * than its classes (cls == ROV_MSG_CLASSES, not cached). */
+__attribute__((cold))
+struct rov_msg *rov_msg_cache_refill(struct rov_msg_cache *cache, unsigned cls, size_t len,
+                                     int copy);
+
+static inline void rov_msg_init(struct rov_msg *m, const void *data, size_t len, int copy)
+{
+    m->next = NULL;
+    m->seq = 0;
+    m->tag = 0;
+    m->flags = copy ? ROV_MSG_COPIED : 0;
+    m->len = len;
+    m->cb = NULL;
+    m->arg = NULL;
+    m->rail_refs = 0;
+    m->queued_serial = 0;
+    if (copy) {
+        if (len)
+            memcpy(m->payload, data, len);
+        m->data = m->payload;
+    } else {
+        m->data = data;
+    }
+}
+
 /** Like rov_retain_msg_alloc(), from cache. */
-struct rov_msg *rov_msg_cache_alloc(struct rov_msg_cache *cache, const void *data, size_t len,
-                                    int copy);
+static inline struct rov_msg *rov_msg_cache_alloc(struct rov_msg_cache *cache, const void *data,
+                                                  size_t len, int copy)
+{
+    size_t need = copy ? len : 0;
+    unsigned cls = need == 0 ? 0 : need <= 256 ? 1 : need <= 2048 ? 2 : need <= 8192 ? 3 : 4;
+    struct rov_msg *m;
+
+    if (cls < ROV_MSG_CLASSES && (m = cache->free[cls]) != NULL) {
+        cache->free[cls] = m->next;
+        cache->nfree[cls]--;
+    } else if ((m = rov_msg_cache_refill(cache, cls, len, copy)) == NULL) {
+        return NULL;
+    }
+    rov_msg_init(m, data, len, copy);
+    return m;
+}
+
+/** How many free buffers of class cls the cache keeps. */
+static inline unsigned rov_msg_cache_keep(unsigned cls)
+{
+    return cls == 0 || cls == 1 ? 1024 : cls == 2 ? 512 : 256;
+}
+
 /** Return m to its cache, or free it. */
-void rov_msg_free(struct rov_msg *m);
+static inline void rov_msg_free(struct rov_msg *m)
+{
+    struct rov_msg_cache *cache = m->cache;
+
+    if (!cache || cache->nfree[m->cls] >= rov_msg_cache_keep(m->cls)) {
+        free(m);
+        return;
+    }
+    m->next = cache->free[m->cls];
+    cache->free[m->cls] = m;
+    cache->nfree[m->cls]++;
+}
+
 /** Free every cached buffer. */
 void rov_msg_cache_fini(struct rov_msg_cache *cache);
 
 /** Append msg, giving it the next sequence number. */
-void rov_retain_push(struct rov_retain *r, struct rov_msg *msg);
+static inline void rov_retain_push(struct rov_retain *r, struct rov_msg *msg)
+{
+    msg->seq = r->next_seq++;
+    msg->next = NULL;
+    if (r->tail)
+        r->tail->next = msg;
+    else
+        r->head = msg;
+    r->tail = msg;
+    if (!r->next_tx)
+        r->next_tx = msg;
+    r->count++;
+    r->bytes += msg->len;
+}
 
 /** Highest sequence acknowledged so far. */
 static inline uint64_t rov_retain_acked(const struct rov_retain *r)
@@ -90,7 +168,30 @@ static inline uint64_t rov_retain_acked(const struct rov_retain *r)
 /** Apply a cumulative ack.  Removed messages are returned as a list through
  * *acked_p (linked by next, in order) for the caller to complete and free.
  * ROV_ERR_PROTO if ack covers a sequence never sent. */
-rov_status_t rov_retain_ack(struct rov_retain *r, uint64_t ack, struct rov_msg **acked_p);
+static inline rov_status_t rov_retain_ack(struct rov_retain *r, uint64_t ack,
+                                          struct rov_msg **acked_p)
+{
+    struct rov_msg *first = r->head, *last = NULL;
+
+    *acked_p = NULL;
+    if (ack >= r->next_seq)
+        return ROV_ERR_PROTO;
+    while (r->head && r->head->seq <= ack) {
+        last = r->head;
+        r->head = last->next;
+        r->count--;
+        r->bytes -= last->len;
+        if (r->next_tx == last)
+            r->next_tx = last->next;
+    }
+    if (!last)
+        return ROV_OK;
+    last->next = NULL;
+    if (!r->head)
+        r->tail = NULL;
+    *acked_p = first;
+    return ROV_OK;
+}
 
 /** The peer has everything up to peer_last: transmit again from there. */
 void rov_retain_rewind(struct rov_retain *r, uint64_t peer_last);
@@ -100,7 +201,27 @@ void rov_retain_rewind(struct rov_retain *r, uint64_t peer_last);
  * references it, else marked so rov_msg_rail_done() does that later.  The
  * user's buffer is thus never read by a rail after the user was told it may
  * reuse it. */
-void rov_msg_release_list(struct rov_msg *list, rov_status_t status);
+static inline void rov_msg_complete(struct rov_msg *m)
+{
+    if (m->cb && (!(m->flags & ROV_MSG_COPIED) || (m->flags & ROV_MSG_NOTIFY)))
+        m->cb(m->arg, m->status);
+    rov_msg_free(m);
+}
+
+static inline void rov_msg_release_list(struct rov_msg *list, rov_status_t status)
+{
+    while (list) {
+        struct rov_msg *m = list;
+
+        list = m->next;
+        m->flags |= ROV_MSG_ACKED;
+        m->status = status;
+        m->next = NULL;
+        if (m->rail_refs == 0)
+            rov_msg_complete(m);
+    }
+}
+
 /** The rail of channel chan_serial no longer references m. */
 void rov_msg_rail_done(struct rov_msg *m, uint64_t chan_serial);
 

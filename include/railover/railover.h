@@ -37,6 +37,13 @@
 extern "C" {
 #endif
 
+/* The library is built with hidden visibility: what this header declares is
+ * its whole exported interface, and calls inside the library bind directly
+ * (no PLT, and the compiler may inline them). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #define ROV_VERSION_MAJOR 0
 #define ROV_VERSION_MINOR 1
 #define ROV_VERSION_PATCH 0
@@ -344,6 +351,10 @@ typedef struct rov_conn_stats {
 } rov_conn_stats_t;
 
 void rov_conn_stats(const rov_conn_t *conn, rov_conn_stats_t *stats_p);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }
