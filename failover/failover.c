@@ -243,7 +243,7 @@ static rov_status_t health(struct rov_chan *chan, uint64_t now, struct rov_chan_
         h->sent_ago_ns = 0;
         return ROV_OK;
     }
-    return chan->rail->ops->chan_health(chan, h);
+    return chan->rail->ops.chan_health(chan, h);
 }
 
 /* Check one channel; false when it failed (the connection may have moved). */
@@ -263,7 +263,7 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
         /* The rail's own connect (TCP handshake, RC connection) is due
          * within the timeout; what needs the peer's application to progress
          * (the HELLO_ACK, a rail's out-of-band handshake) is not timed. */
-        if (chan->rail->ops->chan_health && health(chan, now, &h) == ROV_OK && h.peer_turn) {
+        if (chan->rail->ops.chan_health && health(chan, now, &h) == ROV_OK && h.peer_turn) {
             r->busy_since_ns = now;
             return true;
         }
@@ -304,7 +304,7 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
         }
         return true;
     }
-    if (!chan->rail->ops->chan_health)
+    if (!chan->rail->ops.chan_health)
         return true;
     /* An open channel whose HELLO is still unanswered is not healthy yet,
      * but its rail must still deliver the HELLO: a lost one (the path died
@@ -619,8 +619,8 @@ static void print_conn(FILE *out, const struct rov_conn *conn, uint64_t now)
                         (long long)((int64_t)(r->retry_ns - now) / (int64_t)MS));
             continue;
         }
-        if (chan->rail->ops->chan_str && chan->state == ROV_CHAN_OPEN)
-            chan->rail->ops->chan_str(chan, where, sizeof(where));
+        if (chan->rail->ops.chan_str && chan->state == ROV_CHAN_OPEN)
+            chan->rail->ops.chan_str(chan, where, sizeof(where));
         fprintf(out, "  chan rail=%s(%d) state=%s tx=%s health=", rov_context_rail_name(ctx, i), i,
                 chan->state == ROV_CHAN_CONNECTING ? "connecting"
                 : chan->handshaken                 ? "open" : "handshake",

@@ -113,7 +113,7 @@ static void tcp_addr_str(const void *addr, size_t len, char *buf, size_t buf_len
 /* Channels -------------------------------------------------------------------- */
 
 static void chan_cb(struct rov_watch *w, uint32_t events);
-static __attribute__((cold)) void fail(struct tcp_chan *c, rov_status_t st, const char *why);
+static ROV_COLD void fail(struct tcp_chan *c, rov_status_t st, const char *why);
 
 static void set_events(struct tcp_chan *c, uint32_t events)
 {
@@ -343,23 +343,11 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt)
     return n;
 }
 
-static rov_status_t tcp_send(struct rov_chan *chan, const struct iovec *iov, int iovcnt,
-                             void *cookie)
+/* What tcp_send() does when the frame does not go out whole at once. */
+static __attribute__((noinline)) rov_status_t send_rest(struct tcp_chan *c,
+                                                        const struct iovec *iov, int iovcnt,
+                                                        ssize_t n, void *cookie)
 {
-    struct tcp_chan *c = (struct tcp_chan *)chan;
-    size_t total;
-    ssize_t n;
-
-    if (c->dead)
-        return ROV_ERR_RESET;
-    if (iovcnt < 1 || iovcnt > ROV_RAIL_MAX_IOV)
-        return ROV_ERR_INVAL;
-    if (c->txq_head)
-        return enqueue(c, iov, iovcnt, 0, cookie);
-    total = iov_total(iov, iovcnt);
-    n = write_iov(c->watch.fd, iov, iovcnt);
-    if (n == (ssize_t)total)
-        return ROV_OK;
     if (n < 0) {
         if (errno != EAGAIN) {
             int err = errno;
@@ -371,6 +359,22 @@ static rov_status_t tcp_send(struct rov_chan *chan, const struct iovec *iov, int
         n = 0;
     }
     return enqueue(c, iov, iovcnt, (size_t)n, cookie);
+}
+
+static ROV_HOT rov_status_t tcp_send(struct rov_chan *chan, const struct iovec *iov, int iovcnt,
+                             void *cookie)
+{
+    struct tcp_chan *c = (struct tcp_chan *)chan;
+    ssize_t n;
+
+    if (__builtin_expect(c->dead || iovcnt < 1 || iovcnt > ROV_RAIL_MAX_IOV, 0))
+        return c->dead ? ROV_ERR_RESET : ROV_ERR_INVAL;
+    if (c->txq_head)
+        return enqueue(c, iov, iovcnt, 0, cookie);
+    n = write_iov(c->watch.fd, iov, iovcnt);
+    if (__builtin_expect(n == (ssize_t)iov_total(iov, iovcnt), 1))
+        return ROV_OK;
+    return send_rest(c, iov, iovcnt, n, cookie);
 }
 
 /* Write as many queued frames as the socket takes, up to TCP_FLUSH_IOV
@@ -443,7 +447,7 @@ static bool big_reserve(struct tcp_chan *c, size_t flen)
 
 /* Hand up every whole frame in [off, len).  Returns false if the channel
  * died (protocol error or closed by the transport during an upcall). */
-static bool parse_frames(struct tcp_chan *c)
+static ROV_HOT bool parse_frames(struct tcp_chan *c)
 {
     size_t max_payload = c->rail->base.max_frame - ROV_WIRE_HDR_LEN;
 
@@ -495,7 +499,7 @@ static bool parse_frames(struct tcp_chan *c)
 }
 
 /* Read what is ready.  Returns the number of reads that returned data. */
-static int read_chan(struct tcp_chan *c)
+static ROV_HOT int read_chan(struct tcp_chan *c)
 {
     int got = 0;
 
@@ -724,7 +728,7 @@ static rov_status_t tcp_connect(struct rov_rail *rail, const void *addr, size_t 
     return ROV_OK;
 }
 
-static int tcp_progress(struct rov_rail *rail)
+static ROV_HOT int tcp_progress(struct rov_rail *rail)
 {
     struct tcp_rail *r = (struct tcp_rail *)rail;
     struct tcp_chan *c, *next;

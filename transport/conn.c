@@ -70,12 +70,12 @@ static inline rov_status_t chan_send(struct rov_chan *chan, const struct iovec *
 {
     if (__builtin_expect(chan->silent, 0))
         return ROV_OK;
-    return chan->rail->ops->send(chan, iov, iovcnt, cookie);
+    return chan->rail->ops.send(chan, iov, iovcnt, cookie);
 }
 
 static int peer_rail(const struct rov_conn *conn, int rail)
 {
-    const char *kind = conn->ctx->rails[rail]->ops->name;
+    const char *kind = conn->ctx->rails[rail]->ops.name;
 
     for (unsigned i = 0; i < conn->peer.nrails; i++)
         if ((int)conn->peer.rails[i].index == rail && strcmp(conn->peer.rails[i].kind, kind) == 0)
@@ -322,7 +322,7 @@ static inline rov_status_t xmit(struct rov_conn *conn, struct rov_chan *chan, st
     return ROV_OK;
 }
 
-void rov_conn_push(struct rov_conn *conn)
+ROV_HOT void rov_conn_push(struct rov_conn *conn)
 {
     struct rov_chan *chan;
     struct rov_msg *m;
@@ -527,13 +527,30 @@ rov_status_t rov_conn_close(rov_conn_t *conn)
     return ROV_ERR_BUSY;
 }
 
-rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf, size_t len,
-                           const rov_send_params_t *params)
+/* Queue m (retained until acknowledged) and, with nothing queued before it
+ * and the transmit channel ready, hand it to the rail at once (what
+ * rov_conn_push() would do, without its budget); else it waits its turn. */
+static inline void send_queued(struct rov_conn *conn, struct rov_msg *m)
+{
+    struct rov_chan *chan;
+
+    rov_retain_push(&conn->tx, m);
+    conn->stats.msgs_sent++;
+    conn->stats.bytes_sent += m->len;
+    if (conn->tx.next_tx == m && !conn->push_more && (chan = tx_chan(conn)) != NULL)
+        xmit(conn, chan, m);
+    else
+        rov_conn_push(conn);
+}
+
+/* rov_conn_send() in full: every argument checked, every kind of send. */
+static __attribute__((noinline)) rov_status_t send_any(rov_conn_t *conn, uint32_t tag,
+                                                       const void *buf, size_t len,
+                                                       const rov_send_params_t *params)
 {
     const struct rov_config *cfg = &conn->ctx->config;
     unsigned flags = params ? params->flags : 0;
     int copy = len <= cfg->eager_limit || (flags & ROV_SEND_COPY);
-    struct rov_chan *chan;
     struct rov_msg *m;
 
     if ((conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CONNECTING) ||
@@ -559,16 +576,37 @@ rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf, size
         if (flags & ROV_SEND_NOTIFY_DELIVERED)
             m->flags |= ROV_MSG_NOTIFY;
     }
-    rov_retain_push(&conn->tx, m);
-    conn->stats.msgs_sent++;
-    conn->stats.bytes_sent += len;
-    /* Nothing queued before it: straight to the rail (what rov_conn_push()
-     * would do, without its budget).  Else it waits its turn. */
-    if (conn->tx.next_tx == m && !conn->push_more && (chan = tx_chan(conn)) != NULL)
-        xmit(conn, chan, m);
-    else
-        rov_conn_push(conn);
+    send_queued(conn, m);
     return copy ? ROV_OK : ROV_INPROGRESS;
+}
+
+ROV_HOT rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf, size_t len,
+                                   const rov_send_params_t *params)
+{
+    struct rov_msg_cache *cache = &conn->ctx->msg_cache;
+    struct rov_msg *m;
+
+    /* The common case in a few lines of code: a small message, copied, on
+     * an established connection with room in its window and a buffer in
+     * the cache (every system call around a send evicts the code it runs
+     * from the first-level cache; bench/README.md, "What a message
+     * costs").  Anything else, and every error, goes through send_any(). */
+    if (__builtin_expect((params && params->flags) || len > ROV_MSG_SMALL || !buf ||
+                         len > conn->ctx->config.eager_limit ||
+                         conn->state != ROV_CONN_ESTABLISHED || conn->peer_closed ||
+                         !rov_retain_has_room(&conn->tx, len) ||
+                         (m = cache->free[ROV_MSG_SMALL_CLASS]) == NULL, 0))
+        return send_any(conn, tag, buf, len, params);
+    cache->free[ROV_MSG_SMALL_CLASS] = m->next;
+    cache->nfree[ROV_MSG_SMALL_CLASS]--;
+    rov_msg_init(m, buf, len, 1);
+    m->tag = tag;
+    if (params) {
+        m->cb = params->cb;
+        m->arg = params->arg;
+    }
+    send_queued(conn, m);
+    return ROV_OK;
 }
 
 /* The switch ----------------------------------------------------------------- */
@@ -712,11 +750,24 @@ static void deliver(struct rov_conn *conn, uint32_t tag, const void *data, size_
     conn->ctx->recv_cb(conn->ctx->arg, conn, tag, data, len);
 }
 
-static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
-                        const uint8_t *payload)
+/* After delivering: acknowledge at once when a quarter of the window waits
+ * for it, else let a reply carry the ack (or the delayed-ack timer send it). */
+static inline void ack_delivered(struct rov_conn *conn)
 {
     const struct rov_config *cfg = &conn->ctx->config;
 
+    if (conn->state == ROV_CONN_DEAD || conn->state == ROV_CONN_FAILED)
+        return;
+    if (conn->rx_unacked_msgs >= (cfg->window_msgs + 3) / 4 ||
+        conn->rx_unacked_bytes >= cfg->window_bytes / 4)
+        rov_conn_send_ack(conn);
+    else if (conn->rx_seq != conn->rx_acked)
+        ack_schedule(conn);
+}
+
+static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
+                        const uint8_t *payload)
+{
     if (hdr->seq <= conn->rx_seq) {
         conn->stats.dups_dropped++;
         ack_schedule(conn); /* the peer resent: it may lack our ack */
@@ -746,23 +797,17 @@ static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
         deliver(conn, s.tag, s.data, s.len);
         free(s.data);
     }
-    if (conn->state == ROV_CONN_DEAD || conn->state == ROV_CONN_FAILED)
-        return;
-    if (conn->rx_unacked_msgs >= (cfg->window_msgs + 3) / 4 ||
-        conn->rx_unacked_bytes >= cfg->window_bytes / 4)
-        rov_conn_send_ack(conn);
-    else if (conn->rx_seq != conn->rx_acked)
-        ack_schedule(conn);
+    ack_delivered(conn);
 }
 
-static __attribute__((cold)) void protocol_error(struct rov_chan *chan, const char *why)
+static ROV_COLD void protocol_error(struct rov_chan *chan, const char *why)
 {
     rov_conn_chan_failed(chan, ROV_ERR_PROTO, why);
 }
 
 /* Release what the peer's cumulative ack covers.  False when the channel or
  * connection is gone afterwards (protocol error, or a callback closed it). */
-static bool apply_ack(struct rov_conn *conn, struct rov_chan *chan, uint64_t ack)
+static ROV_HOT bool apply_ack(struct rov_conn *conn, struct rov_chan *chan, uint64_t ack)
 {
     struct rov_msg *acked;
 
@@ -810,7 +855,7 @@ static void adopt(struct rov_conn *conn, struct rov_chan *chan, uint32_t flags, 
 
 /* HELLO on an accepted channel: a new connection, or a new channel (switch,
  * reconnect) of an existing one. */
-static void handle_hello(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
+static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
                          const uint8_t *payload)
 {
     rov_context_t *ctx = chan->rail->ctx;
@@ -884,7 +929,7 @@ static void handle_hello(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
     adopt(conn, chan, hdr->tag, hdr->ack);
 }
 
-static void handle_hello_ack(struct rov_conn *conn, struct rov_chan *chan,
+static ROV_COLD void handle_hello_ack(struct rov_conn *conn, struct rov_chan *chan,
                              const struct rov_wire_hdr *hdr, const uint8_t *payload)
 {
     int rail = chan->rail->index;
@@ -919,7 +964,7 @@ static void handle_hello_ack(struct rov_conn *conn, struct rov_chan *chan,
     rov_conn_push(conn);
 }
 
-static void handle_switch(struct rov_conn *conn, struct rov_chan *chan,
+static ROV_COLD void handle_switch(struct rov_conn *conn, struct rov_chan *chan,
                           const struct rov_wire_hdr *hdr)
 {
     int rail = chan->rail->index;
@@ -964,7 +1009,7 @@ static void answer_close(struct rov_conn *conn, struct rov_chan *chan)
      * already (rov_conn_chan_failed()): it must not close twice. */
     if (conn->state != ROV_CONN_CLOSING)
         return;
-    if (st == ROV_OK && chan->rail->ops->chan_flush(chan) == ROV_INPROGRESS)
+    if (st == ROV_OK && chan->rail->ops.chan_flush(chan) == ROV_INPROGRESS)
         return; /* rov_conn_chan_flushed() */
     conn_finish_close(conn);
 }
@@ -977,7 +1022,7 @@ void rov_conn_chan_flushed(struct rov_chan *chan)
         conn_finish_close(conn);
 }
 
-static void handle_close(struct rov_conn *conn, struct rov_chan *chan, uint32_t flags)
+static ROV_COLD void handle_close(struct rov_conn *conn, struct rov_chan *chan, uint32_t flags)
 {
     bool again = conn->peer_closed; /* resent after a switch */
 
@@ -1003,11 +1048,25 @@ static void handle_close(struct rov_conn *conn, struct rov_chan *chan, uint32_t 
         rov_conn_push(conn);
 }
 
-void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
-                       const uint8_t *payload)
+ROV_HOT void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
+                               const uint8_t *payload)
 {
     struct rov_conn *conn = chan->conn;
 
+    /* The common case first, in a few lines of code: the next message in
+     * order on an established connection, nothing waiting to be reordered.
+     * What it does is what the general path below does for it. */
+    if (__builtin_expect(hdr->type == ROV_FT_DATA && conn && chan->handshaken && !chan->parked &&
+                         conn->state == ROV_CONN_ESTABLISHED &&
+                         hdr->seq == conn->rx_seq + 1 && !conn->reorder.count, 1)) {
+        if (hdr->ack > rov_retain_acked(&conn->tx) && !apply_ack(conn, chan, hdr->ack))
+            return;
+        deliver(conn, hdr->tag, payload, hdr->len);
+        ack_delivered(conn);
+        if (conn->tx.next_tx || conn->state == ROV_CONN_CLOSING)
+            rov_conn_push(conn);
+        return;
+    }
     if (chan->parked)
         return;
     if (!conn) {

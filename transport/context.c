@@ -23,7 +23,12 @@
  * before a sleep (arm_rails(), rov_context_arm()), never on this path. */
 #define EPOLL_EVERY 1024
 #define EPOLL_GAP_NS 1000000ull
-#define CLOCK_EVERY 4 /* (a clock read costs 25 ns; a busy call about 300) */
+/* The clock is read every CLOCK_EVERY-th call that handled frames (such a
+ * call can take long), every CLOCK_EVERY_IDLE-th one that found nothing
+ * (a few microseconds apart at most): a read costs 25 ns and, after a
+ * system call, the two pages of the vDSO (transport/compiler.h). */
+#define CLOCK_EVERY 4
+#define CLOCK_EVERY_IDLE 16
 
 uint64_t rov_now_ns(void)
 {
@@ -176,7 +181,7 @@ static rov_status_t arm_rails(rov_context_t *ctx)
     int events = ctx->events;
 
     for (int i = 0; i < ctx->nrails; i++)
-        if (ctx->rails[i]->ops->arm && ctx->rails[i]->ops->arm(ctx->rails[i]) != ROV_OK)
+        if (ctx->rails[i]->ops.arm && ctx->rails[i]->ops.arm(ctx->rails[i]) != ROV_OK)
             st = ROV_ERR_BUSY;
     return ctx->events != events ? ROV_ERR_BUSY : st; /* an event ran: no sleep */
 }
@@ -184,7 +189,7 @@ static rov_status_t arm_rails(rov_context_t *ctx)
 /* repoll: poll the rails directly first; a caller about to sleep right after
  * a call that found nothing skips that (the arm before the sleep catches
  * whatever came since: a system call less per sleep). */
-static int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
+static ROV_HOT int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
 {
     int polled = 0;
 
@@ -192,13 +197,14 @@ static int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
     ctx->events = 0;
     ++ctx->poll_count;
     for (int i = 0; repoll && i < ctx->nrails; i++)
-        polled += ctx->rails[i]->ops->progress(ctx->rails[i]);
+        polled += ctx->rails[i]->ops.progress(ctx->rails[i]);
     if (ctx->push_pending) {
         push_pending(ctx);
         polled++;
     }
     if (timeout_ms != 0 || polled == 0 || ctx->poll_count % EPOLL_EVERY == 0 ||
-        (ctx->poll_count % CLOCK_EVERY == 0 && rov_now_ns() >= ctx->epoll_due_ns)) {
+        (ctx->poll_count % (ctx->frames ? CLOCK_EVERY : CLOCK_EVERY_IDLE) == 0 &&
+         rov_now_ns() >= ctx->epoll_due_ns)) {
         ctx->epoll_due_ns = rov_now_ns() + EPOLL_GAP_NS;
         if (ctx->frames || ctx->events || ctx->push_pending ||
             (timeout_ms != 0 && arm_rails(ctx) != ROV_OK))
@@ -221,7 +227,7 @@ static int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
     return ctx->frames;
 }
 
-int rov_progress(rov_context_t *ctx)
+ROV_HOT int rov_progress(rov_context_t *ctx)
 {
     return progress(ctx, 0, true);
 }
@@ -339,7 +345,7 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
         st = ops->open(ctx, spec, &ctx->config, &rail);
         if (st != ROV_OK)
             goto err_rails; /* the rail logged why */
-        rail->ops = ops;
+        rail->ops = *ops;
         rail->ctx = ctx;
         rail->spec = spec;
         rail->index = (int)i;
@@ -355,7 +361,7 @@ err_rails:
     while (ctx->nrails > 0) {
         struct rov_rail *rail = ctx->rails[--ctx->nrails];
 
-        rail->ops->close(rail);
+        rail->ops.close(rail);
     }
     rov_fo_fini(ctx);
 err_ticker:
@@ -386,7 +392,7 @@ void rov_context_destroy(rov_context_t *ctx)
     while (ctx->nrails > 0) {
         struct rov_rail *rail = ctx->rails[--ctx->nrails];
 
-        rail->ops->close(rail);
+        rail->ops.close(rail);
     }
     rov_fo_fini(ctx);
     close(ctx->ticker.fd);
@@ -418,15 +424,15 @@ rov_status_t rov_endpoint_create(rov_context_t *ctx, rov_endpoint_t **ep_p)
         struct rov_rail *rail = ctx->rails[i];
         size_t len = ROV_RAIL_ADDR_MAX;
 
-        st = rail->ops->listen(rail, addrs[i], &len);
+        st = rail->ops.listen(rail, addrs[i], &len);
         if (st != ROV_OK) {
             while (i-- > 0)
-                ctx->rails[i]->ops->unlisten(ctx->rails[i]);
+                ctx->rails[i]->ops.unlisten(ctx->rails[i]);
             free(ep);
             return st;
         }
         wa.rails[i].index = (unsigned)i;
-        snprintf(wa.rails[i].kind, sizeof(wa.rails[i].kind), "%s", rail->ops->name);
+        snprintf(wa.rails[i].kind, sizeof(wa.rails[i].kind), "%s", rail->ops.name);
         wa.rails[i].addr = addrs[i];
         wa.rails[i].addr_len = len;
     }
@@ -452,7 +458,7 @@ void rov_endpoint_destroy(rov_endpoint_t *ep)
     rov_context_t *ctx = ep->ctx;
 
     for (int i = 0; i < ctx->nrails; i++)
-        ctx->rails[i]->ops->unlisten(ctx->rails[i]);
+        ctx->rails[i]->ops.unlisten(ctx->rails[i]);
     ctx->endpoint = NULL;
     free(ep);
 }
@@ -481,7 +487,7 @@ void rov_ctx_chan_close(struct rov_chan *chan)
         conn->chans[chan->rail->index] = NULL;
     chan->state = ROV_CHAN_CLOSED;
     chan->conn = NULL;
-    chan->rail->ops->chan_close(chan);
+    chan->rail->ops.chan_close(chan);
 }
 
 struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, size_t len,
@@ -489,7 +495,7 @@ struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, s
 {
     struct rov_chan *chan = NULL;
 
-    *st_p = rail->ops->connect(rail, addr, len, &chan);
+    *st_p = rail->ops.connect(rail, addr, len, &chan);
     if (*st_p != ROV_OK)
         return NULL;
     chan->rail = rail;
@@ -523,7 +529,7 @@ void rov_rail_connected(struct rov_chan *chan)
     rov_conn_chan_connected(chan);
 }
 
-void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len)
+ROV_HOT void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len)
 {
     rov_context_t *ctx = chan->rail->ctx;
     struct rov_wire_hdr hdr;

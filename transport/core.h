@@ -102,11 +102,11 @@ void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
                        const uint8_t *payload);
 void rov_conn_chan_connected(struct rov_chan *chan);
 void rov_conn_chan_flushed(struct rov_chan *chan);
-__attribute__((cold))
+ROV_COLD
 void rov_conn_chan_failed(struct rov_chan *chan, rov_status_t status, const char *why);
 /* The same with a reason code for the failover engine (RAILOVER_FAULT, the
  * engine's own stall detector). */
-__attribute__((cold))
+ROV_COLD
 void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, const char *why,
                                  rov_reason_t reason);
 /* The switch primitive with a reason code; hf adds ROV_HF_FAILED (with
@@ -133,7 +133,7 @@ int rov_conn_ep_cmp(const struct rov_conn *conn);
 void rov_conn_push(struct rov_conn *conn);
 /* context.c: the context's progress continues budget-limited pushes (and a
  * caller asleep on rov_context_fd() is woken for them). */
-__attribute__((cold)) void rov_ctx_push_more(rov_context_t *ctx);
+ROV_COLD void rov_ctx_push_more(rov_context_t *ctx);
 void rov_conn_send_ack(struct rov_conn *conn);
 void rov_conn_abort(struct rov_conn *conn, rov_status_t status);
 void rov_conn_free(struct rov_conn *conn);

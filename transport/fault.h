@@ -21,6 +21,7 @@
 #ifndef ROV_FAULT_H
 #define ROV_FAULT_H
 
+#include "transport/compiler.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -48,9 +49,9 @@ struct rov_fault {
 rov_status_t rov_fault_parse(const char *spec, struct rov_fault *f, char *why, size_t why_len);
 
 /** Count one data frame sent on chan; fire the fault if it is due. */
-__attribute__((cold)) void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan);
+ROV_COLD void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan);
 /** chan is about to send a CLOSE frame of this kind; fire an at= fault for it (once). */
-__attribute__((cold)) void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan,
+ROV_COLD void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan,
                              enum rov_fault_close kind);
 
 #endif

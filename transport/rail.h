@@ -22,6 +22,7 @@
 #include <sys/uio.h>
 
 #include "railover/railover.h"
+#include "transport/compiler.h"
 #include "transport/config.h"
 
 #define rov_container_of(ptr, type, member) \
@@ -38,13 +39,6 @@ struct rov_watch {
     void (*cb)(struct rov_watch *watch, uint32_t events);
 };
 
-struct rov_rail {
-    const struct rov_rail_ops *ops;
-    rov_context_t *ctx;
-    const struct rov_rail_spec *spec; /* kind, argument, display name */
-    int index;                        /* position in RAILOVER_RAILS */
-    size_t max_frame;                 /* header + RAILOVER_MAX_MSG */
-};
 
 enum rov_chan_state {
     ROV_CHAN_CONNECTING, /* outbound, connect in progress */
@@ -178,6 +172,17 @@ struct rov_rail_ops {
 
     /** Human-readable form of a rail address, for logs.  Optional. */
     void (*addr_str)(const void *addr, size_t len, char *buf, size_t buf_len);
+};
+
+struct rov_rail {
+    /* A copy of the rail's ops, filled in by the context at open: the per-
+     * message calls (send, progress) find them in the object they already
+     * touch, not in a table on another page (transport/compiler.h). */
+    struct rov_rail_ops ops;
+    rov_context_t *ctx;
+    const struct rov_rail_spec *spec; /* kind, argument, display name */
+    int index;                        /* position in RAILOVER_RAILS */
+    size_t max_frame;                 /* header + RAILOVER_MAX_MSG */
 };
 
 /* Registry ----------------------------------------------------------------- */

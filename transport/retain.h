@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "railover/railover.h"
+#include "transport/compiler.h"
 #include "transport/wire.h"
 
 enum {
@@ -68,6 +69,8 @@ struct rov_msg *rov_retain_msg_alloc(const void *data, size_t len, int copy);
  * path neither calls malloc nor faults in fresh pages per message.  Payload
  * capacity per class: 0 (references), 256, 2048, 8192 bytes. */
 #define ROV_MSG_CLASSES 4
+#define ROV_MSG_SMALL 256    /* payload capacity of ... */
+#define ROV_MSG_SMALL_CLASS 1 /* ... this class */
 struct rov_msg_cache {
     struct rov_msg *free[ROV_MSG_CLASSES];
     unsigned nfree[ROV_MSG_CLASSES];
@@ -78,7 +81,7 @@ struct rov_msg_cache {
 
 /* Out of line: a buffer the cache has none of (class cls), or one larger
  * than its classes (cls == ROV_MSG_CLASSES, not cached). */
-__attribute__((cold))
+ROV_COLD
 struct rov_msg *rov_msg_cache_refill(struct rov_msg_cache *cache, unsigned cls, size_t len,
                                      int copy);
 
@@ -107,7 +110,8 @@ static inline struct rov_msg *rov_msg_cache_alloc(struct rov_msg_cache *cache, c
                                                   size_t len, int copy)
 {
     size_t need = copy ? len : 0;
-    unsigned cls = need == 0 ? 0 : need <= 256 ? 1 : need <= 2048 ? 2 : need <= 8192 ? 3 : 4;
+    unsigned cls = need == 0 ? 0 : need <= ROV_MSG_SMALL ? ROV_MSG_SMALL_CLASS
+                 : need <= 2048 ? 2 : need <= 8192 ? 3 : 4;
     struct rov_msg *m;
 
     if (cls < ROV_MSG_CLASSES && (m = cache->free[cls]) != NULL) {
