@@ -361,8 +361,8 @@ static __attribute__((noinline)) rov_status_t send_rest(struct tcp_chan *c,
     return enqueue(c, iov, iovcnt, (size_t)n, cookie);
 }
 
-static ROV_HOT rov_status_t tcp_send(struct rov_chan *chan, const struct iovec *iov, int iovcnt,
-                             void *cookie)
+static ROV_HOT rov_status_t tcp_send(struct rov_chan *chan, const struct iovec *iov,
+                                     int iovcnt, void *cookie)
 {
     struct tcp_chan *c = (struct tcp_chan *)chan;
     ssize_t n;

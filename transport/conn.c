@@ -588,9 +588,9 @@ ROV_HOT rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *b
 
     /* The common case in a few lines of code: a small message, copied, on
      * an established connection with room in its window and a buffer in
-     * the cache (every system call around a send evicts the code it runs
-     * from the first-level cache; bench/README.md, "What a message
-     * costs").  Anything else, and every error, goes through send_any(). */
+     * the cache (after each system call every page and line of code counts:
+     * transport/compiler.h).  Anything else, and every error, goes through
+     * send_any(). */
     if (__builtin_expect((params && params->flags) || len > ROV_MSG_SMALL || !buf ||
                          len > conn->ctx->config.eager_limit ||
                          conn->state != ROV_CONN_ESTABLISHED || conn->peer_closed ||
@@ -856,7 +856,7 @@ static void adopt(struct rov_conn *conn, struct rov_chan *chan, uint32_t flags, 
 /* HELLO on an accepted channel: a new connection, or a new channel (switch,
  * reconnect) of an existing one. */
 static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
-                         const uint8_t *payload)
+                                  const uint8_t *payload)
 {
     rov_context_t *ctx = chan->rail->ctx;
     int rail = chan->rail->index;
@@ -930,7 +930,8 @@ static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_h
 }
 
 static ROV_COLD void handle_hello_ack(struct rov_conn *conn, struct rov_chan *chan,
-                             const struct rov_wire_hdr *hdr, const uint8_t *payload)
+                                      const struct rov_wire_hdr *hdr,
+                                      const uint8_t *payload)
 {
     int rail = chan->rail->index;
     struct rov_wire_hello h;
@@ -965,7 +966,7 @@ static ROV_COLD void handle_hello_ack(struct rov_conn *conn, struct rov_chan *ch
 }
 
 static ROV_COLD void handle_switch(struct rov_conn *conn, struct rov_chan *chan,
-                          const struct rov_wire_hdr *hdr)
+                                   const struct rov_wire_hdr *hdr)
 {
     int rail = chan->rail->index;
 

@@ -215,13 +215,13 @@ static inline void rov_wire_encode_data(uint8_t *p, uint32_t len, uint64_t seq, 
 static inline bool rov_wire_decode_data(const uint8_t *p, size_t frame_len, size_t max_payload,
                                         struct rov_wire_hdr *hdr)
 {
-    uint32_t first = rov_get32(p);
+    const uint32_t data_first = ROV_WIRE_MAGIC | (uint32_t)ROV_WIRE_VERSION << 16 |
+                                (uint32_t)ROV_FT_DATA << 24; /* magic, version, type */
     uint32_t len = rov_get32(p + 4);
     uint64_t seq = rov_get64(p + 8);
 
-    if (first != (ROV_WIRE_MAGIC | (uint32_t)ROV_WIRE_VERSION << 16 | (uint32_t)ROV_FT_DATA << 24) ||
-        len > max_payload || (size_t)len + ROV_WIRE_HDR_LEN != frame_len || seq == 0 ||
-        rov_get32(p + 28) != 0)
+    if (rov_get32(p) != data_first || len > max_payload ||
+        (size_t)len + ROV_WIRE_HDR_LEN != frame_len || seq == 0 || rov_get32(p + 28) != 0)
         return false;
     hdr->version = ROV_WIRE_VERSION;
     hdr->type = ROV_FT_DATA;
