@@ -7,7 +7,8 @@
 #   tests/vm/vmrun --two --timeout 1500 --out DIR -- \
 #       bench/rdma-lat-ab.sh NEW_BUILD BASE_BUILD [ROUNDS]
 #
-# BASE_BUILD is a copy of a build tree (cp -a build /some/where): its own
+# BASE_BUILD is a copy of a build tree (cp -a build /some/where; not under
+# /tmp, which the VMs have their own of, so every base run fails): its own
 # tools/railover runs with LD_LIBRARY_PATH at that copy.  Prints one line
 # per measurement (round, what, one-way p50 in us), saved in $VMOUT/ab.txt,
 # then the per-round ratios new/base and new/raw tool with their medians.
