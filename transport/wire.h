@@ -217,9 +217,13 @@ static inline bool rov_wire_decode_data(const uint8_t *p, size_t frame_len, size
 {
     const uint32_t data_first = ROV_WIRE_MAGIC | (uint32_t)ROV_WIRE_VERSION << 16 |
                                 (uint32_t)ROV_FT_DATA << 24; /* magic, version, type */
-    uint32_t len = rov_get32(p + 4);
-    uint64_t seq = rov_get64(p + 8);
+    uint32_t len;
+    uint64_t seq;
 
+    if (frame_len < ROV_WIRE_HDR_LEN) /* a short frame from a message rail */
+        return false;
+    len = rov_get32(p + 4);
+    seq = rov_get64(p + 8);
     if (rov_get32(p) != data_first || len > max_payload ||
         (size_t)len + ROV_WIRE_HDR_LEN != frame_len || seq == 0 || rov_get32(p + 28) != 0)
         return false;

@@ -5,6 +5,7 @@
  * address blob.  Beyond "no crash, no sanitizer report", it checks that the
  * decoders agree with each other and with their own encoders.
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +51,23 @@ static void check_hello(const uint8_t *payload, size_t len)
     free(again);
 }
 
+/* The receive path's inline decoder (rov_wire_decode_data) takes the input
+ * as one whole frame: it accepts exactly what the full decoder accepts as a
+ * DATA frame of that length, with the same fields, and reads nothing past
+ * the input (libFuzzer's buffer is exactly size bytes). */
+static void check_data_fast(const uint8_t *data, size_t size, size_t max_payload,
+                            rov_status_t full, const struct rov_wire_hdr *hdr)
+{
+    struct rov_wire_hdr fast;
+    bool whole_data = full == ROV_OK && hdr->type == ROV_FT_DATA &&
+                      size == ROV_WIRE_HDR_LEN + (size_t)hdr->len;
+
+    CHECK(rov_wire_decode_data(data, size, max_payload, &fast) == whole_data);
+    if (whole_data)
+        CHECK(fast.version == hdr->version && fast.type == hdr->type && fast.len == hdr->len &&
+              fast.seq == hdr->seq && fast.ack == hdr->ack && fast.tag == hdr->tag);
+}
+
 static void check_frame(const uint8_t *data, size_t size, size_t max_payload)
 {
     struct rov_wire_hdr hdr, again;
@@ -80,6 +98,7 @@ static void check_frame(const uint8_t *data, size_t size, size_t max_payload)
 
     sd = rov_wire_decode(data, size, max_payload, &hdr, &why_d);
     sp = rov_wire_peek(data, size, max_payload, &frame_len, &why_p);
+    check_data_fast(data, size, max_payload, sd, &hdr);
     CHECK(sd == sp);
     CHECK(sd == ROV_OK || sd == ROV_INPROGRESS || sd == ROV_ERR_PROTO);
     if (sd == ROV_ERR_PROTO)

@@ -323,6 +323,49 @@ START_TEST(test_data_seq_zero)
 }
 END_TEST
 
+/* rov_wire_decode_data(), the receive path's inline decoder of a whole
+ * frame: it accepts a valid DATA frame of exactly its length and nothing
+ * else (the full decoder then judges). */
+START_TEST(test_decode_data)
+{
+    uint8_t buf[ROV_WIRE_HDR_LEN + 8];
+    struct rov_wire_hdr h;
+
+    memset(buf, 0, sizeof(buf));
+    encode(buf, ROV_FT_DATA, 8, 42, 41, 0x01020304u);
+    ck_assert(rov_wire_decode_data(buf, ROV_WIRE_HDR_LEN + 8, MAXP, &h));
+    ck_assert_uint_eq(h.type, ROV_FT_DATA);
+    ck_assert_uint_eq(h.len, 8);
+    ck_assert_uint_eq(h.seq, 42);
+    ck_assert_uint_eq(h.ack, 41);
+    ck_assert_uint_eq(h.tag, 0x01020304u);
+    /* the frame's length must match the header's */
+    ck_assert(!rov_wire_decode_data(buf, ROV_WIRE_HDR_LEN + 7, MAXP, &h));
+    ck_assert(!rov_wire_decode_data(buf, ROV_WIRE_HDR_LEN, MAXP, &h));
+    /* shorter than a header: not read past its end */
+    ck_assert(!rov_wire_decode_data(buf, ROV_WIRE_HDR_LEN - 1, MAXP, &h));
+    ck_assert(!rov_wire_decode_data(buf, 0, MAXP, &h));
+    /* longer than the limit */
+    ck_assert(!rov_wire_decode_data(buf, ROV_WIRE_HDR_LEN + 8, 7, &h));
+    /* sequence 0, reserved bits, another type, bad magic or version */
+    encode(buf, ROV_FT_DATA, 8, 0, 41, 0);
+    ck_assert(!rov_wire_decode_data(buf, ROV_WIRE_HDR_LEN + 8, MAXP, &h));
+    encode(buf, ROV_FT_DATA, 8, 42, 41, 0);
+    buf[31] = 1;
+    ck_assert(!rov_wire_decode_data(buf, ROV_WIRE_HDR_LEN + 8, MAXP, &h));
+    for (uint8_t type = ROV_FT_ACK; type <= ROV_FT_MAX_; type++) {
+        encode(buf, type, 0, 0, 41, 0);
+        ck_assert(!rov_wire_decode_data(buf, ROV_WIRE_HDR_LEN, MAXP, &h));
+    }
+    encode(buf, ROV_FT_DATA, 8, 42, 41, 0);
+    buf[0] ^= 1;
+    ck_assert(!rov_wire_decode_data(buf, ROV_WIRE_HDR_LEN + 8, MAXP, &h));
+    buf[0] ^= 1;
+    buf[2]++;
+    ck_assert(!rov_wire_decode_data(buf, ROV_WIRE_HDR_LEN + 8, MAXP, &h));
+}
+END_TEST
+
 START_TEST(test_control_with_seq)
 {
     uint8_t buf[ROV_WIRE_HDR_LEN];
@@ -813,6 +856,7 @@ static Suite *wire_suite(void)
     tcase_add_test(tc, test_payload_limit);
     tcase_add_test(tc, test_payload_on_control);
     tcase_add_test(tc, test_data_seq_zero);
+    tcase_add_test(tc, test_decode_data);
     tcase_add_test(tc, test_control_with_seq);
     tcase_add_test(tc, test_control_flags);
     tcase_add_test(tc, test_error_is_sticky);
