@@ -50,6 +50,12 @@
 #include "railover/railover.h"
 #include "railover_tool.h"
 
+/* The functions every latency iteration runs, of both paths (raw TCP and
+ * Railover), kept together on a few pages: after each system call every page
+ * they touch is walked again (bench/README.md, "What a message costs"), and
+ * the tool's own cost must not differ between the paths it compares. */
+#define PERF_HOT __attribute__((hot))
+
 #define PERF_MAGIC "ROVPERF1"
 #define PERF_MAGIC_LEN 8
 #define PERF_VERSION 1
@@ -278,7 +284,7 @@ static int perf_fail(struct perf_io *io, const char *fmt, ...)
     return -1;
 }
 
-static void idle_reset(struct perf_idle *idle)
+static PERF_HOT void idle_reset(struct perf_idle *idle)
 {
     idle->spins = 0;
     idle->since_ns = 0;
@@ -286,7 +292,7 @@ static void idle_reset(struct perf_idle *idle)
 
 /* Count one poll that found nothing to do.  Reads the clock only every
  * PERF_IDLE_SPINS polls; *now_p is set (else 0) when it did. */
-static bool idle_expired(struct perf_idle *idle, uint64_t *now_p)
+static PERF_HOT bool idle_expired(struct perf_idle *idle, uint64_t *now_p)
 {
     *now_p = 0;
     if (++idle->spins % PERF_IDLE_SPINS != 0) {
@@ -320,7 +326,7 @@ static uint64_t ack_word(uint64_t size, uint64_t count)
 
 /* Write `word` into the first 8 bytes of buf (fewer if len < 8) and, when
  * len >= 16, into the last 8. */
-static void edges_write(unsigned char *buf, size_t len, uint64_t word)
+static PERF_HOT void edges_write(unsigned char *buf, size_t len, uint64_t word)
 {
     unsigned char w[8];
 
@@ -343,7 +349,7 @@ static bool edges_match(const unsigned char *head, const unsigned char *tail, si
     return len < 16 || memcmp(tail, w, 8) == 0;
 }
 
-static bool buf_matches(const unsigned char *buf, size_t len, uint64_t word)
+static PERF_HOT bool buf_matches(const unsigned char *buf, size_t len, uint64_t word)
 {
     return edges_match(buf, len >= 16 ? buf + len - 8 : buf, len, word);
 }
@@ -364,8 +370,8 @@ static void msg_capture(struct perf_msg *msg, uint32_t tag, const void *data, si
 }
 
 /* Check a captured message; names what is wrong. */
-static int msg_check(struct perf_io *io, const struct perf_msg *msg, const char *what,
-                     uint32_t tag, size_t len, uint64_t word)
+static PERF_HOT int msg_check(struct perf_io *io, const struct perf_msg *msg, const char *what,
+                              uint32_t tag, size_t len, uint64_t word)
 {
     if (msg->tag != tag) {
         return perf_fail(io, "%s: received a message with tag %" PRIu32 ", expected %" PRIu32,
@@ -463,12 +469,12 @@ static void bufs_release(struct perf_bufs *bufs)
 /* ------------------------------------------------------------------------ */
 /* Raw TCP path                                                              */
 
-static bool errno_is_again(void)
+static PERF_HOT bool errno_is_again(void)
 {
     return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
 }
 
-static int raw_send_all(struct perf_io *io, const unsigned char *buf, size_t len)
+static PERF_HOT int raw_send_all(struct perf_io *io, const unsigned char *buf, size_t len)
 {
     struct perf_idle idle = { 0 };
     uint64_t now;
@@ -490,7 +496,7 @@ static int raw_send_all(struct perf_io *io, const unsigned char *buf, size_t len
     return 0;
 }
 
-static int raw_recv_all(struct perf_io *io, unsigned char *buf, size_t len)
+static PERF_HOT int raw_recv_all(struct perf_io *io, unsigned char *buf, size_t len)
 {
     struct perf_idle idle = { 0 };
     uint64_t now;
@@ -519,7 +525,7 @@ static int raw_recv_all(struct perf_io *io, unsigned char *buf, size_t len)
     return 0;
 }
 
-static int raw_send_lat(struct perf_io *io, unsigned slot, size_t size, uint64_t word)
+static PERF_HOT int raw_send_lat(struct perf_io *io, unsigned slot, size_t size, uint64_t word)
 {
     unsigned char *buf = io->bufs->tx[slot];
 
@@ -527,7 +533,7 @@ static int raw_send_lat(struct perf_io *io, unsigned slot, size_t size, uint64_t
     return raw_send_all(io, buf, size);
 }
 
-static int raw_recv_lat(struct perf_io *io, size_t size, uint64_t word)
+static PERF_HOT int raw_recv_lat(struct perf_io *io, size_t size, uint64_t word)
 {
     if (raw_recv_all(io, io->bufs->rx, size) < 0) {
         return -1;
@@ -651,7 +657,8 @@ static void rv_stray(struct perf_io *io, rov_conn_t *conn, uint32_t tag, const v
     rv_close(io, conn, false);
 }
 
-static void rv_recv_cb(void *arg, rov_conn_t *conn, uint32_t tag, const void *data, size_t len)
+static PERF_HOT void rv_recv_cb(void *arg, rov_conn_t *conn, uint32_t tag, const void *data,
+                                size_t len)
 {
     struct perf_io *io = arg;
 
@@ -771,7 +778,7 @@ static int rv_check_boot(struct perf_io *io, uint64_t now)
 }
 
 /* One busy poll.  -1 (with io->err) when the run must stop. */
-static int rv_step(struct perf_io *io, struct perf_idle *idle)
+static PERF_HOT int rv_step(struct perf_io *io, struct perf_idle *idle)
 {
     uint64_t now;
     int n = io->stream_rx ? rov_context_wait(io->ctx, PERF_STREAM_WAIT_MS) : rov_progress(io->ctx);
@@ -792,7 +799,7 @@ static int rv_step(struct perf_io *io, struct perf_idle *idle)
     return 0;
 }
 
-static int rv_wait_slot(struct perf_io *io, const struct perf_slot *slot)
+static PERF_HOT int rv_wait_slot(struct perf_io *io, const struct perf_slot *slot)
 {
     struct perf_idle idle = { 0 };
 
@@ -804,8 +811,8 @@ static int rv_wait_slot(struct perf_io *io, const struct perf_slot *slot)
     return 0;
 }
 
-static int rv_send(struct perf_io *io, uint32_t tag, const void *buf, size_t len,
-                   struct perf_slot *slot)
+static PERF_HOT int rv_send(struct perf_io *io, uint32_t tag, const void *buf, size_t len,
+                            struct perf_slot *slot)
 {
     struct perf_idle idle = { 0 };
     rov_send_params_t params = {
@@ -835,7 +842,7 @@ static int rv_send(struct perf_io *io, uint32_t tag, const void *buf, size_t len
     }
 }
 
-static int rv_wait_msg(struct perf_io *io)
+static PERF_HOT int rv_wait_msg(struct perf_io *io)
 {
     struct perf_idle idle = { 0 };
 
@@ -867,7 +874,7 @@ static int rv_recv_ctl(struct perf_io *io, const char *what, uint32_t tag, uint6
     return msg_check(io, &io->msg, what, tag, 8, word);
 }
 
-static int rv_send_lat(struct perf_io *io, unsigned slot_index, size_t size, uint64_t word)
+static PERF_HOT int rv_send_lat(struct perf_io *io, unsigned slot_index, size_t size, uint64_t word)
 {
     struct perf_slot *slot = &io->bufs->tx_slot[slot_index];
     unsigned char *buf = io->bufs->tx[slot_index];
@@ -879,7 +886,7 @@ static int rv_send_lat(struct perf_io *io, unsigned slot_index, size_t size, uin
     return rv_send(io, io->server ? PERF_TAG_PONG : PERF_TAG_PING, buf, size, slot);
 }
 
-static int rv_recv_lat(struct perf_io *io, size_t size, uint64_t word)
+static PERF_HOT int rv_recv_lat(struct perf_io *io, size_t size, uint64_t word)
 {
     if (rv_wait_msg(io) < 0) {
         return -1;
@@ -1049,7 +1056,8 @@ static uint64_t percentile(const uint64_t *sorted, size_t n, unsigned pct)
     return sorted[rank > 0 ? rank - 1 : 0];
 }
 
-static int perf_latency(struct perf_io *io, const struct perf_step *step, struct perf_lat *res)
+static PERF_HOT int perf_latency(struct perf_io *io, const struct perf_step *step,
+                                 struct perf_lat *res)
 {
     const struct perf_ops *ops = io->ops;
     size_t size = (size_t)step->size;
