@@ -258,70 +258,6 @@ static void maybe_send_close(struct rov_conn *conn, struct rov_chan *chan)
     conn->close_sent = true;
 }
 
-/* The channel data may go out on now, or NULL. */
-static inline struct rov_chan *tx_chan(const struct rov_conn *conn)
-{
-    struct rov_chan *chan;
-
-    if ((conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CLOSING) ||
-        conn->tx_rail < 0 || conn->tx_sync)
-        return NULL;
-    chan = conn->chans[conn->tx_rail];
-    return chan_ready(chan) ? chan : NULL;
-}
-
-/* Hand m, the next message to transmit, to chan's rail.  ROV_OK: the rail
- * took it (sent, or queued holding a reference); ROV_ERR_AGAIN: the rail is
- * full, m stays next; ROV_ERR_RESET: the channel failed or closed (reported
- * to the connection already). */
-static inline rov_status_t xmit(struct rov_conn *conn, struct rov_chan *chan, struct rov_msg *m)
-{
-    bool fresh = m->rail_refs == 0;
-    struct iovec iov[2];
-    int iovcnt = 1;
-    rov_status_t st;
-
-    /* A rail may still be writing an earlier transmission of this frame:
-     * then resend the header as it is (its older ack is still valid) rather
-     * than rewrite bytes under the rail. */
-    if (fresh)
-        rov_wire_encode_data(m->hdr, (uint32_t)m->len, m->seq, conn->rx_seq, m->tag);
-    iov[0].iov_base = m->hdr;
-    if (m->flags & ROV_MSG_COPIED) {
-        iov[0].iov_len = ROV_WIRE_HDR_LEN + m->len; /* hdr and payload are adjacent */
-    } else {
-        iov[0].iov_len = ROV_WIRE_HDR_LEN;
-        iov[1].iov_base = (void *)m->data;
-        iov[1].iov_len = m->len;
-        iovcnt = m->len ? 2 : 1;
-    }
-    st = chan_send(chan, iov, iovcnt, m);
-    if (__builtin_expect(st < 0, 0)) {
-        if (st == ROV_ERR_AGAIN)
-            return st;
-        rov_conn_chan_failed(chan, st, "send failed");
-        return ROV_ERR_RESET;
-    }
-    if (st == ROV_INPROGRESS) {
-        m->rail_refs++;
-        m->queued_serial = chan->serial;
-    }
-    if (__builtin_expect(m->flags & ROV_MSG_SENT_ONCE, 0)) {
-        conn->stats.msgs_resent++;
-        conn->stats.bytes_resent += m->len;
-    }
-    m->flags |= ROV_MSG_SENT_ONCE;
-    conn->tx.next_tx = m->next;
-    if (fresh)
-        ack_sent(conn);
-    if (__builtin_expect(conn->ctx->fault_armed, 0)) {
-        rov_fault_data_sent(&conn->ctx->fault, chan);
-        if (chan->state == ROV_CHAN_CLOSED)
-            return ROV_ERR_RESET;
-    }
-    return ROV_OK;
-}
-
 ROV_HOT void rov_conn_push(struct rov_conn *conn)
 {
     struct rov_chan *chan;
@@ -333,33 +269,81 @@ ROV_HOT void rov_conn_push(struct rov_conn *conn)
         conn->push_more = false;
         conn->ctx->push_pending--;
     }
-    if ((chan = tx_chan(conn)) == NULL)
+    if (conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CLOSING)
+        return;
+    if (conn->tx_rail < 0 || conn->tx_sync)
+        return;
+    chan = conn->chans[conn->tx_rail];
+    if (!chan_ready(chan))
         return;
     while ((m = conn->tx.next_tx) != NULL) {
+        struct rov_wire_hdr hdr = {
+            .type = ROV_FT_DATA, .len = (uint32_t)m->len, .seq = m->seq,
+            .ack = conn->rx_seq, .tag = m->tag,
+        };
+        struct iovec iov[2];
+        int iovcnt;
+        rov_status_t st;
+
+        bool fresh = m->rail_refs == 0;
+
         /* The budget is spent (one message goes, however large). */
-        if (budget_msgs < PUSH_BUDGET_MSGS && (budget_msgs == 0 || budget_bytes < m->len)) {
+        if ((budget_msgs == 0 || budget_bytes < m->len) && budget_msgs < PUSH_BUDGET_MSGS) {
             conn->push_more = true;
             conn->ctx->push_pending++;
             rov_ctx_push_more(conn->ctx);
             return;
         }
-        if (m->rail_refs && m->queued_serial == chan->serial) {
+        if (!fresh && m->queued_serial == chan->serial) {
             /* Still queued on this very channel: it will go out in order. */
             conn->tx.next_tx = m->next;
             continue;
         }
-        switch (xmit(conn, chan, m)) {
-        case ROV_OK:
+
+        /* A rail may still be writing an earlier transmission of this frame:
+         * then resend the header as it is (its older ack is still valid)
+         * rather than rewrite bytes under the rail. */
+        if (fresh)
+            rov_wire_encode(m->hdr, &hdr);
+        if (m->flags & ROV_MSG_COPIED) {
+            /* hdr and payload are adjacent: one contiguous frame */
+            iov[0].iov_base = m->hdr;
+            iov[0].iov_len = ROV_WIRE_HDR_LEN + m->len;
+            iovcnt = 1;
+        } else {
+            iov[0].iov_base = m->hdr;
+            iov[0].iov_len = ROV_WIRE_HDR_LEN;
+            iov[1].iov_base = (void *)m->data;
+            iov[1].iov_len = m->len;
+            iovcnt = m->len ? 2 : 1;
+        }
+        st = chan_send(chan, iov, iovcnt, m);
+        if (st == ROV_ERR_AGAIN)
             break;
-        case ROV_ERR_AGAIN:
-            goto out; /* rov_rail_writable() pushes again */
-        default:
+        if (st < 0) {
+            rov_conn_chan_failed(chan, st, "send failed");
             return;
         }
+        if (st == ROV_INPROGRESS) {
+            m->rail_refs++;
+            m->queued_serial = chan->serial;
+        }
+        if (m->flags & ROV_MSG_SENT_ONCE) {
+            conn->stats.msgs_resent++;
+            conn->stats.bytes_resent += m->len;
+        }
+        m->flags |= ROV_MSG_SENT_ONCE;
+        conn->tx.next_tx = m->next;
         budget_msgs--;
         budget_bytes = budget_bytes > m->len ? budget_bytes - m->len : 0;
+        if (fresh)
+            ack_sent(conn);
+        if (__builtin_expect(conn->ctx->fault_armed, 0)) {
+            rov_fault_data_sent(&conn->ctx->fault, chan);
+            if (chan->state == ROV_CHAN_CLOSED)
+                return;
+        }
     }
-out:
     maybe_send_close(conn, chan);
 }
 
@@ -527,26 +511,8 @@ rov_status_t rov_conn_close(rov_conn_t *conn)
     return ROV_ERR_BUSY;
 }
 
-/* Queue m (retained until acknowledged) and, with nothing queued before it
- * and the transmit channel ready, hand it to the rail at once (what
- * rov_conn_push() would do, without its budget); else it waits its turn. */
-static inline void send_queued(struct rov_conn *conn, struct rov_msg *m)
-{
-    struct rov_chan *chan;
-
-    rov_retain_push(&conn->tx, m);
-    conn->stats.msgs_sent++;
-    conn->stats.bytes_sent += m->len;
-    if (conn->tx.next_tx == m && !conn->push_more && (chan = tx_chan(conn)) != NULL)
-        xmit(conn, chan, m);
-    else
-        rov_conn_push(conn);
-}
-
-/* rov_conn_send() in full: every argument checked, every kind of send. */
-static __attribute__((noinline)) rov_status_t send_any(rov_conn_t *conn, uint32_t tag,
-                                                       const void *buf, size_t len,
-                                                       const rov_send_params_t *params)
+ROV_HOT rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf, size_t len,
+                                   const rov_send_params_t *params)
 {
     const struct rov_config *cfg = &conn->ctx->config;
     unsigned flags = params ? params->flags : 0;
@@ -576,37 +542,11 @@ static __attribute__((noinline)) rov_status_t send_any(rov_conn_t *conn, uint32_
         if (flags & ROV_SEND_NOTIFY_DELIVERED)
             m->flags |= ROV_MSG_NOTIFY;
     }
-    send_queued(conn, m);
+    rov_retain_push(&conn->tx, m);
+    conn->stats.msgs_sent++;
+    conn->stats.bytes_sent += len;
+    rov_conn_push(conn);
     return copy ? ROV_OK : ROV_INPROGRESS;
-}
-
-ROV_HOT rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf, size_t len,
-                                   const rov_send_params_t *params)
-{
-    struct rov_msg_cache *cache = &conn->ctx->msg_cache;
-    struct rov_msg *m;
-
-    /* The common case in a few lines of code: a small message, copied, on
-     * an established connection with room in its window and a buffer in
-     * the cache (after each system call every page and line of code counts:
-     * transport/compiler.h).  Anything else, and every error, goes through
-     * send_any(). */
-    if (__builtin_expect((params && params->flags) || len > ROV_MSG_SMALL || !buf ||
-                         len > conn->ctx->config.eager_limit ||
-                         conn->state != ROV_CONN_ESTABLISHED || conn->peer_closed ||
-                         !rov_retain_has_room(&conn->tx, len) ||
-                         (m = cache->free[ROV_MSG_SMALL_CLASS]) == NULL, 0))
-        return send_any(conn, tag, buf, len, params);
-    cache->free[ROV_MSG_SMALL_CLASS] = m->next;
-    cache->nfree[ROV_MSG_SMALL_CLASS]--;
-    rov_msg_init(m, buf, len, 1);
-    m->tag = tag;
-    if (params) {
-        m->cb = params->cb;
-        m->arg = params->arg;
-    }
-    send_queued(conn, m);
-    return ROV_OK;
 }
 
 /* The switch ----------------------------------------------------------------- */
@@ -750,24 +690,11 @@ static void deliver(struct rov_conn *conn, uint32_t tag, const void *data, size_
     conn->ctx->recv_cb(conn->ctx->arg, conn, tag, data, len);
 }
 
-/* After delivering: acknowledge at once when a quarter of the window waits
- * for it, else let a reply carry the ack (or the delayed-ack timer send it). */
-static inline void ack_delivered(struct rov_conn *conn)
-{
-    const struct rov_config *cfg = &conn->ctx->config;
-
-    if (conn->state == ROV_CONN_DEAD || conn->state == ROV_CONN_FAILED)
-        return;
-    if (conn->rx_unacked_msgs >= (cfg->window_msgs + 3) / 4 ||
-        conn->rx_unacked_bytes >= cfg->window_bytes / 4)
-        rov_conn_send_ack(conn);
-    else if (conn->rx_seq != conn->rx_acked)
-        ack_schedule(conn);
-}
-
 static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
                         const uint8_t *payload)
 {
+    const struct rov_config *cfg = &conn->ctx->config;
+
     if (hdr->seq <= conn->rx_seq) {
         conn->stats.dups_dropped++;
         ack_schedule(conn); /* the peer resent: it may lack our ack */
@@ -797,7 +724,13 @@ static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
         deliver(conn, s.tag, s.data, s.len);
         free(s.data);
     }
-    ack_delivered(conn);
+    if (conn->state == ROV_CONN_DEAD || conn->state == ROV_CONN_FAILED)
+        return;
+    if (conn->rx_unacked_msgs >= (cfg->window_msgs + 3) / 4 ||
+        conn->rx_unacked_bytes >= cfg->window_bytes / 4)
+        rov_conn_send_ack(conn);
+    else if (conn->rx_seq != conn->rx_acked)
+        ack_schedule(conn);
 }
 
 static ROV_COLD void protocol_error(struct rov_chan *chan, const char *why)
@@ -1054,20 +987,6 @@ ROV_HOT void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr 
 {
     struct rov_conn *conn = chan->conn;
 
-    /* The common case first, in a few lines of code: the next message in
-     * order on an established connection, nothing waiting to be reordered.
-     * What it does is what the general path below does for it. */
-    if (__builtin_expect(hdr->type == ROV_FT_DATA && conn && chan->handshaken && !chan->parked &&
-                         conn->state == ROV_CONN_ESTABLISHED &&
-                         hdr->seq == conn->rx_seq + 1 && !conn->reorder.count, 1)) {
-        if (hdr->ack > rov_retain_acked(&conn->tx) && !apply_ack(conn, chan, hdr->ack))
-            return;
-        deliver(conn, hdr->tag, payload, hdr->len);
-        ack_delivered(conn);
-        if (conn->tx.next_tx || conn->state == ROV_CONN_CLOSING)
-            rov_conn_push(conn);
-        return;
-    }
     if (chan->parked)
         return;
     if (!conn) {
