@@ -24,6 +24,7 @@ struct rov_config {
     uint64_t eager_limit;
     uint64_t max_msg;
     uint64_t ack_delay_ns;
+    /* read when connections and channels are made */
     uint64_t reorder_msgs;
     uint64_t tcp_rxbuf;
     struct rov_rail_spec rails[ROV_MAX_RAILS];

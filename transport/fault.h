@@ -21,12 +21,12 @@
 #ifndef ROV_FAULT_H
 #define ROV_FAULT_H
 
-#include "transport/compiler.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "railover/railover.h"
+#include "transport/compiler.h"
 
 struct rov_chan;
 
@@ -52,6 +52,6 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *f, char *why, s
 ROV_COLD void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan);
 /** chan is about to send a CLOSE frame of this kind; fire an at= fault for it (once). */
 ROV_COLD void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan,
-                             enum rov_fault_close kind);
+                                      enum rov_fault_close kind);
 
 #endif

@@ -39,7 +39,6 @@ struct rov_watch {
     void (*cb)(struct rov_watch *watch, uint32_t events);
 };
 
-
 enum rov_chan_state {
     ROV_CHAN_CONNECTING, /* outbound, connect in progress */
     ROV_CHAN_OPEN,       /* frames flow */

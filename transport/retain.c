@@ -22,7 +22,9 @@ struct rov_msg *rov_retain_msg_alloc(const void *data, size_t len, int copy)
     return m;
 }
 
-static const size_t class_len[ROV_MSG_CLASSES] = {0, ROV_MSG_SMALL, 2048, 8192};
+static const size_t class_len[ROV_MSG_CLASSES] = {
+    0, ROV_MSG_CLASS1_LEN, ROV_MSG_CLASS2_LEN, ROV_MSG_CLASS3_LEN,
+};
 
 struct rov_msg *rov_msg_cache_refill(struct rov_msg_cache *cache, unsigned cls, size_t len,
                                      int copy)

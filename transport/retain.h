@@ -67,10 +67,11 @@ struct rov_msg *rov_retain_msg_alloc(const void *data, size_t len, int copy);
 
 /* A per-context cache of message buffers in a few size classes, so the send
  * path neither calls malloc nor faults in fresh pages per message.  Payload
- * capacity per class: 0 (references), 256, 2048, 8192 bytes. */
+ * capacity per class: 0 (references), then these. */
 #define ROV_MSG_CLASSES 4
-#define ROV_MSG_SMALL 256    /* payload capacity of ... */
-#define ROV_MSG_SMALL_CLASS 1 /* ... this class */
+#define ROV_MSG_CLASS1_LEN 256
+#define ROV_MSG_CLASS2_LEN 2048
+#define ROV_MSG_CLASS3_LEN 8192
 struct rov_msg_cache {
     struct rov_msg *free[ROV_MSG_CLASSES];
     unsigned nfree[ROV_MSG_CLASSES];
@@ -110,8 +111,8 @@ static inline struct rov_msg *rov_msg_cache_alloc(struct rov_msg_cache *cache, c
                                                   size_t len, int copy)
 {
     size_t need = copy ? len : 0;
-    unsigned cls = need == 0 ? 0 : need <= ROV_MSG_SMALL ? ROV_MSG_SMALL_CLASS
-                 : need <= 2048 ? 2 : need <= 8192 ? 3 : 4;
+    unsigned cls = need == 0 ? 0 : need <= ROV_MSG_CLASS1_LEN ? 1 : need <= ROV_MSG_CLASS2_LEN ? 2
+                 : need <= ROV_MSG_CLASS3_LEN ? 3 : ROV_MSG_CLASSES;
     struct rov_msg *m;
 
     if (cls < ROV_MSG_CLASSES && (m = cache->free[cls]) != NULL) {

@@ -2,20 +2,6 @@
 
 #include <string.h>
 
-void rov_wire_encode(void *buf, const struct rov_wire_hdr *hdr)
-{
-    uint8_t *p = buf;
-
-    rov_put16(p, ROV_WIRE_MAGIC);
-    p[2] = ROV_WIRE_VERSION;
-    p[3] = hdr->type;
-    rov_put32(p + 4, hdr->len);
-    rov_put64(p + 8, hdr->seq);
-    rov_put64(p + 16, hdr->ack);
-    rov_put32(p + 24, hdr->tag);
-    rov_put32(p + 28, 0);
-}
-
 rov_status_t rov_wire_decode(const void *buf, size_t avail, size_t max_payload,
                              struct rov_wire_hdr *hdr, const char **why_p)
 {

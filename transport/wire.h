@@ -96,7 +96,7 @@ struct rov_wire_hello {
 
 #define ROV_WIRE_HELLO_FIXED (ROV_EP_ID_LEN + 8 + 8 + 2 + 2)
 
-void rov_wire_encode(void *buf, const struct rov_wire_hdr *hdr);
+/* rov_wire_encode(hdr): inline, below the integer helpers it uses. */
 
 /** Validate and decode a header.  ROV_OK, ROV_INPROGRESS when fewer than
  * ROV_WIRE_HDR_LEN bytes are given, ROV_ERR_PROTO (with a static reason in
@@ -195,17 +195,19 @@ static inline size_t rov_wire_frame_len(const uint8_t *p)
     return ROV_WIRE_HDR_LEN + (size_t)rov_get32(p + 4);
 }
 
-/** rov_wire_encode() of a DATA frame's header, inline for the send path. */
-static inline void rov_wire_encode_data(uint8_t *p, uint32_t len, uint64_t seq, uint64_t ack,
-                                        uint32_t tag)
+/** Encode hdr (its version field is ignored: ROV_WIRE_VERSION is written).
+ * Inline: the send path encodes every DATA header. */
+static inline void rov_wire_encode(void *buf, const struct rov_wire_hdr *hdr)
 {
+    uint8_t *p = buf;
+
     rov_put16(p, ROV_WIRE_MAGIC);
     p[2] = ROV_WIRE_VERSION;
-    p[3] = ROV_FT_DATA;
-    rov_put32(p + 4, len);
-    rov_put64(p + 8, seq);
-    rov_put64(p + 16, ack);
-    rov_put32(p + 24, tag);
+    p[3] = hdr->type;
+    rov_put32(p + 4, hdr->len);
+    rov_put64(p + 8, hdr->seq);
+    rov_put64(p + 16, hdr->ack);
+    rov_put32(p + 24, hdr->tag);
     rov_put32(p + 28, 0);
 }
 
