@@ -241,6 +241,7 @@ void rov_config_defaults(struct rov_config *c)
     c->max_msg = 64 * MiB;
     c->reorder_msgs = 256;
     c->ack_delay_ns = 200 * 1000;
+    c->spin_ns = 50 * 1000;
     c->tcp_rxbuf = 256 * KiB;
     c->failover = 1;
     c->failover_timeout_ns = 1 * NS_PER_S;
@@ -292,6 +293,8 @@ static const struct var vars[] = {
      "early arrivals buffered per connection"},
     {"RAILOVER_ACK_DELAY", V_DURATION, OFF(ack_delay_ns), 1000, 1000 * NS_PER_MS,
      "longest wait before a stand-alone acknowledgement"},
+    {"RAILOVER_SPIN", V_DURATION, OFF(spin_ns), 0, NS_PER_S,
+     "rov_context_wait() polls this long before it sleeps (0s: sleeps at once)"},
     {"RAILOVER_TCP_RXBUF", V_SIZE, OFF(tcp_rxbuf), 4 * KiB, 64 * MiB,
      "receive staging buffer per tcp channel"},
     {"RAILOVER_FAILOVER", V_BOOL, OFF(failover), 0, 0,

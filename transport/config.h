@@ -24,6 +24,7 @@ struct rov_config {
     uint64_t eager_limit;
     uint64_t max_msg;
     uint64_t ack_delay_ns;
+    uint64_t spin_ns;              /* rov_context_wait(): busy-poll this long first */
     /* read when connections and channels are made */
     uint64_t reorder_msgs;
     uint64_t tcp_rxbuf;

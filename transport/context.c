@@ -238,6 +238,20 @@ int rov_context_wait(rov_context_t *ctx, int timeout_ms)
 
     if (n > 0 || ctx->events || timeout_ms == 0)
         return n;
+    if (ctx->config.spin_ns != 0) {
+        uint64_t spin = ctx->config.spin_ns, start = rov_now_ns();
+        bool whole = timeout_ms > 0 && spin >= (uint64_t)timeout_ms * 1000000ull;
+
+        if (whole)
+            spin = (uint64_t)timeout_ms * 1000000ull;
+        do {
+            n = rov_progress(ctx);
+            if (n > 0 || ctx->events || rov_now_ns() - start >= spin)
+                break;
+        } while (true);
+        if (n > 0 || ctx->events || whole)
+            return n;
+    }
     if (ctx->ack_head) {
         uint64_t now = rov_now_ns(), due;
 

@@ -221,9 +221,11 @@ int rov_context_fd(const rov_context_t *context);
  * callbacks, like rov_progress().  rov_context_wait() does this itself. */
 rov_status_t rov_context_arm(rov_context_t *context);
 
-/** Block up to timeout_ms (-1: forever) for work, then progress.  Wakes
- * early for internal timers, and does not block once a callback has run
- * (its news may be what the caller waits for).  Returns like rov_progress(). */
+/** Block up to timeout_ms (-1: forever) for work, then progress.  Polls
+ * for up to RAILOVER_SPIN (50 us) before it sleeps: a stream's next message
+ * usually comes sooner than a sleep and a wake-up take.  Wakes early for
+ * internal timers, and does not block once a callback has run (its news may
+ * be what the caller waits for).  Returns like rov_progress(). */
 int rov_context_wait(rov_context_t *context, int timeout_ms);
 
 /** Number of configured rails and the name of rail i ("tcp@lo", ...). */

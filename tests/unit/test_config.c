@@ -27,6 +27,7 @@ static const char *const all_vars[] = {
     "RAILOVER_VERBS_TIMEOUT", "RAILOVER_VERBS_RETRY", "RAILOVER_VERBS_EAGER",
     "RAILOVER_VERBS_RECV",   "RAILOVER_VERBS_REGCACHE",
     "RAILOVER_CONTROL",      "RAILOVER_RUN_DIR",    "RAILOVER_CONNECT_TIMEOUT",
+    "RAILOVER_SPIN",
 };
 #define NVARS (sizeof(all_vars) / sizeof(all_vars[0]))
 
@@ -63,7 +64,8 @@ static int config_equal(const struct rov_config *a, const struct rov_config *b)
         a->log_level != b->log_level || a->window_msgs != b->window_msgs ||
         a->window_bytes != b->window_bytes || a->eager_limit != b->eager_limit ||
         a->max_msg != b->max_msg || a->reorder_msgs != b->reorder_msgs ||
-        a->ack_delay_ns != b->ack_delay_ns || a->tcp_rxbuf != b->tcp_rxbuf)
+        a->ack_delay_ns != b->ack_delay_ns || a->tcp_rxbuf != b->tcp_rxbuf ||
+        a->spin_ns != b->spin_ns)
         return 0;
     for (unsigned i = 0; i < a->nrails; i++)
         if (strcmp(a->rails[i].kind, b->rails[i].kind) != 0 ||
@@ -368,6 +370,7 @@ START_TEST(test_read_defaults)
     ck_assert_uint_eq(c->max_msg, 64 * MiB);
     ck_assert_uint_eq(c->reorder_msgs, 256);
     ck_assert_uint_eq(c->ack_delay_ns, 200 * 1000);
+    ck_assert_uint_eq(c->spin_ns, 50 * 1000);
     ck_assert_uint_eq(c->tcp_rxbuf, 256 * KiB);
     ck_assert_uint_le(c->eager_limit, c->max_msg);
     rov_config_free(c);
@@ -389,6 +392,7 @@ START_TEST(test_read_good)
     setenv("RAILOVER_REORDER_MSGS", "32", 1);
     setenv("RAILOVER_ACK_DELAY", "250ms", 1);
     setenv("RAILOVER_TCP_RXBUF", "1MiB", 1);
+    setenv("RAILOVER_SPIN", "0s", 1);
     ck_assert_msg(rov_config_read(err, sizeof(err), &c) == ROV_OK, "rejected: %s", err);
     ck_assert_uint_eq(c->nrails, 2);
     ck_assert_str_eq(c->rails[0].name, "tcp@lo");
@@ -402,6 +406,7 @@ START_TEST(test_read_good)
     ck_assert_uint_eq(c->reorder_msgs, 32);
     ck_assert_uint_eq(c->ack_delay_ns, 250 * MS);
     ck_assert_uint_eq(c->tcp_rxbuf, 1 * MiB);
+    ck_assert_uint_eq(c->spin_ns, 0);
     rov_config_free(c);
 }
 END_TEST
@@ -451,6 +456,9 @@ static const struct env_bad env_bad[] = {
     {"RAILOVER_ACK_DELAY", "999ns"},
     {"RAILOVER_TCP_RXBUF", "99999999999999999999"},
     {"RAILOVER_TCP_RXBUF", "128M"},
+    {"RAILOVER_SPIN", "2s"},
+    {"RAILOVER_SPIN", "-1us"},
+    {"RAILOVER_SPIN", "50"},
 };
 
 START_TEST(test_read_bad)
