@@ -29,6 +29,11 @@
  * system call, the two pages of the vDSO (transport/compiler.h). */
 #define CLOCK_EVERY 4
 #define CLOCK_EVERY_IDLE 16
+/* Powers of two, so that choosing between them costs a mask, not a
+ * division (a 'div' of 20-40 cycles on every progress call). */
+_Static_assert((CLOCK_EVERY & (CLOCK_EVERY - 1)) == 0 &&
+               (CLOCK_EVERY_IDLE & (CLOCK_EVERY_IDLE - 1)) == 0 &&
+               (EPOLL_EVERY & (EPOLL_EVERY - 1)) == 0, "progress intervals: powers of two");
 
 uint64_t rov_now_ns(void)
 {
@@ -203,7 +208,7 @@ static ROV_HOT int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
         polled++;
     }
     if (timeout_ms != 0 || polled == 0 || ctx->poll_count % EPOLL_EVERY == 0 ||
-        (ctx->poll_count % (ctx->frames ? CLOCK_EVERY : CLOCK_EVERY_IDLE) == 0 &&
+        ((ctx->poll_count & (ctx->frames ? CLOCK_EVERY - 1 : CLOCK_EVERY_IDLE - 1)) == 0 &&
          rov_now_ns() >= ctx->epoll_due_ns)) {
         ctx->epoll_due_ns = rov_now_ns() + EPOLL_GAP_NS;
         if (ctx->frames || ctx->events || ctx->push_pending ||
