@@ -249,11 +249,9 @@ int rov_context_wait(rov_context_t *ctx, int timeout_ms)
 
         if (whole)
             spin = (uint64_t)timeout_ms * 1000000ull;
-        do {
+        do
             n = rov_progress(ctx);
-            if (n > 0 || ctx->events || rov_now_ns() - start >= spin)
-                break;
-        } while (true);
+        while (n == 0 && !ctx->events && rov_now_ns() - start < spin);
         if (n > 0 || ctx->events || whole)
             return n;
     }
