@@ -5,7 +5,11 @@
 # that a change can be told from the machine's drift.
 #
 #   tests/vm/vmrun --two --timeout 1500 --out DIR -- \
-#       bench/rdma-lat-ab.sh NEW_BUILD BASE_BUILD [ROUNDS]
+#       bench/rdma-lat-ab.sh [--bw] NEW_BUILD BASE_BUILD [ROUNDS]
+#
+# With --bw, streaming bandwidth instead (64 KiB and 1 MiB messages, 32 MiB
+# per size and run, 10^6 B/s) of the two builds alone, no raw tool: a
+# change's effect on the receiving side's progress and sleep.
 #
 # BASE_BUILD is a copy of a build tree (cp -a build /some/where; not under
 # /tmp, which the VMs have their own of, so every base run fails): its own
@@ -14,8 +18,10 @@
 # then the per-round ratios new/base and new/raw tool with their medians.
 set -u
 [ "$ME" = b ] && exit 0 # b serves a's rexec calls (tests/vm/guest-run.sh)
-new=${1:?usage: rdma-lat-ab.sh NEW_BUILD BASE_BUILD [ROUNDS]}
-base=${2:?usage: rdma-lat-ab.sh NEW_BUILD BASE_BUILD [ROUNDS]}
+bw=0
+[ "${1:-}" = --bw ] && bw=1 && shift
+new=${1:?usage: rdma-lat-ab.sh [--bw] NEW_BUILD BASE_BUILD [ROUNDS]}
+base=${2:?usage: rdma-lat-ab.sh [--bw] NEW_BUILD BASE_BUILD [ROUNDS]}
 rounds=${3:-5}
 iters=2000
 ucx_env="UCX_TLS=rc_verbs,tcp UCX_NET_DEVICES=$RDMA_DEV:$RDMA_PORT,$ETH_IF UCX_RC_VERBS_RETRY_COUNT=6"
@@ -27,50 +33,88 @@ out=$VMOUT/ab.txt
 rec() { echo "$*" | tee -a "$out"; }
 json_field() { sed -n "s/.*\"$1\": *\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
 
-rovlat() { # BUILD RAIL
+rovrun() { # BUILD RAIL PERF-ARGS...: the client's JSON lines
     local lib=$1 rail=$2 tool=$1/tools/railover
+    shift 2
     port=$((port + 1))
     rexec "env LD_LIBRARY_PATH=$lib RAILOVER_RAILS=$rail $ucx_env setsid timeout 120 $tool perf --listen $PEER_ETH:$port > /tmp/rp.log 2>&1 &"
     sleep 3
     env LD_LIBRARY_PATH="$lib" RAILOVER_RAILS="$rail" $ucx_env timeout 120 "$tool" perf \
-        "$PEER_ETH:$port" --json --sizes 8 --iters $iters --bw-bytes 1 2>/dev/null |
-        grep '"latency"' | json_field p50_us
+        "$PEER_ETH:$port" --json "$@" 2>/dev/null
     rexec "pkill -f 'perf --listen $PEER_ETH:$port' || true"
+}
+rovlat() { # BUILD RAIL
+    rovrun "$1" "$2" --sizes 8 --iters $iters --bw-bytes 1 | grep '"latency"' | json_field p50_us
+}
+# rec_bw ROUND RAIL KIND BUILD: "ROUND RAIL64k-KIND MB/s", "ROUND RAIL1m-KIND MB/s"
+rec_bw() {
+    local lines v64 v1m
+    lines=$(rovrun "$4" "$2" --sizes 65536,1048576 --iters 10 --bw-bytes 33554432 | grep '"bandwidth"')
+    v64=$(echo "$lines" | grep '"size": *65536' | json_field mb_s)
+    v1m=$(echo "$lines" | grep '"size": *1048576' | json_field mb_s)
+    rec "$1 ${2}64k-$3 ${v64:-nan}"
+    rec "$1 ${2}1m-$3 ${v1m:-nan}"
+}
+
+lat_rounds() {
+    for r in $(seq "$rounds"); do
+        log "round $r of $rounds"
+        port=$((port + 1))
+        rexec "timeout 60 ib_send_lat -d $RDMA_DEV -x $RDMA_GID_IDX -F -p $port -s 8 -n $iters > /tmp/pt.log 2>&1 &"
+        sleep 1.5
+        v=$(timeout 60 ib_send_lat -d "$RDMA_DEV" -x "$RDMA_GID_IDX" -F -p $port -s 8 -n $iters \
+            "$PEER_ETH" 2>&1 | awk '/^ *#bytes/ { hdr = 1; next } hdr && NF > 3 { print $5; exit }')
+        rec "$r perftest ${v:-nan}"
+        # The order of the two builds flips every round.
+        if [ $((r % 2)) = 1 ]; then order="base new"; else order="new base"; fi
+        for kind in $order; do
+            lib=$new; [ "$kind" = base ] && lib=$base
+            v=$(rovlat "$lib" verbs)
+            rec "$r verbs-$kind ${v:-nan}"
+        done
+        port=$((port + 1))
+        rexec "env $ucx_env timeout 60 ucx_perftest -p $port > /tmp/up.log 2>&1 &"
+        sleep 1.5
+        v=$(env $ucx_env timeout 60 ucx_perftest "$PEER_ETH" -p $port -e -t ucp_am_lat -s 8 -n $iters 2>&1 |
+            awk '/^Final:/ { print ($3 > 0 ? $3 : $4); exit }')
+        rec "$r ucx_perftest ${v:-nan}"
+        if "$new/tools/railover" info 2>/dev/null | grep -qw ucx; then
+            for kind in $order; do
+                lib=$new; [ "$kind" = base ] && lib=$base
+                v=$(rovlat "$lib" ucx)
+                rec "$r ucx-$kind ${v:-nan}"
+            done
+        fi
+    done
+}
+
+bw_rounds() {
+    have_ucx=0
+    "$new/tools/railover" info 2>/dev/null | grep -qw ucx && have_ucx=1
+    for r in $(seq "$rounds"); do
+        log "bandwidth round $r of $rounds"
+        if [ $((r % 2)) = 1 ]; then order="base new"; else order="new base"; fi
+        for rail in verbs ucx; do
+            [ $rail = ucx ] && [ $have_ucx = 0 ] && continue
+            for kind in $order; do
+                lib=$new; [ "$kind" = base ] && lib=$base
+                rec_bw "$r" $rail "$kind" "$lib"
+            done
+        done
+    done
 }
 
 wait_peer
-for r in $(seq "$rounds"); do
-    log "round $r of $rounds"
-    port=$((port + 1))
-    rexec "timeout 60 ib_send_lat -d $RDMA_DEV -x $RDMA_GID_IDX -F -p $port -s 8 -n $iters > /tmp/pt.log 2>&1 &"
-    sleep 1.5
-    v=$(timeout 60 ib_send_lat -d "$RDMA_DEV" -x "$RDMA_GID_IDX" -F -p $port -s 8 -n $iters \
-        "$PEER_ETH" 2>&1 | awk '/^ *#bytes/ { hdr = 1; next } hdr && NF > 3 { print $5; exit }')
-    rec "$r perftest ${v:-nan}"
-    # The order of the two builds flips every round.
-    if [ $((r % 2)) = 1 ]; then order="base new"; else order="new base"; fi
-    for kind in $order; do
-        lib=$new; [ "$kind" = base ] && lib=$base
-        v=$(rovlat "$lib" verbs)
-        rec "$r verbs-$kind ${v:-nan}"
-    done
-    port=$((port + 1))
-    rexec "env $ucx_env timeout 60 ucx_perftest -p $port > /tmp/up.log 2>&1 &"
-    sleep 1.5
-    v=$(env $ucx_env timeout 60 ucx_perftest "$PEER_ETH" -p $port -e -t ucp_am_lat -s 8 -n $iters 2>&1 |
-        awk '/^Final:/ { print ($3 > 0 ? $3 : $4); exit }')
-    rec "$r ucx_perftest ${v:-nan}"
-    if "$new/tools/railover" info 2>/dev/null | grep -qw ucx; then
-        for kind in $order; do
-            lib=$new; [ "$kind" = base ] && lib=$base
-            v=$(rovlat "$lib" ucx)
-            rec "$r ucx-$kind ${v:-nan}"
-        done
-    fi
-done
+if [ $bw = 1 ]; then
+    bw_rounds
+    pairs="verbs64k-new verbs64k-base|verbs1m-new verbs1m-base|ucx64k-new ucx64k-base|ucx1m-new ucx1m-base"
+else
+    lat_rounds
+    pairs="verbs-new verbs-base|verbs-new perftest|verbs-base perftest|ucx-new ucx-base|ucx-new ucx_perftest|ucx-base ucx_perftest"
+fi
 
 echo
-awk '
+awk -v pairs="$pairs" '
     { v[$1 " " $2] = $3; rounds[$1] = 1 }
     function median(s,   a, n, i, j, t) {
         n = split(s, a, " ")
@@ -83,9 +127,9 @@ awk '
         return s
     }
     END {
-        split("verbs-new verbs-base|verbs-new perftest|verbs-base perftest|ucx-new ucx-base|ucx-new ucx_perftest|ucx-base ucx_perftest", pairs, "|")
-        for (i = 1; i <= 6; i++) {
-            split(pairs[i], p, " ")
+        n = split(pairs, pair, "|")
+        for (i = 1; i <= n; i++) {
+            split(pair[i], p, " ")
             s = ratios(p[1], p[2])
             if (s != "") printf "%-11s / %-12s per round:%s  median %.3f\n", p[1], p[2], s, median(s)
         }
