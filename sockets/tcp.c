@@ -498,8 +498,9 @@ static ROV_HOT bool parse_frames(struct tcp_chan *c)
     return true;
 }
 
-/* Read what is ready.  Returns the number of reads that returned data. */
-static ROV_HOT int read_chan(struct tcp_chan *c)
+/* Read what is ready.  Returns the number of reads that returned data.
+ * Inlined into its callers: it makes the recv() call (transport/compiler.h). */
+static ROV_INLINE int read_chan(struct tcp_chan *c)
 {
     int got = 0;
 
