@@ -10,13 +10,15 @@
  * Error paths are ROV_COLD (.text.unlikely), so they leave the hot pages and
  * their callers lay the branch out of line.
  *
- * What costs most after a system call is the return: the system call
- * leaves the return-stack predictor of no use, so every function that was
- * already on the stack below the call mispredicts its return, about 8.5 ns
- * each here, against 4-6 ns for a page and under 2 ns for a cache line
- * (bench/README.md, "What a system call leaves behind").  So a function
- * that makes a per-message system call is inlined into its caller
- * (ROV_INLINE): one level less between the application and the kernel.
+ * What costs most after a system call is the return: the call leaves the
+ * return-stack predictor of no use, so every function that was already on
+ * the stack below it mispredicts its return, 6-7 ns each here, against 4-7
+ * ns for a page and about 2 ns for a cache line (bench/syscall-cost.c;
+ * bench/README.md, "What a system call leaves behind").  So a function that
+ * makes a per-message system call is inlined into its caller (ROV_INLINE):
+ * one level less between the application and the kernel.  For the same
+ * reason the per-message path reads no constant from .rodata (a page of its
+ * own) and calls libc through the GOT, not a PLT stub (-fno-plt).
  */
 #ifndef ROV_COMPILER_H
 #define ROV_COMPILER_H
