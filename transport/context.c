@@ -33,7 +33,8 @@
  * division (a 'div' of 20-40 cycles on every progress call). */
 _Static_assert((CLOCK_EVERY & (CLOCK_EVERY - 1)) == 0 &&
                (CLOCK_EVERY_IDLE & (CLOCK_EVERY_IDLE - 1)) == 0 &&
-               (EPOLL_EVERY & (EPOLL_EVERY - 1)) == 0, "progress intervals: powers of two");
+               (EPOLL_EVERY & (EPOLL_EVERY - 1)) == 0 && EPOLL_EVERY >= CLOCK_EVERY_IDLE &&
+               EPOLL_EVERY >= CLOCK_EVERY, "progress intervals: powers of two, epoll's the longest");
 
 uint64_t rov_now_ns(void)
 {
@@ -191,10 +192,28 @@ static rov_status_t arm_rails(rov_context_t *ctx)
     return ctx->events != events ? ROV_ERR_BUSY : st; /* an event ran: no sleep */
 }
 
+/* The epoll set, when it is due (progress() below): a call that polled no
+ * rail directly or may sleep, every EPOLL_EVERY-th call, and when
+ * EPOLL_GAP_NS have passed (the clock read on every CLOCK_EVERY[_IDLE]-th
+ * call, where progress() calls this). */
+static void epoll_check(rov_context_t *ctx, int timeout_ms, int polled)
+{
+    if (timeout_ms != 0 || polled == 0 || ctx->poll_count % EPOLL_EVERY == 0 ||
+        rov_now_ns() >= ctx->epoll_due_ns) {
+        ctx->epoll_due_ns = rov_now_ns() + EPOLL_GAP_NS;
+        if (ctx->frames || ctx->events || ctx->push_pending ||
+            (timeout_ms != 0 && arm_rails(ctx) != ROV_OK))
+            timeout_ms = 0;
+        dispatch(ctx, timeout_ms);
+    }
+}
+
 /* repoll: poll the rails directly first; a caller about to sleep right after
  * a call that found nothing skips that (the arm before the sleep catches
- * whatever came since: a system call less per sleep). */
-static ROV_HOT int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
+ * whatever came since: a system call less per sleep).  Inlined, so that
+ * rov_progress() calls the rail itself (transport/compiler.h); what an idle
+ * call does not need is out of line, so that its path is a few lines. */
+static ROV_INLINE int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
 {
     int polled = 0;
 
@@ -203,23 +222,20 @@ static ROV_HOT int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
     ++ctx->poll_count;
     for (int i = 0; repoll && i < ctx->nrails; i++)
         polled += ctx->rails[i]->ops.progress(ctx->rails[i]);
-    if (ctx->push_pending) {
+    if (__builtin_expect(ctx->push_pending != 0, 0)) {
         push_pending(ctx);
         polled++;
     }
-    if (timeout_ms != 0 || polled == 0 || ctx->poll_count % EPOLL_EVERY == 0 ||
-        ((ctx->poll_count & (ctx->frames ? CLOCK_EVERY - 1 : CLOCK_EVERY_IDLE - 1)) == 0 &&
-         rov_now_ns() >= ctx->epoll_due_ns)) {
-        ctx->epoll_due_ns = rov_now_ns() + EPOLL_GAP_NS;
-        if (ctx->frames || ctx->events || ctx->push_pending ||
-            (timeout_ms != 0 && arm_rails(ctx) != ROV_OK))
-            timeout_ms = 0;
-        dispatch(ctx, timeout_ms);
-    }
+    /* EPOLL_EVERY is a multiple of both clock intervals: a call due for it
+     * passes this mask test too. */
+    if (__builtin_expect(timeout_ms != 0 || polled == 0 ||
+                         (ctx->poll_count &
+                          (ctx->frames ? CLOCK_EVERY - 1 : CLOCK_EVERY_IDLE - 1)) == 0, 0))
+        epoll_check(ctx, timeout_ms, polled);
     /* Acks owed only since this call cannot be due: no clock read for them
      * (the caller usually replies next, and the reply carries them). */
-    if (ctx->ack_head && (ctx->ack_head != ctx->ack_unstamped ||
-                          ctx->ack_unstamped_poll != ctx->poll_count)) {
+    if (__builtin_expect(ctx->ack_head != NULL, 0) &&
+        (ctx->ack_head != ctx->ack_unstamped || ctx->ack_unstamped_poll != ctx->poll_count)) {
         flush_due_acks(ctx);
         /* Idle with an ack owed: the caller may block on our fd next, so
          * let the ticker wake it.  (A busy caller replies, or comes back,
@@ -227,7 +243,7 @@ static ROV_HOT int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
         if (ctx->ack_head && ctx->frames == 0)
             arm_ticker(ctx);
     }
-    if (ctx->reap)
+    if (__builtin_expect(ctx->reap, 0))
         reap(ctx);
     return ctx->frames;
 }
