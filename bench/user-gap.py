@@ -13,6 +13,9 @@ rounds of each run's medians, in microseconds:
   empty-iter   one idle poll, system call included
   rtt          round trip
 
+With --base, a last line gives the median of the per-round differences
+railover - base (the two run side by side in every round).
+
 Timing of a whole round trip drifts with the machine by more than the
 library costs; these segments do not include the kernel and the peer, so a
 change of a few tens of nanoseconds in the library shows.  Machine-readable
@@ -115,6 +118,11 @@ def main():
         if n != "raw":
             print("%-10s" % (n + "-raw") + "".join(
                 "%12.3f" % (med[n][s] - med["raw"][s]) for s in SEGMENTS))
+    if "base" in got:
+        # The same rounds paired: drift between rounds cancels.
+        print("%-10s" % "paired" + "".join(
+            "%12.3f" % statistics.median(a - b for a, b in zip(got["railover"][s], got["base"][s]))
+            for s in SEGMENTS) + "   (railover - base, median of the per-round differences)")
     for n in med:
         print(json.dumps({"test": "user-gap", "path": n, "rounds": args.rounds,
                           **{s.replace("->", "_to_").replace("-", "_") + "_us": round(med[n][s], 3)

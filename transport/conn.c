@@ -518,8 +518,8 @@ rov_status_t rov_conn_close(rov_conn_t *conn)
     return ROV_ERR_BUSY;
 }
 
-ROV_HOT rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf, size_t len,
-                                   const rov_send_params_t *params)
+ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf,
+                                         size_t len, const rov_send_params_t *params)
 {
     const struct rov_config *cfg = &conn->ctx->config;
     unsigned flags = params ? params->flags : 0;

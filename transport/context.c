@@ -316,7 +316,7 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
 
     if (!params || !params->recv_cb)
         return ROV_ERR_INVAL;
-    ctx = calloc(1, sizeof(*ctx));
+    ctx = rov_zalloc_lines(sizeof(*ctx));
     if (!ctx)
         return ROV_ERR_NOMEM;
     if (params->config) {

@@ -62,6 +62,8 @@ struct rov_conn {
 };
 
 /* Hot fields first (the progress call, the per-message paths). */
+/* Allocated on a cache line (rov_zalloc_lines()): what an idle
+ * rov_progress() reads is in the first line, through rails[1]. */
 struct rov_context {
     rov_recv_cb_t recv_cb;
     void *arg;
@@ -72,10 +74,11 @@ struct rov_context {
     bool fault_armed;
     bool ticker_armed;
     int nrails;
-    struct rov_rail *rails[ROV_MAX_RAILS];
-    uint64_t epoll_due_ns;            /* busy polling: check epoll by then */
     unsigned push_pending;            /* conns with push_more set */
-    struct rov_conn *ack_head, *ack_tail; /* conns owing an ack, by deadline */
+    struct rov_conn *ack_head;        /* conns owing an ack, by deadline */
+    struct rov_rail *rails[ROV_MAX_RAILS];
+    struct rov_conn *ack_tail;
+    uint64_t epoll_due_ns;            /* busy polling: check epoll by then */
     struct rov_conn *ack_unstamped;   /* the list's tail from here: no deadline yet */
     unsigned ack_unstamped_poll;      /* poll_count when the first of those came */
     struct rov_msg_cache msg_cache;

@@ -98,32 +98,10 @@ struct rov_rail_ops {
     rov_status_t (*connect)(struct rov_rail *rail, const void *addr, size_t len,
                             struct rov_chan **chan_p);
 
-    /**
-     * Send one frame (iov[0] starts with the header; at most ROV_RAIL_MAX_IOV
-     * pieces) on an OPEN channel.
-     * ROV_OK: sent or copied; the memory is free again.
-     * ROV_INPROGRESS: the rail still references the memory; it calls
-     *   rov_rail_send_done(chan, cookie) when done.  Never returned when
-     *   cookie is NULL (the rail copies what it cannot send at once).
-     * ROV_ERR_AGAIN: the rail's queue is full; nothing was taken; the rail
-     *   calls rov_rail_writable() when it can take more.
-     * other negative: the channel failed; the rail reports nothing more for
-     *   it except send_done for frames it still referenced.
-     * Frames without a cookie are control frames: a rail may send them ahead
-     * of data frames it has queued, but keeps them in order among themselves.
-     */
-    rov_status_t (*send)(struct rov_chan *chan, const struct iovec *iov, int iovcnt,
-                         void *cookie);
-
     /** Close a channel and free it.  Frames still queued are dropped and
      * their cookies released with rov_rail_send_done() before it returns.
      * May be called from inside an upcall on the same channel. */
     void (*chan_close)(struct rov_chan *chan);
-
-    /** Busy-poll fast path, called on every rov_progress(): handle what is
-     * ready without waiting.  Optional.  Returns how many channels it polled
-     * directly; 0 tells the engine to rely on epoll for this rail. */
-    int (*progress)(struct rov_rail *rail);
 
     /** A caller is about to sleep on the context's epoll set: make the
      * rail's descriptors there signal whatever arrives from now on (arm a
@@ -171,17 +149,46 @@ struct rov_rail_ops {
 
     /** Human-readable form of a rail address, for logs.  Optional. */
     void (*addr_str)(const void *addr, size_t len, char *buf, size_t buf_len);
+
+    /* The two per-message calls last: in struct rov_rail the ops come last,
+     * so these two share a cache line with the rail's own first fields
+     * (struct rov_rail). */
+
+    /**
+     * Send one frame (iov[0] starts with the header; at most ROV_RAIL_MAX_IOV
+     * pieces) on an OPEN channel.
+     * ROV_OK: sent or copied; the memory is free again.
+     * ROV_INPROGRESS: the rail still references the memory; it calls
+     *   rov_rail_send_done(chan, cookie) when done.  Never returned when
+     *   cookie is NULL (the rail copies what it cannot send at once).
+     * ROV_ERR_AGAIN: the rail's queue is full; nothing was taken; the rail
+     *   calls rov_rail_writable() when it can take more.
+     * other negative: the channel failed; the rail reports nothing more for
+     *   it except send_done for frames it still referenced.
+     * Frames without a cookie are control frames: a rail may send them ahead
+     * of data frames it has queued, but keeps them in order among themselves.
+     */
+    rov_status_t (*send)(struct rov_chan *chan, const struct iovec *iov, int iovcnt,
+                         void *cookie);
+
+    /** Busy-poll fast path, called on every rov_progress(): handle what is
+     * ready without waiting.  Optional.  Returns how many channels it polled
+     * directly; 0 tells the engine to rely on epoll for this rail. */
+    int (*progress)(struct rov_rail *rail);
 };
 
 struct rov_rail {
-    /* A copy of the rail's ops, filled in by the context at open: the per-
-     * message calls (send, progress) find them in the object they already
-     * touch, not in a table on another page (transport/compiler.h). */
-    struct rov_rail_ops ops;
     rov_context_t *ctx;
     const struct rov_rail_spec *spec; /* kind, argument, display name */
     int index;                        /* position in RAILOVER_RAILS */
     size_t max_frame;                 /* header + RAILOVER_MAX_MSG */
+    /* A copy of the rail's ops, filled in by the context at open: the per-
+     * message calls (send, progress, the last two) find them in the object
+     * they already touch, not in a table on another page, and in the cache
+     * line of the fields a rail puts first after this struct, when it
+     * allocates its object on a line (rov_zalloc_lines();
+     * transport/compiler.h). */
+    struct rov_rail_ops ops;
 };
 
 /* Registry ----------------------------------------------------------------- */

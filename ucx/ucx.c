@@ -1025,7 +1025,7 @@ static void ucx_close(struct rov_rail *rail);
 static rov_status_t ucx_open(rov_context_t *ctx, const struct rov_rail_spec *spec,
                              const struct rov_config *config, struct rov_rail **rail_p)
 {
-    struct ucx_rail *r = calloc(1, sizeof(*r));
+    struct ucx_rail *r = rov_zalloc_lines(sizeof(*r));
     ucp_config_t *ucfg = NULL;
     ucp_params_t up = {
         .field_mask = UCP_PARAM_FIELD_FEATURES,

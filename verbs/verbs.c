@@ -1554,7 +1554,7 @@ static void vb_unlisten(struct rov_rail *rail);
 static rov_status_t vb_open(rov_context_t *ctx, const struct rov_rail_spec *spec,
                             const struct rov_config *config, struct rov_rail **rail_p)
 {
-    struct vb_rail *r = calloc(1, sizeof(*r));
+    struct vb_rail *r = rov_zalloc_lines(sizeof(*r));
     struct ibv_device_attr da;
     rov_status_t st = ROV_ERR_NOT_FOUND;
     char list[sizeof(config->verbs_dev)];
