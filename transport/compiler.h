@@ -26,11 +26,12 @@
 #define ROV_HOT __attribute__((hot))
 #define ROV_COLD __attribute__((cold))
 #define ROV_INLINE inline __attribute__((always_inline))
-/* The first function of the hot text (conn.c is the first object that has
- * any; rov_conn_send() its first hot function) starts on a page, so that the
- * 7 KiB of it take two pages, not three: conn.c's functions the first,
- * context.c's and the TCP rail's, which an idle poll runs through, the
- * second (transport/CMakeLists.txt and CMakeLists.txt keep that order). */
+/* The first function of the hot text (conn.c is the first object in the
+ * link that has any, rov_conn_send() its first hot function) starts on a
+ * page, so that the 7 KiB of it take two pages, not three: conn.c's
+ * functions the first, context.c's and the TCP rail's, which an idle poll
+ * runs through, the second (the order of transport/CMakeLists.txt and of
+ * the layers in CMakeLists.txt). */
 #define ROV_HOT_FIRST __attribute__((hot, aligned(4096)))
 
 #include <stdlib.h>
