@@ -73,12 +73,14 @@ static const char *const names[NV] = {
     "recv() + 16 lines", "recv() + 16 pages", "recv() + 16 regions",
 };
 
-static int touch(size_t stride, size_t first)
+/* TOUCH reads from first on, stride apart, the j-th also shift * j bytes
+ * further (a different line of each page, so no two share a cache set). */
+static int touch(size_t first, size_t stride, size_t shift)
 {
     int s = 0;
 
     for (size_t j = 0; j < TOUCH; j++)
-        s += mem[first + stride * j + (j * 64) % 4096 * (stride != 64)];
+        s += mem[first + stride * j + shift * j];
     return s;
 }
 
@@ -93,9 +95,9 @@ static double run(int v)
         case V_DEEP: s += s8(i); break;
         case V_USER1: s += user_leaf(i); break;
         case V_USER8: s += u8(i); break;
-        case V_LINES: s += sys_leaf(i) + touch(64, 0); break;
-        case V_PAGES: s += sys_leaf(i) + touch(4096, 64 * 4096); break;
-        case V_REGIONS: s += sys_leaf(i) + touch(REGION, REGION); break;
+        case V_LINES: s += sys_leaf(i) + touch(0, 64, 0); break;
+        case V_PAGES: s += sys_leaf(i) + touch(64 * 4096, 4096, 64); break;
+        case V_REGIONS: s += sys_leaf(i) + touch(REGION, REGION, 64); break;
         }
     }
     __asm__ volatile("" ::"r"(s));

@@ -198,14 +198,16 @@ static rov_status_t arm_rails(rov_context_t *ctx)
  * call, where progress() calls this). */
 static void epoll_check(rov_context_t *ctx, int timeout_ms, int polled)
 {
-    if (timeout_ms != 0 || polled == 0 || ctx->poll_count % EPOLL_EVERY == 0 ||
-        rov_now_ns() >= ctx->epoll_due_ns) {
-        ctx->epoll_due_ns = rov_now_ns() + EPOLL_GAP_NS;
-        if (ctx->frames || ctx->events || ctx->push_pending ||
-            (timeout_ms != 0 && arm_rails(ctx) != ROV_OK))
-            timeout_ms = 0;
-        dispatch(ctx, timeout_ms);
-    }
+    uint64_t now = rov_now_ns();
+
+    if (timeout_ms == 0 && polled != 0 && ctx->poll_count % EPOLL_EVERY != 0 &&
+        now < ctx->epoll_due_ns)
+        return;
+    ctx->epoll_due_ns = now + EPOLL_GAP_NS;
+    if (ctx->frames || ctx->events || ctx->push_pending ||
+        (timeout_ms != 0 && arm_rails(ctx) != ROV_OK))
+        timeout_ms = 0;
+    dispatch(ctx, timeout_ms);
 }
 
 /* repoll: poll the rails directly first; a caller about to sleep right after

@@ -61,9 +61,9 @@ struct rov_conn {
     size_t peer_blob_len;
 };
 
-/* Hot fields first (the progress call, the per-message paths). */
-/* Allocated on a cache line (rov_zalloc_lines()): what an idle
- * rov_progress() reads is in the first line, through rails[1]. */
+/* Hot fields first (the progress call, the per-message paths).  Allocated
+ * on a cache line (rov_zalloc_lines()): what an idle rov_progress() reads is
+ * in the first line, through rails[1]. */
 struct rov_context {
     rov_recv_cb_t recv_cb;
     void *arg;
