@@ -59,6 +59,7 @@ struct tcp_chan {
     struct rov_watch watch;
     uint32_t events;
     bool connecting, dead;
+    bool ending;            /* chan_flush: the stream ends after the txq */
     bool quiet;             /* out of epoll: polled directly (TCP_QUIET_AFTER) */
     bool expect_big;        /* last frame was large: read the next header alone */
     uint8_t *buf;           /* receive staging: [off, len) unparsed */
@@ -289,8 +290,11 @@ static rov_status_t enqueue(struct tcp_chan *c, const struct iovec *iov, int iov
                             void *cookie)
 {
     size_t rest = iov_total(iov, iovcnt) - skip;
-    struct tcp_txq *q = malloc(sizeof(*q) + (cookie ? 0 : rest));
+    struct tcp_txq *q;
 
+    if (c->ending)
+        return ROV_OK; /* after chan_flush: dropped (rail.h) */
+    q = malloc(sizeof(*q) + (cookie ? 0 : rest));
     if (!q)
         return ROV_ERR_NOMEM;
     q->next = NULL;
@@ -354,6 +358,8 @@ static __attribute__((noinline)) rov_status_t send_rest(struct tcp_chan *c,
                                                         ssize_t n, void *cookie)
 {
     if (n < 0) {
+        if (c->ending && errno == EPIPE)
+            return ROV_OK; /* after chan_flush: dropped (rail.h) */
         if (errno != EAGAIN) {
             int err = errno;
 
@@ -380,6 +386,13 @@ static ROV_HOT rov_status_t tcp_send(struct rov_chan *chan, const struct iovec *
     if (__builtin_expect(n == (ssize_t)iov_total(iov, iovcnt), 1))
         return ROV_OK;
     return send_rest(c, iov, iovcnt, n, cookie);
+}
+
+/* chan_flush: everything is written; the peer's read of it ends in EOF. */
+static void end_stream(struct tcp_chan *c)
+{
+    if (shutdown(c->watch.fd, SHUT_WR) < 0) /* reset already: the read says so */
+        rov_debug("tcp", "shutdown on fd %d: %s", c->watch.fd, strerror(errno));
 }
 
 /* Write as many queued frames as the socket takes, up to TCP_FLUSH_IOV
@@ -428,6 +441,10 @@ static void flush_txq(struct tcp_chan *c)
             return;
     }
     set_events(c, c->events & ~(uint32_t)EPOLLOUT);
+    if (__builtin_expect(c->ending, 0)) {
+        end_stream(c);
+        return;
+    }
     rov_rail_writable(&c->base);
 }
 
@@ -542,6 +559,12 @@ static ROV_INLINE int read_chan(struct tcp_chan *c)
             break;
         }
         if (__builtin_expect(n == 0, 0)) {
+            if (c->ending && c->len == c->off && !big) {
+                /* The peer read our end of stream and closed its own. */
+                rov_rail_flushed(&c->base);
+                if (c->dead)
+                    break;
+            }
             fail(c, ROV_ERR_CLOSED, (c->len > c->off || big) ?
                  "tcp: peer closed the connection in the middle of a frame" :
                  "tcp: peer closed the connection");
@@ -826,6 +849,27 @@ static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_healt
     return ROV_OK;
 }
 
+/* TCP cannot tell when the peer application has read what its kernel took,
+ * and a socket closed with unread input is reset, which throws away what
+ * the peer has not read yet (and, on our side, what is still unsent).  So
+ * the flush ends the stream after what is queued (shutdown(SHUT_WR)) and
+ * completes when the peer ends its own: it read everything up to our end,
+ * and neither close can reset the other any more.  A reset or a stall
+ * instead fails the channel, as ever. */
+static rov_status_t tcp_chan_flush(struct rov_chan *chan)
+{
+    struct tcp_chan *c = rov_container_of(chan, struct tcp_chan, base);
+
+    if (c->dead)
+        return ROV_ERR_RESET;
+    if (!c->ending) {
+        c->ending = true;
+        if (!c->txq_head)
+            end_stream(c);
+    }
+    return ROV_INPROGRESS;
+}
+
 static void tcp_chan_str(struct rov_chan *chan, char *buf, size_t len)
 {
     struct tcp_chan *c = rov_container_of(chan, struct tcp_chan, base);
@@ -854,6 +898,7 @@ static const struct rov_rail_ops tcp_ops = {
     .progress = tcp_progress,
     .arm = tcp_arm,
     .chan_health = tcp_chan_health,
+    .chan_flush = tcp_chan_flush,
     .chan_str = tcp_chan_str,
     .addr_str = tcp_addr_str,
 };

@@ -115,16 +115,23 @@ struct rov_rail_ops {
 
     /** Learn when everything sent on an OPEN channel so far has reached the
      * peer's rail (is in the peer's receive queue, not merely in our own
-     * stack).  ROV_INPROGRESS: the rail calls rov_rail_flushed(chan) once
-     * it has, from a later progress or completion, never from inside this
-     * call (and not if the channel fails first).  ROV_ERR_UNSUPPORTED:
-     * the rail cannot tell; its chan_close then still delivers what was
-     * sent (TCP: what the socket took; UCX: the endpoint is flushed).  The
-     * close handshake uses it: the side that answers the peer's CLOSE
-     * closes the channel only once the answer is at the peer, so that a
-     * rail that drops what is posted when it closes (a verbs QP moved to
-     * the error state) does not lose it.  Optional (stub:
-     * ROV_ERR_UNSUPPORTED). */
+     * stack) and our closing the channel can no longer destroy it.
+     * ROV_INPROGRESS: the rail calls rov_rail_flushed(chan) once it has,
+     * from a later progress or completion, never from inside this call
+     * (and not if the channel fails first).  A rail whose close can destroy
+     * what the peer has not yet read waits for the peer to close its end
+     * (TCP: a socket closed with unread input is reset, and the reset throws
+     * away what the peer's kernel holds for it unread; the flush ends our
+     * stream and completes at the peer's end of stream).  The transport
+     * sends nothing more on the channel after a flush; a rail may drop
+     * what it is still given (TCP: the stream has ended).
+     * ROV_ERR_UNSUPPORTED: the rail cannot tell; its chan_close then still
+     * delivers what was sent (UCX: the endpoint is flushed).  The close
+     * handshake uses it: the side that answers the peer's CLOSE closes the
+     * channel only once the answer is at the peer, so that a rail that
+     * drops what is posted when it closes (a verbs QP moved to the error
+     * state, a TCP socket reset) does not lose it; the peer, finishing on
+     * the answer, closes its end.  Optional (stub: ROV_ERR_UNSUPPORTED). */
     rov_status_t (*chan_flush)(struct rov_chan *chan);
 
     /**
