@@ -850,12 +850,13 @@ static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_healt
 }
 
 /* TCP cannot tell when the peer application has read what its kernel took,
- * and a socket closed with unread input is reset, which throws away what
- * the peer has not read yet (and, on our side, what is still unsent).  So
- * the flush ends the stream after what is queued (shutdown(SHUT_WR)) and
- * completes when the peer ends its own: it read everything up to our end,
- * and neither close can reset the other any more.  A reset or a stall
- * instead fails the channel, as ever. */
+ * and a socket closed with unread input is reset, which throws away what is
+ * still unsent here, and makes the peer's next write fail, on which its
+ * rail drops the channel with what it had not read yet.  So the flush ends
+ * the stream after what is queued (shutdown(SHUT_WR)) and completes when
+ * the peer ends its own (the transport's peer does once it has read what
+ * it waited for, rail.h); after the peer's end our close resets nothing.
+ * A reset or a stall fails the channel instead, as ever. */
 static rov_status_t tcp_chan_flush(struct rov_chan *chan)
 {
     struct tcp_chan *c = rov_container_of(chan, struct tcp_chan, base);

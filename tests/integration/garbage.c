@@ -11,7 +11,9 @@
  * within a bounded time while the good connections keep delivering correct
  * traffic.  Sub-cases on an *established* raw connection (a valid HELLO
  * first) check that a protocol violation fails only that connection, with
- * ROV_EVENT_CONN_ERROR and ROV_ERR_PROTO.
+ * ROV_EVENT_CONN_ERROR and ROV_ERR_PROTO.  One more on an established raw
+ * connection checks the close handshake against a peer that writes after
+ * its CLOSE (run_close_answer_case).
  *
  * Exit status: 0 pass, 1 failure, 2 setup error.
  */
@@ -834,6 +836,116 @@ static void run_established_case(const char *name, int rail_index, const void *b
     case_end(mark, f0);
 }
 
+/* Read the library's frames on fd into *in (from *in_len on) and scan them
+ * from *off: true once a CLOSE whose flags are want_flags was seen. */
+static bool raw_scan_close(int fd, uint8_t *in, size_t cap, size_t *in_len, size_t *off,
+                           uint32_t want_flags, enum raw_state *rs)
+{
+    *rs = raw_poll(fd, in, cap, in_len);
+    while (*in_len - *off >= ROV_WIRE_HDR_LEN) {
+        struct rov_wire_hdr h;
+        const char *why = "";
+        size_t flen = rov_wire_frame_len(in + *off);
+
+        if (*in_len - *off < flen)
+            break;
+        if (rov_wire_decode(in + *off, flen, 1u << 20, &h, &why) != ROV_OK) {
+            failf("the library sent a frame it cannot decode itself: %s", why);
+            *off = *in_len;
+            return false;
+        }
+        *off += flen;
+        if (h.type == ROV_FT_CLOSE && h.tag == want_flags)
+            return true;
+    }
+    return false;
+}
+
+/* The close handshake with a peer that writes after its CLOSE.  The library
+ * closes first; the raw peer sends its CLOSE without having read the
+ * library's, so the library answers (CLOSE | ROV_CLOSE_ACKED).  On TCP the
+ * answering side must not close its socket before the peer closes its end:
+ * a socket closed with unread input (here the peer's late ACK) is reset,
+ * and a reset peer that writes first drops what it had not read yet, the
+ * answer and the CLOSE before it.  So the library's stream must end after
+ * the answer while the connection stays open, and it finishes, CLOSED and
+ * not failed, when the peer closes. */
+static void run_close_answer_case(int rail_index)
+{
+    uint8_t in[64 * 1024], close_frame[ROV_WIRE_HDR_LEN], ack[ROV_WIRE_HDR_LEN];
+    size_t in_len = 0, off = 0;
+    uint64_t mark[2 * NGOOD], t0;
+    enum raw_state rs = RAW_OPEN;
+    bool got = false;
+    rov_status_t st;
+    unsigned f0;
+    int fd;
+
+    case_begin("close_answer_waits_for_peer", mark, &f0);
+    fd = raw_establish(rail_index);
+    if (fd < 0)
+        goto out;
+    st = rov_conn_close(g.raw.conn);
+    if (st != ROV_INPROGRESS) {
+        failf("rov_conn_close: %s, want %s", rov_status_str(st), rov_status_str(ROV_INPROGRESS));
+        close(fd);
+        goto out;
+    }
+    /* The library's CLOSE (it sent nothing, so nothing waits for an ack). */
+    for (t0 = it_now_ns(); !got && rs == RAW_OPEN && it_now_ns() - t0 < CASE_TIMEOUT_NS;) {
+        spin(fd);
+        got = raw_scan_close(fd, in, sizeof(in), &in_len, &off, 0, &rs);
+    }
+    if (!got) {
+        failf("no CLOSE from the library after rov_conn_close (%s)",
+              rs == RAW_OPEN ? "timeout" : "socket closed");
+        close(fd);
+        goto out;
+    }
+    /* Ours, as if it crossed theirs: the library must answer it. */
+    header(close_frame, ROV_FT_CLOSE, 0, 0, 0, 0);
+    raw_send(fd, close_frame, sizeof(close_frame));
+    for (got = false, t0 = it_now_ns(); it_now_ns() - t0 < CASE_TIMEOUT_NS;) {
+        spin(fd);
+        got = got || raw_scan_close(fd, in, sizeof(in), &in_len, &off, ROV_CLOSE_ACKED, &rs);
+        if (rs != RAW_OPEN)
+            break;
+    }
+    if (!got || rs != RAW_EOF) {
+        failf("after our CLOSE: %s, %s; want the answer, then the end of the library's stream",
+              got ? "answered" : "no answer",
+              rs == RAW_EOF ? "EOF" : rs == RAW_RESET ? "reset" : "still open");
+        close(fd);
+        goto out;
+    }
+    /* The library's socket is still open: were it closed, this ACK (a late
+     * one, such as a peer still sends after its CLOSE) would reset ours. */
+    if (g.raw.closed || g.raw.error)
+        failf("the library finished the connection before the peer closed its end: its "
+              "socket, closed with unread input, is reset");
+    header(ack, ROV_FT_ACK, 0, 0, 0, 0);
+    raw_send(fd, ack, sizeof(ack));
+    for (int i = 0; i < 50; i++)
+        spin(fd);
+    if (!raw_send(fd, ack, sizeof(ack))) /* a reset answers the first on a closed socket */
+        failf("our writes after the library's answer were reset");
+    close(fd);
+    for (t0 = it_now_ns(); !g.raw.closed && !g.raw.error && it_now_ns() - t0 < CASE_TIMEOUT_NS;)
+        spin(-1);
+    if (!g.raw.closed)
+        failf("no ROV_EVENT_CONN_CLOSED after the peer closed its end (%s)",
+              g.raw.error ? "CONN_ERROR instead" : "timeout");
+    else
+        fprintf(stderr, "[%s]: answered, stream ended, CLOSED once the peer closed\n",
+                g.case_name);
+out:
+    if (g.raw.conn && !g.raw.closed)
+        rov_conn_close(g.raw.conn); /* frees a failed one */
+    g.raw.conn = NULL;
+    g.expect_raw_accept = false;
+    case_end(mark, f0);
+}
+
 /* ---- setup and teardown --------------------------------------------------- */
 
 static int setup(void)
@@ -1003,6 +1115,7 @@ int main(void)
         junk[ROV_WIRE_HDR_LEN + 17] = 0;
         run_established_case("established_then_random_bytes", rail_index, junk, sizeof(junk));
     }
+    run_close_answer_case(rail_index);
 
     if (finish())
         rc = 1;
