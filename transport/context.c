@@ -255,6 +255,18 @@ ROV_HOT int rov_progress(rov_context_t *ctx)
     return progress(ctx, 0, true);
 }
 
+/* The spin of rov_context_wait(): whether a progress call would find work
+ * (the rails' ready op; rail.h says why a spin must not simply progress). */
+static bool spin_ready(rov_context_t *ctx)
+{
+    if (ctx->push_pending || ctx->reap)
+        return true;
+    for (int i = 0; i < ctx->nrails; i++)
+        if (ctx->rails[i]->ops.ready(ctx->rails[i]))
+            return true;
+    return false;
+}
+
 int rov_context_wait(rov_context_t *ctx, int timeout_ms)
 {
     int n = rov_progress(ctx);
@@ -268,7 +280,7 @@ int rov_context_wait(rov_context_t *ctx, int timeout_ms)
         if (whole)
             spin = (uint64_t)timeout_ms * 1000000ull;
         do
-            n = rov_progress(ctx);
+            n = spin_ready(ctx) ? rov_progress(ctx) : 0;
         while (n == 0 && !ctx->events && rov_now_ns() - start < spin);
         if (n > 0 || ctx->events || whole)
             return n;

@@ -20,6 +20,11 @@ static int stub_progress(struct rov_rail *rail)
     return 0;
 }
 
+static int stub_ready(struct rov_rail *rail)
+{
+    return 1;
+}
+
 static rov_status_t stub_chan_flush(struct rov_chan *chan)
 {
     return ROV_ERR_UNSUPPORTED;
@@ -52,6 +57,8 @@ void rov_rail_register(const struct rov_rail_ops *ops)
         r->unlisten = stub_unlisten;
     if (!r->progress)
         r->progress = stub_progress;
+    if (!r->ready)
+        r->ready = stub_ready;
     if (!r->chan_flush)
         r->chan_flush = stub_chan_flush;
     if (!r->addr_str)

@@ -157,6 +157,16 @@ struct rov_rail_ops {
     /** Human-readable form of a rail address, for logs.  Optional. */
     void (*addr_str)(const void *addr, size_t len, char *buf, size_t buf_len);
 
+    /** Whether progress would find anything, asked without touching what
+     * the peer's traffic needs: rov_context_wait() runs this, and progress
+     * only when it answers nonzero, while it spins before a sleep.  A busy
+     * receiver's progress on an empty TCP socket is a recv() that takes the
+     * socket lock, which the delivery of the peer's next segments then
+     * waits for (on one host, the sending process itself); poll() with no
+     * timeout reads the socket's state without it.  Optional (stub: 1,
+     * progress on every turn of the spin). */
+    int (*ready)(struct rov_rail *rail);
+
     /* The two per-message calls last: in struct rov_rail the ops come last,
      * so these two share a cache line with the rail's own first fields
      * (struct rov_rail). */
