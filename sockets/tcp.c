@@ -561,7 +561,7 @@ static ROV_INLINE int read_chan(struct tcp_chan *c)
         }
         if (__builtin_expect(n == 0, 0)) {
             if (c->ending && c->len == c->off && !big) {
-                /* The peer read our end of stream and closed its own. */
+                /* The peer ended its stream after ours: flushed. */
                 rov_rail_flushed(&c->base);
                 if (c->dead)
                     break;

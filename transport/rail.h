@@ -120,9 +120,9 @@ struct rov_rail_ops {
      * from a later progress or completion, never from inside this call
      * (and not if the channel fails first).  A rail whose close can destroy
      * what the peer has not yet read waits for the peer to close its end
-     * (TCP: a socket closed with unread input is reset, and the reset throws
-     * away what the peer's kernel holds for it unread; the flush ends our
-     * stream and completes at the peer's end of stream).  The transport
+     * (TCP: a socket closed with unread input is reset, and the peer, whose
+     * next write then fails, drops the channel with what it had not read;
+     * the flush ends our stream and completes at the peer's end of stream).  The transport
      * sends nothing more on the channel after a flush; a rail may drop
      * what it is still given (TCP: the stream has ended).
      * ROV_ERR_UNSUPPORTED: the rail cannot tell; its chan_close then still
