@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -152,19 +151,18 @@ static void mark_down(struct rov_conn *conn, int rail, uint64_t now)
     forget_chan(r, 0);
 }
 
-/* Timer ------------------------------------------------------------------------ */
+/* Tick ------------------------------------------------------------------------- */
 
-static void set_timer(rov_context_t *ctx, bool on)
+/* The engine runs every tick_ns while it watches a connection: from the
+ * context's progress when the caller polls, from the context's timer when
+ * it sleeps (rov_fo_poll(), rov_fo_due_ns()).  It owns no timer: a process
+ * that busy-polls takes no timer interrupts from it. */
+static void start_ticks(rov_context_t *ctx)
 {
-    struct itimerspec its = {{0, 0}, {0, 0}};
-
-    if (on) {
-        its.it_interval.tv_sec = (time_t)(ctx->fo.tick_ns / 1000000000ull);
-        its.it_interval.tv_nsec = (long)(ctx->fo.tick_ns % 1000000000ull);
-        its.it_value = its.it_interval;
-    }
-    timerfd_settime(ctx->fo.timer.fd, 0, &its, NULL);
-    ctx->fo.timer_armed = on;
+    if (!ctx->config.failover || ctx->fo.active)
+        return;
+    ctx->fo.active = true;
+    ctx->fo.next_ns = rov_now_ns() + ctx->fo.tick_ns;
 }
 
 /* Failure handling --------------------------------------------------------------- */
@@ -420,14 +418,13 @@ static void check_conn(struct rov_conn *conn, uint64_t now)
     maybe_failback(conn, now);
 }
 
-static void timer_cb(struct rov_watch *w, uint32_t events)
+void rov_fo_poll(rov_context_t *ctx, uint64_t now)
 {
-    rov_context_t *ctx = rov_container_of(w, rov_context_t, fo.timer);
-    uint64_t now = rov_now_ns(), expirations;
     bool any = false;
 
-    (void)events;
-    (void)!read(w->fd, &expirations, sizeof(expirations));
+    if (!ctx->fo.active || now < ctx->fo.next_ns)
+        return;
+    ctx->fo.next_ns = now + ctx->fo.tick_ns;
     for (struct rov_conn *c = ctx->conns; c; c = c->next) {
         if (c->state == ROV_CONN_CONNECTING && c->tx_rail >= 0 && c->chans[c->tx_rail]) {
             /* First connect: a rail whose connect hangs (a blackholed
@@ -442,45 +439,28 @@ static void timer_cb(struct rov_watch *w, uint32_t events)
         check_conn(c, now);
     }
     if (!any)
-        set_timer(ctx, false);
+        ctx->fo.active = false;
+}
+
+uint64_t rov_fo_due_ns(const rov_context_t *ctx)
+{
+    return ctx->fo.active ? ctx->fo.next_ns : 0;
 }
 
 /* Life cycle -------------------------------------------------------------------------- */
 
-rov_status_t rov_fo_init(rov_context_t *ctx)
+void rov_fo_init(rov_context_t *ctx)
 {
     uint64_t tick = ctx->config.failover_timeout_ns / 100;
 
     ctx->fo.tick_ns = tick < TICK_MIN_NS ? TICK_MIN_NS : tick > TICK_MAX_NS ? TICK_MAX_NS : tick;
-    ctx->fo.timer.cb = timer_cb;
-    ctx->fo.timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (ctx->fo.timer.fd < 0) {
-        rov_error("failover", "timerfd_create: %m");
-        return ROV_ERR_IO;
-    }
-    if (rov_ctx_watch(ctx, &ctx->fo.timer, EPOLLIN) != ROV_OK) {
-        close(ctx->fo.timer.fd);
-        ctx->fo.timer.fd = -1;
-        return ROV_ERR_IO;
-    }
-    return ROV_OK;
-}
-
-void rov_fo_fini(rov_context_t *ctx)
-{
-    if (ctx->fo.timer.fd >= 0) {
-        rov_ctx_unwatch(ctx, &ctx->fo.timer);
-        close(ctx->fo.timer.fd);
-        ctx->fo.timer.fd = -1;
-    }
 }
 
 static rov_status_t force(struct rov_conn *conn, bool on);
 
 void rov_fo_conn_connecting(struct rov_conn *conn)
 {
-    if (conn->ctx->config.failover && !conn->ctx->fo.timer_armed)
-        set_timer(conn->ctx, true);
+    start_ticks(conn->ctx);
 }
 
 void rov_fo_conn_up(struct rov_conn *conn)
@@ -491,8 +471,7 @@ void rov_fo_conn_up(struct rov_conn *conn)
         conn->fo.hold = false;
         force(conn, true);
     }
-    if (ctx->config.failover && !ctx->fo.timer_armed)
-        set_timer(ctx, true);
+    start_ticks(ctx);
 }
 
 /* Operator control ---------------------------------------------------------------------- */

@@ -60,15 +60,18 @@ struct rov_fo_conn {
 };
 
 struct rov_fo_ctx {
-    struct rov_watch timer;
-    bool timer_armed;
+    bool active;              /* watching connections: ticks due */
+    uint64_t next_ns;         /* when the next tick is due (active) */
     uint64_t tick_ns;
     bool hold_all;            /* operator: every connection, present and future */
 };
 
-/* Context life cycle (context.c). */
-rov_status_t rov_fo_init(rov_context_t *ctx);
-void rov_fo_fini(rov_context_t *ctx);
+/* Context life cycle and progress (context.c). */
+void rov_fo_init(rov_context_t *ctx);
+/** Run the engine's tick if it is due at now (monotonic ns). */
+void rov_fo_poll(rov_context_t *ctx, uint64_t now);
+/** When the next tick is due, 0 if none: a sleeping caller's timer. */
+uint64_t rov_fo_due_ns(const rov_context_t *ctx);
 /** rov_conn_connect() started a connection: time its rail connect. */
 void rov_fo_conn_connecting(struct rov_conn *conn);
 /** A connection became established: start watching it. */

@@ -292,8 +292,7 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
         /* The budget is spent (one message goes, however large). */
         if ((budget_msgs == 0 || budget_bytes < m->len) && budget_msgs < PUSH_BUDGET_MSGS) {
             conn->push_more = true;
-            conn->ctx->push_pending++;
-            rov_ctx_push_more(conn->ctx);
+            conn->ctx->push_pending++; /* the context's progress goes on */
             return;
         }
         if (!fresh && m->queued_serial == chan->serial) {

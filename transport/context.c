@@ -14,14 +14,14 @@
 
 #define EPOLL_BATCH 64
 /* With busy polling, rails poll their hot channels directly; the epoll set
- * (accepts, connects, writability, timers) is checked every Nth call and
- * whenever EPOLL_GAP_NS (no more than the failover engine's shortest tick)
- * has passed since the last check: a call can take long (a burst of large
- * frames), and timers must not wait for N of them; nor must a fast
- * ping-pong pay an epoll_wait() every few round trips.  Rails whose wake-up
- * needs arming (an RDMA completion queue, a UCX worker) are armed only
- * before a sleep (arm_rails(), rov_context_arm()), never on this path. */
-#define EPOLL_EVERY 1024
+ * (accepts, connects, writability) is checked, and the failover engine's
+ * tick run, when EPOLL_GAP_NS (no more than that tick's shortest) has
+ * passed since the last check, by the clock: not every Nth call, since a
+ * poll that makes no system call (an RDMA completion queue's) is fast
+ * enough for any N to put an epoll_wait() into every round trip.  What
+ * wakes a sleeper (an RDMA completion queue's event, a UCX worker's, the
+ * context's timer) is armed only before a sleep (arm_sleep(),
+ * rov_context_arm()), never on this path. */
 #define EPOLL_GAP_NS 1000000ull
 /* The clock is read every CLOCK_EVERY-th call that handled frames (such a
  * call can take long), every CLOCK_EVERY_IDLE-th one that found nothing
@@ -32,9 +32,8 @@
 /* Powers of two, so that choosing between them costs a mask, not a
  * division (a 'div' of 20-40 cycles on every progress call). */
 _Static_assert((CLOCK_EVERY & (CLOCK_EVERY - 1)) == 0 &&
-               (CLOCK_EVERY_IDLE & (CLOCK_EVERY_IDLE - 1)) == 0 &&
-               (EPOLL_EVERY & (EPOLL_EVERY - 1)) == 0 && EPOLL_EVERY >= CLOCK_EVERY_IDLE &&
-               EPOLL_EVERY >= CLOCK_EVERY, "progress intervals: powers of two, epoll's the longest");
+               (CLOCK_EVERY_IDLE & (CLOCK_EVERY_IDLE - 1)) == 0,
+               "progress intervals: powers of two");
 
 uint64_t rov_now_ns(void)
 {
@@ -92,39 +91,21 @@ void rov_ctx_event(rov_context_t *ctx, rov_event_type_t type, struct rov_conn *c
     rov_ctx_event_code(ctx, type, conn, status, from, to, reason, ROV_REASON_NONE);
 }
 
-/* Delayed acks: a periodic timerfd runs while acks are owed, so a caller
- * sleeping on rov_context_fd() wakes to send them. */
-static void set_ticker(rov_context_t *ctx, bool on)
+/* Deadlines (owed acks, the failover engine's tick): a busy caller meets
+ * them in progress(), from the clock reads it makes anyway; a caller about
+ * to sleep arms the context's timerfd, one-shot, for the earliest of them
+ * (arm_timer()).  A process that busy-polls takes no timer interrupts from
+ * the library: noise on its core, and under emulation (a VM without
+ * hardware virtualisation) tens of microseconds each. */
+static void timer_cb(struct rov_watch *w, uint32_t events)
 {
-    uint64_t ns = ctx->config.ack_delay_ns;
-    struct itimerspec its = {{0, 0}, {0, 0}};
-
-    if (on) {
-        its.it_interval.tv_sec = (time_t)(ns / 1000000000ull);
-        its.it_interval.tv_nsec = (long)(ns % 1000000000ull);
-        its.it_value = its.it_interval;
-    }
-    timerfd_settime(ctx->ticker.fd, 0, &its, NULL);
-    ctx->ticker_armed = on;
-    ctx->idle_ticks = 0;
-}
-
-static void arm_ticker(rov_context_t *ctx)
-{
-    if (!ctx->ticker_armed)
-        set_ticker(ctx, true);
-}
-
-static void ticker_cb(struct rov_watch *w, uint32_t events)
-{
-    rov_context_t *ctx = rov_container_of(w, rov_context_t, ticker);
+    rov_context_t *ctx = rov_container_of(w, rov_context_t, timer);
     uint64_t expirations;
 
+    (void)events;
     (void)!read(w->fd, &expirations, sizeof(expirations));
-    if (ctx->ack_head || ctx->push_pending)
-        ctx->idle_ticks = 0;
-    else if (++ctx->idle_ticks > 2)
-        set_ticker(ctx, false);
+    ctx->timer_set_ns = 0;
+    rov_fo_poll(ctx, rov_now_ns()); /* progress() sends the due acks next */
 }
 
 static void stamp_acks(rov_context_t *ctx, uint64_t now)
@@ -141,11 +122,6 @@ static void flush_due_acks(rov_context_t *ctx)
     stamp_acks(ctx, now);
     while (ctx->ack_head && ctx->ack_head->ack_deadline_ns <= now)
         rov_conn_send_ack(ctx->ack_head);
-}
-
-void rov_ctx_push_more(rov_context_t *ctx)
-{
-    arm_ticker(ctx); /* a caller asleep on our fd comes back for the rest */
 }
 
 static void push_pending(rov_context_t *ctx)
@@ -180,8 +156,29 @@ static int dispatch(rov_context_t *ctx, int timeout_ms)
     return n < 0 ? 0 : n;
 }
 
-/* Every rail's wake-up armed; ROV_ERR_BUSY if one found work meanwhile. */
-static rov_status_t arm_rails(rov_context_t *ctx)
+/* The context's timer set for the earliest deadline, unless it is set for
+ * one no later already. */
+static void arm_timer(rov_context_t *ctx)
+{
+    uint64_t now = rov_now_ns(), due = rov_fo_due_ns(ctx);
+    struct itimerspec its = {{0, 0}, {0, 0}};
+
+    if (ctx->ack_head) {
+        stamp_acks(ctx, now);
+        if (due == 0 || ctx->ack_head->ack_deadline_ns < due)
+            due = ctx->ack_head->ack_deadline_ns;
+    }
+    if (due == 0 || (ctx->timer_set_ns != 0 && ctx->timer_set_ns <= due))
+        return;
+    its.it_value.tv_sec = (time_t)(due / 1000000000ull);
+    its.it_value.tv_nsec = (long)(due % 1000000000ull);
+    timerfd_settime(ctx->timer.fd, TFD_TIMER_ABSTIME, &its, NULL);
+    ctx->timer_set_ns = due;
+}
+
+/* Before a sleep: every rail's wake-up and the timer armed; ROV_ERR_BUSY if
+ * a rail found work meanwhile. */
+static rov_status_t arm_sleep(rov_context_t *ctx)
 {
     rov_status_t st = ROV_OK;
     int events = ctx->events;
@@ -189,23 +186,25 @@ static rov_status_t arm_rails(rov_context_t *ctx)
     for (int i = 0; i < ctx->nrails; i++)
         if (ctx->rails[i]->ops.arm && ctx->rails[i]->ops.arm(ctx->rails[i]) != ROV_OK)
             st = ROV_ERR_BUSY;
+    if (st == ROV_OK && ctx->events == events)
+        arm_timer(ctx);
     return ctx->events != events ? ROV_ERR_BUSY : st; /* an event ran: no sleep */
 }
 
-/* The epoll set, when it is due (progress() below): a call that polled no
- * rail directly or may sleep, every EPOLL_EVERY-th call, and when
- * EPOLL_GAP_NS have passed (the clock read on every CLOCK_EVERY[_IDLE]-th
- * call, where progress() calls this). */
+/* The epoll set and the failover engine's tick, when they are due
+ * (progress() below): a call that polled no rail directly or may sleep, and
+ * when EPOLL_GAP_NS have passed (the clock read on every
+ * CLOCK_EVERY[_IDLE]-th call, where progress() calls this). */
 static void epoll_check(rov_context_t *ctx, int timeout_ms, int polled)
 {
     uint64_t now = rov_now_ns();
 
-    if (timeout_ms == 0 && polled != 0 && ctx->poll_count % EPOLL_EVERY != 0 &&
-        now < ctx->epoll_due_ns)
+    if (timeout_ms == 0 && polled != 0 && now < ctx->epoll_due_ns)
         return;
     ctx->epoll_due_ns = now + EPOLL_GAP_NS;
+    rov_fo_poll(ctx, now);
     if (ctx->frames || ctx->events || ctx->push_pending ||
-        (timeout_ms != 0 && arm_rails(ctx) != ROV_OK))
+        (timeout_ms != 0 && arm_sleep(ctx) != ROV_OK))
         timeout_ms = 0;
     dispatch(ctx, timeout_ms);
 }
@@ -228,8 +227,6 @@ static ROV_INLINE int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
         push_pending(ctx);
         polled++;
     }
-    /* EPOLL_EVERY is a multiple of both clock intervals: a call due for it
-     * passes this mask test too. */
     if (__builtin_expect(timeout_ms != 0 || polled == 0 ||
                          (ctx->poll_count &
                           (ctx->frames ? CLOCK_EVERY - 1 : CLOCK_EVERY_IDLE - 1)) == 0, 0))
@@ -239,11 +236,6 @@ static ROV_INLINE int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
     if (__builtin_expect(ctx->ack_head != NULL, 0) &&
         (ctx->ack_head != ctx->ack_unstamped || ctx->ack_unstamped_poll != ctx->poll_count)) {
         flush_due_acks(ctx);
-        /* Idle with an ack owed: the caller may block on our fd next, so
-         * let the ticker wake it.  (A busy caller replies, or comes back,
-         * sooner: no timer syscall on the fast path.) */
-        if (ctx->ack_head && ctx->frames == 0)
-            arm_ticker(ctx);
     }
     if (__builtin_expect(ctx->reap, 0))
         reap(ctx);
@@ -285,17 +277,7 @@ int rov_context_wait(rov_context_t *ctx, int timeout_ms)
         if (n > 0 || ctx->events || whole)
             return n;
     }
-    if (ctx->ack_head) {
-        uint64_t now = rov_now_ns(), due;
-
-        stamp_acks(ctx, now);
-        due = ctx->ack_head->ack_deadline_ns;
-        int ms = due > now ? (int)((due - now + 999999) / 1000000) : 0;
-
-        if (timeout_ms < 0 || ms < timeout_ms)
-            timeout_ms = ms;
-    }
-    return progress(ctx, timeout_ms, false);
+    return progress(ctx, timeout_ms, false); /* the timer wakes it for deadlines */
 }
 
 int rov_context_fd(const rov_context_t *ctx)
@@ -307,9 +289,7 @@ rov_status_t rov_context_arm(rov_context_t *ctx)
 {
     if (ctx->push_pending || ctx->reap)
         return ROV_ERR_BUSY;
-    if (ctx->ack_head)
-        arm_ticker(ctx); /* the owed ack's deadline wakes the sleeper */
-    return arm_rails(ctx);
+    return arm_sleep(ctx);
 }
 
 int rov_context_rail_count(const rov_context_t *ctx)
@@ -358,23 +338,21 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
         st = ROV_ERR_IO;
         goto err_free;
     }
-    ctx->ticker.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    ctx->ticker.cb = ticker_cb;
-    if (ctx->ticker.fd < 0) {
+    ctx->timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    ctx->timer.cb = timer_cb;
+    if (ctx->timer.fd < 0) {
         rov_error("core", "timerfd_create: %m");
         st = ROV_ERR_IO;
         goto err_epoll;
     }
-    st = rov_ctx_watch(ctx, &ctx->ticker, EPOLLIN);
+    st = rov_ctx_watch(ctx, &ctx->timer, EPOLLIN);
     if (st != ROV_OK)
-        goto err_ticker;
+        goto err_timer;
     rov_fault_parse(ctx->config.fault, &ctx->fault, NULL, 0); /* validated by config */
     ctx->fault_armed = ctx->fault.rail >= 0;
     if (ctx->fault_armed)
         rov_warn("core", "fault injection armed: RAILOVER_FAULT=%s", ctx->config.fault);
-    st = rov_fo_init(ctx);
-    if (st != ROV_OK)
-        goto err_ticker;
+    rov_fo_init(ctx);
     for (unsigned i = 0; i < ctx->config.nrails; i++) {
         const struct rov_rail_spec *spec = &ctx->config.rails[i];
         const struct rov_rail_ops *ops = rov_rail_lookup(spec->kind);
@@ -410,9 +388,8 @@ err_rails:
 
         rail->ops.close(rail);
     }
-    rov_fo_fini(ctx);
-err_ticker:
-    close(ctx->ticker.fd);
+err_timer:
+    close(ctx->timer.fd);
 err_epoll:
     close(ctx->epfd);
 err_free:
@@ -441,8 +418,7 @@ void rov_context_destroy(rov_context_t *ctx)
 
         rail->ops.close(rail);
     }
-    rov_fo_fini(ctx);
-    close(ctx->ticker.fd);
+    close(ctx->timer.fd);
     close(ctx->epfd);
     rov_msg_cache_fini(&ctx->msg_cache);
     free(ctx);

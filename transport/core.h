@@ -72,7 +72,6 @@ struct rov_context {
     int events;                       /* events delivered in this progress call */
     bool reap;                        /* dead objects wait to be freed */
     bool fault_armed;
-    bool ticker_armed;
     int nrails;
     unsigned push_pending;            /* conns with push_more set */
     struct rov_conn *ack_head;        /* conns owing an ack, by deadline */
@@ -85,8 +84,8 @@ struct rov_context {
     struct rov_config config;
     rov_event_cb_t event_cb;
     int epfd;
-    struct rov_watch ticker;          /* timerfd for delayed acks */
-    unsigned idle_ticks;
+    struct rov_watch timer;           /* timerfd: a sleeper's deadlines */
+    uint64_t timer_set_ns;            /* when it fires (monotonic), 0: not set */
     uint8_t ep_id[ROV_EP_ID_LEN];
     rov_endpoint_t *endpoint;         /* at most one listening endpoint */
     struct rov_conn *conns;           /* all live connections */
@@ -134,9 +133,6 @@ int rov_conn_ep_cmp(const struct rov_conn *conn);
  * that this side keeps receiving (and other connections keep moving)
  * meanwhile.  The context's progress sends the rest (context.c). */
 void rov_conn_push(struct rov_conn *conn);
-/* context.c: the context's progress continues budget-limited pushes (and a
- * caller asleep on rov_context_fd() is woken for them). */
-ROV_COLD void rov_ctx_push_more(rov_context_t *ctx);
 void rov_conn_send_ack(struct rov_conn *conn);
 void rov_conn_abort(struct rov_conn *conn, rov_status_t status);
 void rov_conn_free(struct rov_conn *conn);
