@@ -215,7 +215,10 @@ int rov_context_fd(const rov_context_t *context);
 
 /** Prepare to sleep on rov_context_fd(), like ucp_worker_arm(): arms the
  * rails' completion notification (a system call on RDMA rails, which is why
- * it is not done on every progress call).  Returns ROV_OK when the
+ * it is not done on every progress call) and the library's timer for its
+ * next deadline (an owed ack, the failover engine's tick; a caller that
+ * only polls meets them in rov_progress() and takes no timer interrupts
+ * from the library).  Returns ROV_OK when the
  * descriptor will become readable for any work from now on, ROV_ERR_BUSY
  * when work is already there (call rov_progress() and try again).  May run
  * callbacks, like rov_progress().  rov_context_wait() does this itself. */
