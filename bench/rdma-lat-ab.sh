@@ -33,10 +33,9 @@ out=$VMOUT/ab.txt
 rec() { echo "$*" | tee -a "$out"; }
 json_field() { sed -n "s/.*\"$1\": *\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
 
-rovrun() { # BUILD RAIL PERF-ARGS...: the client's JSON lines
+rovrun() { # BUILD RAIL PERF-ARGS...: the client's JSON lines, server on $port
     local lib=$1 rail=$2 tool=$1/tools/railover
     shift 2
-    port=$((port + 1))
     rexec "env LD_LIBRARY_PATH=$lib RAILOVER_RAILS=$rail $ucx_env setsid timeout 120 $tool perf --listen $PEER_ETH:$port > /tmp/rp.log 2>&1 &"
     sleep 3
     env LD_LIBRARY_PATH="$lib" RAILOVER_RAILS="$rail" $ucx_env timeout 120 "$tool" perf \
@@ -49,6 +48,7 @@ rovlat() { # BUILD RAIL
 # rec_bw ROUND RAIL KIND BUILD: "ROUND RAIL64k-KIND MB/s", "ROUND RAIL1m-KIND MB/s"
 rec_bw() {
     local lines v64 v1m
+    port=$((port + 1)) # here: rovrun runs in a subshell
     lines=$(rovrun "$4" "$2" --sizes 65536,1048576 --iters 10 --bw-bytes 33554432 | grep '"bandwidth"')
     v64=$(echo "$lines" | grep '"size": *65536' | json_field mb_s)
     v1m=$(echo "$lines" | grep '"size": *1048576' | json_field mb_s)
@@ -69,6 +69,7 @@ lat_rounds() {
         if [ $((r % 2)) = 1 ]; then order="base new"; else order="new base"; fi
         for kind in $order; do
             lib=$new; [ "$kind" = base ] && lib=$base
+            port=$((port + 1))
             v=$(rovlat "$lib" verbs)
             rec "$r verbs-$kind ${v:-nan}"
         done
@@ -81,6 +82,7 @@ lat_rounds() {
         if "$new/tools/railover" info 2>/dev/null | grep -qw ucx; then
             for kind in $order; do
                 lib=$new; [ "$kind" = base ] && lib=$base
+                port=$((port + 1))
                 v=$(rovlat "$lib" ucx)
                 rec "$r ucx-$kind ${v:-nan}"
             done

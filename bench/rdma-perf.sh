@@ -41,7 +41,13 @@ tool=$build/tools/railover
 lat_iters=1000
 ucx_env="UCX_TLS=rc_verbs,tcp UCX_NET_DEVICES=$RDMA_DEV:$RDMA_PORT,$ETH_IF UCX_RC_VERBS_RETRY_COUNT=6"
 ucx_env="$ucx_env UCX_RNDV_SCHEME=put_zcopy"
-port=18515
+# Every server gets a port of its own (a server left over from a failed run
+# must not fail the next): the counter is a file, as the tools run in $(...)
+# subshells, where a variable's increment is lost.
+portf=$(mktemp)
+echo 18515 > "$portf"
+trap 'rm -f "$portf"' EXIT
+next_port() { port=$(($(cat "$portf") + 1)); echo "$port" > "$portf"; }
 
 rec() { echo "$*" | tee -a "$out"; }
 
@@ -49,7 +55,7 @@ rec() { echo "$*" | tee -a "$out"; }
 perftest() { # TOOL ARGS...
     local t=$1
     shift
-    port=$((port + 1))
+    next_port
     rexec "timeout 60 $t -d $RDMA_DEV -x $RDMA_GID_IDX -F -p $port $* > /tmp/pt.log 2>&1 &"
     sleep 1.5
     timeout 60 "$t" -d $RDMA_DEV -x $RDMA_GID_IDX -F -p $port "$@" "$PEER_ETH" 2>&1 |
@@ -57,7 +63,7 @@ perftest() { # TOOL ARGS...
 }
 
 ucxperf() { # ARGS...
-    port=$((port + 1))
+    next_port
     rexec "env $ucx_env timeout 60 ucx_perftest -p $port > $VMOUT/ucx_perftest.$port.server.log 2>&1 &"
     sleep 1.5
     env $ucx_env timeout 60 ucx_perftest "$PEER_ETH" -p $port "$@" > "$VMOUT/ucx_perftest.$port.log" 2>&1
@@ -67,7 +73,7 @@ ucxperf() { # ARGS...
 rovperf() { # RAIL ARGS...
     local rail=$1
     shift
-    port=$((port + 1))
+    next_port
     rexec "env RAILOVER_RAILS=$rail $ucx_env setsid timeout 120 $tool perf --listen $PEER_ETH:$port > /tmp/rp.log 2>&1 &"
     sleep 2
     env RAILOVER_RAILS=$rail $ucx_env timeout 120 "$tool" perf "$PEER_ETH:$port" --json "$@" 2>/dev/null
@@ -128,7 +134,7 @@ done
 echo
 echo "medians (latency: $lat_rounds rounds, one way, us; bandwidth: $rounds rounds, 10^6 B/s)"
 awk '
-    { k = $1 " " $2 " " $3; v[k] = v[k] " " $4; unit[k] = $5 }
+    $4 ~ /^[0-9]+(\.[0-9]+)?$/ { k = $1 " " $2 " " $3; v[k] = v[k] " " $4; unit[k] = $5 }
     function median(s,   a, n, i, j, t) {
         n = split(s, a, " ")
         for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
@@ -151,7 +157,8 @@ awk '
 # just before and just after it (the same round and the next).
 echo
 awk '
-    $3 + 0 > 0 { v[$1 " " $2] = $3; if ($1 + 0 > n) n = $1 + 0 }
+    $3 ~ /^[0-9]+(\.[0-9]+)?$/ && $3 + 0 > 0 { v[$1 " " $2] = $3 }
+    $1 + 0 > n { n = $1 + 0 }
     function sorted(s, a,   k, i, j, t) {
         k = split(s, a, " ")
         for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }

@@ -247,11 +247,18 @@ ROV_HOT int rov_progress(rov_context_t *ctx)
     return progress(ctx, 0, true);
 }
 
+/* Work of the context's own that the next progress call does whatever the
+ * rails report: sends waiting for room, closed objects to free. */
+static bool own_work(const rov_context_t *ctx)
+{
+    return ctx->push_pending || ctx->reap;
+}
+
 /* The spin of rov_context_wait(): whether a progress call would find work
  * (the rails' ready op; rail.h says why a spin must not simply progress). */
 static bool spin_ready(rov_context_t *ctx)
 {
-    if (ctx->push_pending || ctx->reap)
+    if (own_work(ctx))
         return true;
     for (int i = 0; i < ctx->nrails; i++)
         if (ctx->rails[i]->ops.ready(ctx->rails[i]))
@@ -287,7 +294,7 @@ int rov_context_fd(const rov_context_t *ctx)
 
 rov_status_t rov_context_arm(rov_context_t *ctx)
 {
-    if (ctx->push_pending || ctx->reap)
+    if (own_work(ctx))
         return ROV_ERR_BUSY;
     return arm_sleep(ctx);
 }
