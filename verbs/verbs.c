@@ -25,7 +25,9 @@
  *    the receiver the frame is complete, and the sender's own completion
  *    (the peer's HCA has it) releases the buffer (rov_rail_send_done).  Up
  *    to VB_STAGES large frames are in flight per channel.  RDMA WRITE, not
- *    READ: on Soft-RoCE ib_read_bw reaches a tenth of ib_write_bw.
+ *    READ, chosen when ib_read_bw on Soft-RoCE reached a tenth of
+ *    ib_write_bw; that was the VM link losing packets (docs/rdma.md), and
+ *    without the loss READ is as fast.
  *  - Messages that cannot be delivered yet (after a large frame still being
  *    written) are copied aside, so their receive buffers go back at once.
  *  - Credit-based flow control: a sender posts a SEND only with a credit,
