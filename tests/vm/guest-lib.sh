@@ -41,6 +41,24 @@ log() {
 
 fail() { log "FAIL: $*"; exit 1; }
 
+# testbed_broken WHY: the two VMs' fabric link no longer carries even an
+# ICMP echo (3 tries, 1 s apart), i.e. the emulated link died under the job
+# (tests/vm/README.md, "Traps"): say so and end the job with 75, which
+# vmrun takes as a test bed failure and repeats the run for.  Returns 1
+# (the job goes on) while the fabric answers, or without a peer.  Call it
+# only once the job's own faults are repaired (link up, no drop rules).
+testbed_broken() {
+  [[ -n ${PEER_FAB:-} ]] || return 1
+  local _vm_i
+  for _vm_i in 1 2 3; do
+    busybox ping -c 1 -W 1 -I "$FAB_IF" "$PEER_FAB" > /dev/null 2>&1 && return 1
+  done
+  log "TEST BED: the fabric link does not carry a ping to $PEER_FAB any more ($*)"
+  ip -s link show "$FAB_IF" | sed -n '3,6p'
+  ip neigh show dev "$FAB_IF"
+  exit 75
+}
+
 # nap SEC: a read with a timeout on a FIFO that nobody writes to.
 nap() {
   if [[ -n ${VM_NAPFIFO:-} && -p $VM_NAPFIFO ]]; then
