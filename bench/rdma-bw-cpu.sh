@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Two-VM job (tests/vm/vmrun --two): streaming bandwidth of the verbs rail
+# against ib_write_bw, alternately in every round, with each VM's busy
+# share of its one vCPU over every run (from /proc/stat; a sends, b
+# receives), and Railover run once per VARIANT, a set of environment
+# assignments for both sides ("-" for none), so that a setting can be told
+# from the machine's drift.
+#
+#   tests/vm/vmrun --two --timeout 1800 --out DIR -- \
+#       bench/rdma-bw-cpu.sh BUILD ROUNDS SIZES [VARIANT...]
+#   e.g. bench/rdma-bw-cpu.sh $PWD/build-rel 6 65536 - RAILOVER_VERBS_EAGER=66000
+#
+# SIZES is a comma-separated list.  Prints and saves in $VMOUT/bw-cpu.txt
+# one line per run: "ROUND SIZE WHAT MB/s a_busy=F b_busy=F" (MB/s:
+# 10^6 B/s, 32 MiB per Railover run, 3 s per ib_write_bw run; "nan" when a
+# run failed), then per size and variant the per-round ratios to
+# ib_write_bw and their median.
+set -u
+[ "$ME" = b ] && exit 0 # b serves a's rexec calls (tests/vm/guest-run.sh)
+usage="usage: rdma-bw-cpu.sh BUILD ROUNDS SIZES [VARIANT...]"
+build=${1:?$usage}
+rounds=${2:?$usage}
+sizes=${3:?$usage}
+shift 3
+variants=("$@")
+((${#variants[@]})) || variants=(-)
+tool=$build/tools/railover
+out=$VMOUT/bw-cpu.txt
+: > "$out"
+port=23000
+cpu_cmd="awk '/^cpu /{ print \$2 + \$3 + \$4 + \$7 + \$8, \$5 + \$6 }' /proc/stat"
+
+rec() { echo "$*" | tee -a "$out"; }
+json_field() { sed -n "s/.*\"$1\": *\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
+busy() { # "BUSY0 IDLE0" "BUSY1 IDLE1": the busy share between the two
+    set -- $1 $2
+    awk -v b=$(($3 - $1)) -v i=$(($4 - $2)) 'BEGIN { if (b + i > 0) printf "%.2f", b / (b + i); else print "nan" }'
+}
+# measure WHAT CMD...: run CMD here (its output: MB/s) and record the run.
+measure() {
+    local what=$1 a0 a1 b0 b1 v
+    shift
+    b0=$(rexec "$cpu_cmd")
+    a0=$(eval "$cpu_cmd")
+    v=$("$@")
+    a1=$(eval "$cpu_cmd")
+    b1=$(rexec "$cpu_cmd")
+    rec "$round $size $what ${v:-nan} a_busy=$(busy "$a0" "$a1") b_busy=$(busy "$b0" "$b1")"
+}
+perftest_bw() {
+    timeout 60 ib_write_bw -d "$RDMA_DEV" -x "$RDMA_GID_IDX" -F -p $port -s "$size" -D 3 \
+        --report_gbits "$PEER_ETH" 2>&1 |
+        awk '/^ *#bytes/ { hdr = 1; next } hdr && NF > 3 { print $4 * 1000 / 8; exit }'
+}
+railover_bw() { # ENV...
+    env RAILOVER_RAILS=verbs "$@" timeout 120 "$tool" perf "$PEER_ETH:$port" --json \
+        --sizes "$size" --iters 10 --bw-bytes 33554432 2>/dev/null |
+        grep '"bandwidth"' | json_field mb_s
+}
+
+wait_peer || exit 1
+for round in $(seq "$rounds"); do
+    log "round $round of $rounds"
+    for size in ${sizes//,/ }; do
+        port=$((port + 1))
+        rexec "timeout 60 ib_write_bw -d $RDMA_DEV -x $RDMA_GID_IDX -F -p $port -s $size -D 3 > /dev/null 2>&1 &"
+        sleep 1.5
+        measure ib_write_bw perftest_bw
+        # The variants' order turns every round.
+        n=${#variants[@]}
+        for ((k = 0; k < n; k++)); do
+            variant=${variants[$(((k + round) % n))]}
+            env_args=()
+            [ "$variant" != - ] && read -r -a env_args <<< "$variant"
+            port=$((port + 1))
+            rexec "env RAILOVER_RAILS=verbs ${env_args[*]} setsid timeout 120 $tool perf --listen $PEER_ETH:$port > /dev/null 2>&1 &"
+            sleep 2
+            measure "railover[$variant]" railover_bw "${env_args[@]}"
+            rexec "pkill -f 'perf --listen $PEER_ETH:$port' || true"
+        done
+    done
+done
+
+echo
+awk '
+    { v[$1 " " $2 " " $3] = $4; rounds[$1] = 1; sz[$2] = 1; if ($3 != "ib_write_bw") what[$3] = 1 }
+    function median(s,   a, n, i, j, t) {
+        n = split(s, a, " ")
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    END {
+        for (s in sz) for (w in what) {
+            r = ""
+            for (k in rounds) {
+                x = v[k " " s " " w]; y = v[k " " s " ib_write_bw"]
+                if (x > 0 && y > 0) r = r sprintf(" %.3f", x / y)
+            }
+            if (r != "") printf "%s %s / ib_write_bw per round:%s  median %.3f\n", s, w, r, median(r)
+        }
+    }' "$out" | tee "$VMOUT/bw-cpu-ratios.txt"
