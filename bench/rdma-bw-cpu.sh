@@ -83,7 +83,7 @@ done
 
 echo
 awk '
-    { v[$1 " " $2 " " $3] = $4; rounds[$1] = 1; sz[$2] = 1; if ($3 != "ib_write_bw") what[$3] = 1 }
+    { v[$1 " " $2 " " $3] = $4; if ($1 > nr) nr = $1; sz[$2] = 1; if ($3 != "ib_write_bw") what[$3] = 1 }
     function median(s,   a, n, i, j, t) {
         n = split(s, a, " ")
         for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
@@ -92,7 +92,7 @@ awk '
     END {
         for (s in sz) for (w in what) {
             r = ""
-            for (k in rounds) {
+            for (k = 1; k <= nr; k++) { # in round order: "for (k in ...)" has none
                 x = v[k " " s " " w]; y = v[k " " s " ib_write_bw"]
                 if (x > 0 && y > 0) r = r sprintf(" %.3f", x / y)
             }

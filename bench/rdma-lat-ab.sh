@@ -117,7 +117,7 @@ fi
 
 echo
 awk -v pairs="$pairs" '
-    { v[$1 " " $2] = $3; rounds[$1] = 1 }
+    { v[$1 " " $2] = $3; if ($1 > nr) nr = $1 }
     function median(s,   a, n, i, j, t) {
         n = split(s, a, " ")
         for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
@@ -125,7 +125,7 @@ awk -v pairs="$pairs" '
     }
     function ratios(num, den,   r, s) {
         s = ""
-        for (r in rounds) if (v[r " " num] > 0 && v[r " " den] > 0) s = s " " v[r " " num] / v[r " " den]
+        for (r = 1; r <= nr; r++) if (v[r " " num] > 0 && v[r " " den] > 0) s = s " " v[r " " num] / v[r " " den]
         return s
     }
     END {
