@@ -849,10 +849,14 @@ static void tcp_close(struct rov_rail *rail)
  * await the peer kernel's ACK (tcpi_unacked); the engine then waits on the
  * time since the last ACK.  Data held back by the peer's receive window is
  * only queued: a peer that computes for minutes without reading closes its
- * window, and its kernel's answers to window probes are rate-limited
- * (tcp_invalid_ratelimit), so they say nothing about the path.  A path that
- * dies while the window is closed is found by the peer, whose own traffic
- * or keepalive stalls as soon as it reads again, and announced. */
+ * window, and that is no failure.  The kernel probes a closed window (the
+ * persist timer: 200 ms, then doubling) and the peer's kernel answers each
+ * probe, but at most one every tcp_invalid_ratelimit (500 ms), so one
+ * unanswered probe says nothing; two in a row (tcpi_probes, which any ACK
+ * resets) do not happen on a live path.  They matter when both windows are
+ * closed as the path dies: each end then reads, and the window update it
+ * sends is lost, so neither has anything in flight, and neither would ever
+ * stall otherwise (tests/failover: linkdown_frozen). */
 static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_health *h)
 {
     struct tcp_chan *c = rov_container_of(chan, struct tcp_chan, base);
@@ -871,7 +875,7 @@ static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_healt
     if (getsockopt(c->watch.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
         ioctl(c->watch.fd, SIOCOUTQNSD, &notsent) < 0)
         return rov_net_errno_status(errno);
-    h->busy = ti.tcpi_unacked > 0;
+    h->busy = ti.tcpi_unacked > 0 || ti.tcpi_probes >= 2;
     h->queued = notsent > 0 || c->txq_head != NULL;
     h->heard_ago_ns = (uint64_t)ti.tcpi_last_ack_recv * 1000000ull;
     h->sent_ago_ns = (uint64_t)ti.tcpi_last_data_sent * 1000000ull;

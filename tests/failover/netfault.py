@@ -300,6 +300,42 @@ class Topology:
     def run(self, side, *argv, check=True):
         return sh(*self.exec_argv(side, argv), check=check)
 
+    def sysctl(self, key, value):
+        """Set a per-namespace sysctl on both sides."""
+        for side in self.ns:
+            self.run(side, "sysctl", "-q", "-w", "%s=%s" % (key, value))
+        log("%s = %s on both sides" % (key, value))
+
+    def tcp_windows(self, side, local_ip):
+        """{(local, remote): (snd_wnd, notsent)} of the established TCP
+        sockets on local_ip in side's namespace (ss -tin, which leaves out
+        a snd_wnd or notsent of 0)."""
+        out = self.run(side, "ss", "-tinH", "state", "established", "src", local_ip)
+        socks, key = {}, None
+        for line in out.splitlines():
+            f = line.split()
+            if not line[:1].isspace() and len(f) >= 4:
+                key = (f[2], f[3])
+                continue
+            if key:
+                kv = dict(w.split(":", 1) for w in f if re.match(r"^(snd_wnd|notsent):\d+$", w))
+                socks[key] = (int(kv.get("snd_wnd", 0)), int(kv.get("notsent", 0)))
+                key = None
+        return socks
+
+    def windows_closed_both_ways(self):
+        """True when some fabric connection has data waiting behind a
+        closed window (snd_wnd 0) in both directions."""
+        a = self.tcp_windows("A", FAB_A)
+        b = self.tcp_windows("B", FAB_B)
+        for (la, ra), (wa, na) in a.items():
+            wb, nb = b.get((ra, la), (-1, 0))
+            if wa == 0 and na > 0 and wb == 0 and nb > 0:
+                log("fabric connection %s<->%s: both directions wait behind a closed "
+                    "window (%d and %d bytes not sent)" % (la, ra, na, nb))
+                return True
+        return False
+
     # -- link faults ---------------------------------------------------------
 
     def link(self, side, dev, up):
@@ -1271,7 +1307,7 @@ def check_rail_traffic(ck, pair, rail, wait_s=2.0, conns=None):
 
 
 def fault_and_heal(args, name, inject, heal, leader_ok, env=None, conns=None,
-                   heal_timeout=60):
+                   heal_timeout=60, tcp_rmem=None):
     """Continuous traffic on every connection; inject() breaks the fabric
     (rail 0), heal() repairs it.  Claims:
       - before the fault nothing switches;
@@ -1284,11 +1320,14 @@ def fault_and_heal(args, name, inject, heal, leader_ok, env=None, conns=None,
         one side and peer.failback (or failback) on the other;
       - zero loss, no duplicate, in order (rov_stream exit 0 and the count
         cross-check), every switch counted once.
-    inject(topo) and heal(topo, state) where state is what inject returned."""
+    inject(topo, pair) and heal(topo, state) where state is what inject
+    returned.  tcp_rmem: net.ipv4.tcp_rmem in both namespaces."""
     wd = Workdir(name, args.keep)
     ck = Checker()
     conns = conns or args.conns
     with Topology() as topo:
+        if tcp_rmem:
+            topo.sysctl("net.ipv4.tcp_rmem", tcp_rmem)
         pair = StreamPair(args, wd, topo, conns=conns, env=env)
         try:
             pair.start()
@@ -1297,7 +1336,7 @@ def fault_and_heal(args, name, inject, heal, leader_ok, env=None, conns=None,
             ck.check(not any(early.values()), "switches before any fault: %s" % early)
 
             t_fault = pair.mark("fault")
-            state = inject(topo)
+            state = inject(topo, pair)
             pair.wait_until("every connection on rail 1 on both sides", lambda: pair.all_on(1),
                             20)
             t_moved = now_ns()

@@ -7,22 +7,70 @@ on at least one side, peer.failover or failover.* on the other); traffic goes
 on over rail 1 while the link is down; after `link up` and the dwell every
 connection is back on rail 0 (failback / peer.failback).  Zero loss, no
 duplicate, in order.  --side A|B picks the end that goes down (A = listener).
+
+--frozen: both processes are stopped (SIGSTOP, as a rank that computes for a
+while without reading) until the data in flight has closed the TCP receive
+windows both ways, the link goes down while they are stopped, then both go
+on.  Each side then has data waiting behind the peer's closed window and
+nothing in flight, and the window update that each sends once it reads is
+lost: only unanswered window probes tell that the path is gone.  Small
+receive buffers in both namespaces (tcp_rmem) make the windows close.
 """
 import os
+import signal
 import sys
+import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netfault as nf  # noqa: E402
 
 
+def opts(ap):
+    ap.add_argument("--side", choices=("A", "B"), default="A",
+                    help="end of the fab link to take down")
+    ap.add_argument("--frozen", action="store_true",
+                    help="take the link down while both processes are stopped with "
+                         "their receive windows closed")
+
+
+def frozen_link_down(topo, pair, side, tries=20):
+    """Stop both processes; once the data in flight has closed the windows
+    both ways on some connection, take the link down, then let both go on.
+    Whether the windows close depends on what each had queued when it
+    stopped: try again after a moment of traffic, up to `tries` times."""
+    pids = [pair.procs[role].pid for role in nf.SIDES]
+    for attempt in range(1, tries + 1):
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + 1.0
+            while not topo.windows_closed_both_ways() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if time.monotonic() < deadline:
+                topo.link_down(side, "fab")
+                nf.log("link down with both processes stopped (attempt %d)" % attempt)
+                return
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        pair.check_alive("after SIGCONT")
+        time.sleep(0.3)
+    raise nf.Failure("no fabric connection was blocked by a closed window both ways "
+                     "in %d stops of both processes" % tries)
+
+
 def test():
-    args = nf.common_args(__doc__.splitlines()[0], lambda ap: ap.add_argument(
-        "--side", choices=("A", "B"), default="A", help="end of the fab link to take down"))
-    nf.fault_and_heal(args, "linkdown" + args.side,
-                      inject=lambda topo: topo.link_down(args.side, "fab"),
+    args = nf.common_args(__doc__.splitlines()[0], opts)
+    if args.frozen:
+        name, small = "linkdown_frozen", "4096 32768 65536"
+        inject = lambda topo, pair: frozen_link_down(topo, pair, args.side)  # noqa: E731
+    else:
+        name, small = "linkdown" + args.side, None
+        inject = lambda topo, _pair: topo.link_down(args.side, "fab")  # noqa: E731
+    nf.fault_and_heal(args, name, inject=inject,
                       heal=lambda topo, _: topo.link_up(args.side, "fab"),
-                      leader_ok=nf.stall_reason)
+                      leader_ok=nf.stall_reason, tcp_rmem=small)
 
 
 if __name__ == "__main__":

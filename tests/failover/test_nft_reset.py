@@ -26,7 +26,7 @@ def opts(ap):
 def test():
     args = nf.common_args(__doc__.splitlines()[0], opts)
     nf.fault_and_heal(args, "nft_reset",
-                      inject=lambda topo: topo.fabric_reset(args.side, args.direction),
+                      inject=lambda topo, _pair: topo.fabric_reset(args.side, args.direction),
                       heal=lambda topo, rules: topo.nft_remove(rules),
                       leader_ok=nf.error_reason)
 
