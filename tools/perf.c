@@ -85,11 +85,15 @@
 #define PERF_ABORT_TIMEOUT_S 2   /* server: closing a failed run's connection */
 #define PERF_BOOT_CHECK_NS (50 * UINT64_C(1000000))
 #define PERF_IDLE_SPINS 1024u    /* idle polls between clock reads */
-/* A stream receiver sleeps up to this long when it finds nothing to do,
- * as perftest's passive side does: on a machine whose network stack
- * shares the receiver's CPU (Soft-RoCE, loopback TCP), a busy-polling
- * receiver takes half of that CPU from the stack.  Latency runs poll
- * busily on both sides, like ib_send_lat. */
+/* Both ends of a bandwidth stream sleep up to this long when nothing can
+ * move (the sender: no room to send; the receiver: nothing arrived), in
+ * rov_context_wait() or poll() on the raw path: on a machine whose network
+ * stack shares the application's CPU (Soft-RoCE, where rxe's requester and
+ * responder run in softirq context on the posting CPU; loopback TCP), a
+ * busy-polling end takes that CPU from the stack.  On Soft-RoCE a polling
+ * sender held its vCPU at 0.99 busy and streamed 64 KiB frames at 0.87 of
+ * ib_write_bw; waiting, 0.80-0.85 busy and 0.99 (docs/rdma.md).  Latency
+ * runs poll busily on both sides, like ib_send_lat. */
 #define PERF_STREAM_WAIT_MS 1
 
 #define PERF_SALT_LAT UINT64_C(0x52564c4154000000)
@@ -183,7 +187,7 @@ struct perf_io {
     const struct perf_ops *ops;
     bool server;
     int fd;               /* raw: data socket; railover: bootstrap socket */
-    bool stream_rx;       /* receiving a bandwidth stream: sleep when idle */
+    bool stream_wait;     /* in a bandwidth stream: sleep when nothing moves */
     bool fd_eof_ok;       /* railover: the peer may close the bootstrap socket */
     uint64_t fd_checked_ns;
     char err[256];
@@ -486,6 +490,11 @@ static PERF_HOT int raw_send_all(struct perf_io *io, const unsigned char *buf, s
             off += (size_t)n;
             idle_reset(&idle);
         } else if (n < 0 && errno_is_again()) {
+            if (io->stream_wait) {
+                struct pollfd pfd = {.fd = io->fd, .events = POLLOUT};
+
+                poll(&pfd, 1, PERF_STREAM_WAIT_MS);
+            }
             if (idle_expired(&idle, &now)) {
                 return perf_fail(io, "send: no progress for %d s", PERF_IDLE_TIMEOUT_S);
             }
@@ -510,7 +519,7 @@ static PERF_HOT int raw_recv_all(struct perf_io *io, unsigned char *buf, size_t 
         } else if (n == 0) {
             return perf_fail(io, "peer closed the connection");
         } else if (errno_is_again()) {
-            if (io->stream_rx) {
+            if (io->stream_wait) {
                 struct pollfd pfd = {.fd = io->fd, .events = POLLIN};
 
                 poll(&pfd, 1, PERF_STREAM_WAIT_MS);
@@ -781,7 +790,8 @@ static int rv_check_boot(struct perf_io *io, uint64_t now)
 static PERF_HOT int rv_step(struct perf_io *io, struct perf_idle *idle)
 {
     uint64_t now;
-    int n = io->stream_rx ? rov_context_wait(io->ctx, PERF_STREAM_WAIT_MS) : rov_progress(io->ctx);
+    int n = io->stream_wait ? rov_context_wait(io->ctx, PERF_STREAM_WAIT_MS)
+                            : rov_progress(io->ctx);
 
     if (io->err[0] != '\0') {
         return -1;
@@ -1125,20 +1135,24 @@ static int perf_bandwidth(struct perf_io *io, const struct perf_step *step, doub
     }
     for (uint32_t rep = 0; rep < step->bw_reps; rep++) {
         uint64_t ack = ack_word(size, (uint64_t)rep * count + count);
+        int rc;
+
+        io->stream_wait = true;
         if (io->server) {
-            io->stream_rx = true;
-            int rc = ops->recv_stream(io, size, count);
-            io->stream_rx = false;
+            rc = ops->recv_stream(io, size, count);
+            io->stream_wait = false;
             if (rc < 0 || ops->send_ack(io, ack) < 0) {
                 return -1;
             }
             continue;
         }
         uint64_t t0 = now_ns();
-        if (ops->send_stream(io, size, count) < 0 || ops->recv_ack(io, ack) < 0) {
+        rc = ops->send_stream(io, size, count) < 0 || ops->recv_ack(io, ack) < 0 ? -1 : 0;
+        uint64_t t1 = now_ns();
+        io->stream_wait = false;
+        if (rc < 0) {
             return -1;
         }
-        uint64_t t1 = now_ns();
         if (ops->drain(io) < 0) {
             return -1;
         }
