@@ -27,11 +27,11 @@ variants=("$@")
 tool=$build/tools/railover
 out=$VMOUT/bw-cpu.txt
 : > "$out"
-port=23000
+BENCH_PORT0=23000
+# shellcheck source=bench/rdma-lib.sh
+. "$(dirname "$0")/rdma-lib.sh"
 cpu_cmd="awk '/^cpu /{ print \$2 + \$3 + \$4 + \$7 + \$8, \$5 + \$6 }' /proc/stat"
 
-rec() { echo "$*" | tee -a "$out"; }
-json_field() { sed -n "s/.*\"$1\": *\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
 busy() { # "BUSY0 IDLE0" "BUSY1 IDLE1": the busy share between the two
     set -- $1 $2
     awk -v b=$(($3 - $1)) -v i=$(($4 - $2)) 'BEGIN { if (b + i > 0) printf "%.2f", b / (b + i); else print "nan" }'
@@ -47,6 +47,7 @@ measure() {
     b1=$(rexec "$cpu_cmd")
     rec "$round $size $what ${v:-nan} a_busy=$(busy "$a0" "$a1") b_busy=$(busy "$b0" "$b1")"
 }
+# ib_write_bw's client (its server started before the measured window).
 perftest_bw() {
     timeout 60 ib_write_bw -d "$RDMA_DEV" -x "$RDMA_GID_IDX" -F -p $port -s "$size" -D 3 \
         --report_gbits "$PEER_ETH" 2>&1 |
@@ -62,7 +63,7 @@ wait_peer || exit 1
 for round in $(seq "$rounds"); do
     log "round $round of $rounds"
     for size in ${sizes//,/ }; do
-        port=$((port + 1))
+        next_port
         rexec "timeout 60 ib_write_bw -d $RDMA_DEV -x $RDMA_GID_IDX -F -p $port -s $size -D 3 > /dev/null 2>&1 &"
         sleep 1.5
         measure ib_write_bw perftest_bw
@@ -72,7 +73,7 @@ for round in $(seq "$rounds"); do
             variant=${variants[$(((k + round) % n))]}
             env_args=()
             [ "$variant" != - ] && read -r -a env_args <<< "$variant"
-            port=$((port + 1))
+            next_port
             rexec "env RAILOVER_RAILS=verbs ${env_args[*]} setsid timeout 120 $tool perf --listen $PEER_ETH:$port > /dev/null 2>&1 &"
             sleep 2
             measure "railover[$variant]" railover_bw "${env_args[@]}"
@@ -82,13 +83,8 @@ for round in $(seq "$rounds"); do
 done
 
 echo
-awk '
+awk "$AWK_MEDIAN"'
     { v[$1 " " $2 " " $3] = $4; if ($1 > nr) nr = $1; sz[$2] = 1; if ($3 != "ib_write_bw") what[$3] = 1 }
-    function median(s,   a, n, i, j, t) {
-        n = split(s, a, " ")
-        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    }
     END {
         for (s in sz) for (w in what) {
             r = ""

@@ -24,18 +24,16 @@ new=${1:?usage: rdma-lat-ab.sh [--bw] NEW_BUILD BASE_BUILD [ROUNDS]}
 base=${2:?usage: rdma-lat-ab.sh [--bw] NEW_BUILD BASE_BUILD [ROUNDS]}
 rounds=${3:-5}
 iters=2000
-ucx_env="UCX_TLS=rc_verbs,tcp UCX_NET_DEVICES=$RDMA_DEV:$RDMA_PORT,$ETH_IF UCX_RC_VERBS_RETRY_COUNT=6"
-ucx_env="$ucx_env UCX_RNDV_SCHEME=put_zcopy" # as bench/rdma-perf.sh
-port=19000
+BENCH_PORT0=19000
+# shellcheck source=bench/rdma-lib.sh
+. "$(dirname "$0")/rdma-lib.sh"
 out=$VMOUT/ab.txt
 : > "$out"
 
-rec() { echo "$*" | tee -a "$out"; }
-json_field() { sed -n "s/.*\"$1\": *\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
-
-rovrun() { # BUILD RAIL PERF-ARGS...: the client's JSON lines, server on $port
+rovrun() { # BUILD RAIL PERF-ARGS...: the client's JSON lines, server on next_port
     local lib=$1 rail=$2 tool=$1/tools/railover
     shift 2
+    next_port
     rexec "env LD_LIBRARY_PATH=$lib RAILOVER_RAILS=$rail $ucx_env setsid timeout 120 $tool perf --listen $PEER_ETH:$port > /tmp/rp.log 2>&1 &"
     sleep 3
     env LD_LIBRARY_PATH="$lib" RAILOVER_RAILS="$rail" $ucx_env timeout 120 "$tool" perf \
@@ -48,7 +46,6 @@ rovlat() { # BUILD RAIL
 # rec_bw ROUND RAIL KIND BUILD: "ROUND RAIL64k-KIND MB/s", "ROUND RAIL1m-KIND MB/s"
 rec_bw() {
     local lines v64 v1m
-    port=$((port + 1)) # here: rovrun runs in a subshell
     lines=$(rovrun "$4" "$2" --sizes 65536,1048576 --iters 10 --bw-bytes 33554432 | grep '"bandwidth"')
     v64=$(echo "$lines" | grep '"size": *65536' | json_field mb_s)
     v1m=$(echo "$lines" | grep '"size": *1048576' | json_field mb_s)
@@ -59,21 +56,16 @@ rec_bw() {
 lat_rounds() {
     for r in $(seq "$rounds"); do
         log "round $r of $rounds"
-        port=$((port + 1))
-        rexec "timeout 60 ib_send_lat -d $RDMA_DEV -x $RDMA_GID_IDX -F -p $port -s 8 -n $iters > /tmp/pt.log 2>&1 &"
-        sleep 1.5
-        v=$(timeout 60 ib_send_lat -d "$RDMA_DEV" -x "$RDMA_GID_IDX" -F -p $port -s 8 -n $iters \
-            "$PEER_ETH" 2>&1 | awk '/^ *#bytes/ { hdr = 1; next } hdr && NF > 3 { print $5; exit }')
+        v=$(perftest ib_send_lat -s 8 -n $iters | awk '{ print $5 }')
         rec "$r perftest ${v:-nan}"
         # The order of the two builds flips every round.
         if [ $((r % 2)) = 1 ]; then order="base new"; else order="new base"; fi
         for kind in $order; do
             lib=$new; [ "$kind" = base ] && lib=$base
-            port=$((port + 1))
             v=$(rovlat "$lib" verbs)
             rec "$r verbs-$kind ${v:-nan}"
         done
-        port=$((port + 1))
+        next_port
         rexec "env $ucx_env timeout 60 ucx_perftest -p $port > /tmp/up.log 2>&1 &"
         sleep 1.5
         v=$(env $ucx_env timeout 60 ucx_perftest "$PEER_ETH" -p $port -e -t ucp_am_lat -s 8 -n $iters 2>&1 |
@@ -82,7 +74,6 @@ lat_rounds() {
         if "$new/tools/railover" info 2>/dev/null | grep -qw ucx; then
             for kind in $order; do
                 lib=$new; [ "$kind" = base ] && lib=$base
-                port=$((port + 1))
                 v=$(rovlat "$lib" ucx)
                 rec "$r ucx-$kind ${v:-nan}"
             done
@@ -116,13 +107,8 @@ else
 fi
 
 echo
-awk -v pairs="$pairs" '
+awk -v pairs="$pairs" "$AWK_MEDIAN"'
     { v[$1 " " $2] = $3; if ($1 > nr) nr = $1 }
-    function median(s,   a, n, i, j, t) {
-        n = split(s, a, " ")
-        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    }
     function ratios(num, den,   r, s) {
         s = ""
         for (r = 1; r <= nr; r++) if (v[r " " num] > 0 && v[r " " den] > 0) s = s " " v[r " " num] / v[r " " den]

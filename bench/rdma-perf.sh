@@ -40,28 +40,8 @@ lat=$VMOUT/rdma-lat.txt # "round tool one-way-us", for the bracketed ratios
 : > "$lat"
 tool=$build/tools/railover
 lat_iters=1000
-ucx_env="UCX_TLS=rc_verbs,tcp UCX_NET_DEVICES=$RDMA_DEV:$RDMA_PORT,$ETH_IF UCX_RC_VERBS_RETRY_COUNT=6"
-ucx_env="$ucx_env UCX_RNDV_SCHEME=put_zcopy"
-# Every server gets a port of its own (a server left over from a failed run
-# must not fail the next): the counter is a file, as the tools run in $(...)
-# subshells, where a variable's increment is lost.
-portf=$(mktemp)
-echo 18515 > "$portf"
-trap 'rm -f "$portf"' EXIT
-next_port() { port=$(($(cat "$portf") + 1)); echo "$port" > "$portf"; }
-
-rec() { echo "$*" | tee -a "$out"; }
-
-# perftest: server on b, client here; prints the data line's fields.
-perftest() { # TOOL ARGS...
-    local t=$1
-    shift
-    next_port
-    rexec "timeout 60 $t -d $RDMA_DEV -x $RDMA_GID_IDX -F -p $port $* > /tmp/pt.log 2>&1 &"
-    sleep 1.5
-    timeout 60 "$t" -d $RDMA_DEV -x $RDMA_GID_IDX -F -p $port "$@" "$PEER_ETH" 2>&1 |
-        awk '/^ *#bytes/ { hdr = 1; next } hdr && NF > 3 { print; exit }'
-}
+# shellcheck source=bench/rdma-lib.sh
+. "$(dirname "$0")/rdma-lib.sh"
 
 ucxperf() { # ARGS...
     next_port
@@ -80,8 +60,6 @@ rovperf() { # RAIL ARGS...
     env RAILOVER_RAILS=$rail $ucx_env timeout 120 "$tool" perf "$PEER_ETH:$port" --json "$@" 2>/dev/null
     rexec "pkill -f 'perf --listen $PEER_ETH:$port' || true"
 }
-
-json_field() { sed -n "s/.*\"$1\": *\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
 
 wait_peer
 have_ucx=0
@@ -134,13 +112,8 @@ done
 
 echo
 echo "medians (latency: $lat_rounds rounds, one way, us; bandwidth: $rounds rounds, 10^6 B/s)"
-awk '
+awk "$AWK_MEDIAN"'
     $4 ~ /^[0-9]+(\.[0-9]+)?$/ { k = $1 " " $2 " " $3; v[k] = v[k] " " $4; unit[k] = $5 }
-    function median(s,   a, n, i, j, t) {
-        n = split(s, a, " ")
-        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    }
     END {
         for (k in v) m[k] = median(v[k])
         printf "%-8s %8s %12s %12s %8s %12s %12s %8s\n", "test", "size", "perftest", "rov-verbs", "ratio", "ucx_perftest", "rov-ucx", "ratio"

@@ -478,10 +478,26 @@ static PERF_HOT bool errno_is_again(void)
     return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
 }
 
+/* The socket cannot take or give anything: in a stream, sleep until it can
+ * (at most PERF_STREAM_WAIT_MS); -1 once nothing moved for too long. */
+static int raw_blocked(struct perf_io *io, short events, struct perf_idle *idle, const char *op)
+{
+    uint64_t now;
+
+    if (io->stream_wait) {
+        struct pollfd pfd = {.fd = io->fd, .events = events};
+
+        poll(&pfd, 1, PERF_STREAM_WAIT_MS);
+    }
+    if (idle_expired(idle, &now)) {
+        return perf_fail(io, "%s: no progress for %d s", op, PERF_IDLE_TIMEOUT_S);
+    }
+    return 0;
+}
+
 static PERF_HOT int raw_send_all(struct perf_io *io, const unsigned char *buf, size_t len)
 {
     struct perf_idle idle = { 0 };
-    uint64_t now;
     size_t off = 0;
 
     while (off < len) {
@@ -490,13 +506,8 @@ static PERF_HOT int raw_send_all(struct perf_io *io, const unsigned char *buf, s
             off += (size_t)n;
             idle_reset(&idle);
         } else if (n < 0 && errno_is_again()) {
-            if (io->stream_wait) {
-                struct pollfd pfd = {.fd = io->fd, .events = POLLOUT};
-
-                poll(&pfd, 1, PERF_STREAM_WAIT_MS);
-            }
-            if (idle_expired(&idle, &now)) {
-                return perf_fail(io, "send: no progress for %d s", PERF_IDLE_TIMEOUT_S);
+            if (raw_blocked(io, POLLOUT, &idle, "send") < 0) {
+                return -1;
             }
         } else {
             return perf_fail(io, "send: %s", n == 0 ? "sent nothing" : strerror(errno));
@@ -508,7 +519,6 @@ static PERF_HOT int raw_send_all(struct perf_io *io, const unsigned char *buf, s
 static PERF_HOT int raw_recv_all(struct perf_io *io, unsigned char *buf, size_t len)
 {
     struct perf_idle idle = { 0 };
-    uint64_t now;
     size_t off = 0;
 
     while (off < len) {
@@ -519,13 +529,8 @@ static PERF_HOT int raw_recv_all(struct perf_io *io, unsigned char *buf, size_t 
         } else if (n == 0) {
             return perf_fail(io, "peer closed the connection");
         } else if (errno_is_again()) {
-            if (io->stream_wait) {
-                struct pollfd pfd = {.fd = io->fd, .events = POLLIN};
-
-                poll(&pfd, 1, PERF_STREAM_WAIT_MS);
-            }
-            if (idle_expired(&idle, &now)) {
-                return perf_fail(io, "recv: no progress for %d s", PERF_IDLE_TIMEOUT_S);
+            if (raw_blocked(io, POLLIN, &idle, "recv") < 0) {
+                return -1;
             }
         } else {
             return perf_fail(io, "recv: %s", strerror(errno));
