@@ -92,7 +92,7 @@
  * responder run in softirq context on the posting CPU; loopback TCP), a
  * busy-polling end takes that CPU from the stack.  On Soft-RoCE a polling
  * sender held its vCPU at 0.99 busy and streamed 64 KiB frames at 0.87 of
- * ib_write_bw; waiting, 0.80-0.85 busy and 0.99 (docs/rdma.md).  Latency
+ * ib_write_bw; waiting, 0.77-0.86 busy and 1.04 (docs/rdma.md).  Latency
  * runs poll busily on both sides, like ib_send_lat. */
 #define PERF_STREAM_WAIT_MS 1
 
@@ -791,7 +791,8 @@ static int rv_check_boot(struct perf_io *io, uint64_t now)
     return perf_fail(io, "bootstrap connection: %s", strerror(errno));
 }
 
-/* One busy poll.  -1 (with io->err) when the run must stop. */
+/* One turn of progress: a busy poll, or in a stream a wait of up to
+ * PERF_STREAM_WAIT_MS.  -1 (with io->err) when the run must stop. */
 static PERF_HOT int rv_step(struct perf_io *io, struct perf_idle *idle)
 {
     uint64_t now;
