@@ -49,9 +49,7 @@ measure() {
 }
 # ib_write_bw's client (its server started before the measured window).
 perftest_bw() {
-    timeout 60 ib_write_bw -d "$RDMA_DEV" -x "$RDMA_GID_IDX" -F -p $port -s "$size" -D 3 \
-        --report_gbits "$PEER_ETH" 2>&1 |
-        awk '/^ *#bytes/ { hdr = 1; next } hdr && NF > 3 { print $4 * 1000 / 8; exit }'
+    perftest_client ib_write_bw -s "$size" -D 3 --report_gbits | awk '{ print $4 * 1000 / 8 }'
 }
 railover_bw() { # ENV...
     env RAILOVER_RAILS=verbs "$@" timeout 120 "$tool" perf "$PEER_ETH:$port" --json \
@@ -63,9 +61,7 @@ wait_peer || exit 1
 for round in $(seq "$rounds"); do
     log "round $round of $rounds"
     for size in ${sizes//,/ }; do
-        next_port
-        rexec "timeout 60 ib_write_bw -d $RDMA_DEV -x $RDMA_GID_IDX -F -p $port -s $size -D 3 > /dev/null 2>&1 &"
-        sleep 1.5
+        perftest_server ib_write_bw -s "$size" -D 3 --report_gbits
         measure ib_write_bw perftest_bw
         # The variants' order turns every round.
         n=${#variants[@]}

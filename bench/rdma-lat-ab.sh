@@ -65,11 +65,7 @@ lat_rounds() {
             v=$(rovlat "$lib" verbs)
             rec "$r verbs-$kind ${v:-nan}"
         done
-        next_port
-        rexec "env $ucx_env timeout 60 ucx_perftest -p $port > /tmp/up.log 2>&1 &"
-        sleep 1.5
-        v=$(env $ucx_env timeout 60 ucx_perftest "$PEER_ETH" -p $port -e -t ucp_am_lat -s 8 -n $iters 2>&1 |
-            awk '/^Final:/ { print ($3 > 0 ? $3 : $4); exit }')
+        v=$(ucxperf -e -t ucp_am_lat -s 8 -n $iters | awk '{ print ($3 > 0 ? $3 : $4) }')
         rec "$r ucx_perftest ${v:-nan}"
         if "$new/tools/railover" info 2>/dev/null | grep -qw ucx; then
             for kind in $order; do

@@ -43,14 +43,6 @@ lat_iters=1000
 # shellcheck source=bench/rdma-lib.sh
 . "$(dirname "$0")/rdma-lib.sh"
 
-ucxperf() { # ARGS...
-    next_port
-    rexec "env $ucx_env timeout 60 ucx_perftest -p $port > $VMOUT/ucx_perftest.$port.server.log 2>&1 &"
-    sleep 1.5
-    env $ucx_env timeout 60 ucx_perftest "$PEER_ETH" -p $port "$@" > "$VMOUT/ucx_perftest.$port.log" 2>&1
-    awk '/^Final:/ { print; exit }' "$VMOUT/ucx_perftest.$port.log"
-}
-
 rovperf() { # RAIL ARGS...
     local rail=$1
     shift
