@@ -240,6 +240,7 @@ void rov_config_defaults(struct rov_config *c)
     c->eager_limit = 8 * KiB;
     c->max_msg = 64 * MiB;
     c->reorder_msgs = 256;
+    c->reorder_bytes = 4 * MiB;
     c->ack_delay_ns = 200 * 1000;
     c->spin_ns = 50 * 1000;
     c->tcp_rxbuf = 256 * KiB;
@@ -291,6 +292,9 @@ static const struct var vars[] = {
      "largest message; larger frames from a peer are a protocol error"},
     {"RAILOVER_REORDER_MSGS", V_COUNT, OFF(reorder_msgs), 1, 1u << 16,
      "early arrivals buffered per connection"},
+    {"RAILOVER_REORDER_BYTES", V_SIZE, OFF(reorder_bytes), 0, 64 * GiB,
+     "bytes of early arrivals buffered per connection; beyond, they are dropped and "
+     "asked for again"},
     {"RAILOVER_ACK_DELAY", V_DURATION, OFF(ack_delay_ns), 1000, 1000 * NS_PER_MS,
      "longest wait before a stand-alone acknowledgement"},
     {"RAILOVER_SPIN", V_DURATION, OFF(spin_ns), 0, NS_PER_S,

@@ -27,6 +27,7 @@ struct rov_config {
     uint64_t spin_ns;              /* rov_context_wait(): busy-poll this long first */
     /* read when connections and channels are made */
     uint64_t reorder_msgs;
+    uint64_t reorder_bytes;        /* payload of early arrivals held per connection */
     uint64_t tcp_rxbuf;
     struct rov_rail_spec rails[ROV_MAX_RAILS];
     unsigned nrails;

@@ -88,6 +88,7 @@ rov_status_t rov_reorder_init(struct rov_reorder *ro, uint64_t cap)
     ro->slots = calloc(cap, sizeof(*ro->slots));
     ro->cap = cap;
     ro->count = 0;
+    ro->bytes = 0;
     return ro->slots ? ROV_OK : ROV_ERR_NOMEM;
 }
 
@@ -98,12 +99,14 @@ void rov_reorder_fini(struct rov_reorder *ro)
     free(ro->slots);
     ro->slots = NULL;
     ro->count = 0;
+    ro->bytes = 0;
 }
 
 rov_status_t rov_reorder_insert(struct rov_reorder *ro, uint64_t expected, uint64_t seq,
-                                uint32_t tag, const void *data, size_t len)
+                                uint32_t tag, const void *data, size_t len, uint64_t max_bytes)
 {
     struct rov_reorder_slot *s;
+    uint64_t held;
 
     /* expected+1 .. expected+cap map to cap distinct slots. */
     if (seq <= expected || seq - expected > ro->cap)
@@ -111,10 +114,15 @@ rov_status_t rov_reorder_insert(struct rov_reorder *ro, uint64_t expected, uint6
     s = &ro->slots[seq % ro->cap];
     if (s->seq == seq)
         return ROV_INPROGRESS;
-    /* Anything else in the slot is older than expected: stale, replace it. */
+    /* Anything else in the slot is older than expected: stale, replaced. */
+    held = ro->bytes - (s->seq ? s->len : 0);
+    if (len > max_bytes || held > max_bytes - len)
+        return ROV_ERR_AGAIN;
     free(s->data);
-    if (s->seq)
+    if (s->seq) {
         ro->count--;
+        ro->bytes -= s->len;
+    }
     s->seq = 0;
     s->data = malloc(len ? len : 1);
     if (!s->data)
@@ -125,6 +133,7 @@ rov_status_t rov_reorder_insert(struct rov_reorder *ro, uint64_t expected, uint6
     s->tag = tag;
     s->len = len;
     ro->count++;
+    ro->bytes += len;
     return ROV_OK;
 }
 
@@ -141,5 +150,6 @@ bool rov_reorder_take(struct rov_reorder *ro, uint64_t seq, struct rov_reorder_s
     s->seq = 0;
     s->data = NULL;
     ro->count--;
+    ro->bytes -= s->len;
     return true;
 }

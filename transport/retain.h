@@ -234,7 +234,8 @@ void rov_msg_rail_done(struct rov_msg *m, uint64_t chan_serial);
 struct rov_msg *rov_retain_drain(struct rov_retain *r);
 
 /* ------------------------------------------------------------------------ */
-/* Reorder buffer: early arrivals, indexed by sequence, bounded.            */
+/* Reorder buffer: early arrivals, indexed by sequence, bounded in count   */
+/* (its slots) and in bytes (the caller's bound, per insert).              */
 
 struct rov_reorder_slot {
     uint64_t seq; /* 0: empty */
@@ -247,17 +248,20 @@ struct rov_reorder {
     struct rov_reorder_slot *slots;
     uint64_t cap;
     uint64_t count;
+    uint64_t bytes; /* payload bytes held */
 };
 
 rov_status_t rov_reorder_init(struct rov_reorder *ro, uint64_t cap);
 void rov_reorder_fini(struct rov_reorder *ro);
 
 /** Buffer a copy of message seq, which is later than expected (the next
- * in-order sequence).  ROV_OK: stored; ROV_INPROGRESS: already held
- * (duplicate, ignored); ROV_ERR_AGAIN: beyond the buffer, not stored;
- * ROV_ERR_NOMEM. */
+ * in-order sequence), if the buffer then holds at most max_bytes of payload
+ * (RAILOVER_REORDER_BYTES).  ROV_OK: stored; ROV_INPROGRESS: already held
+ * (duplicate, ignored); ROV_ERR_AGAIN: beyond the buffer (too far ahead, or
+ * more bytes than max_bytes), not stored: the caller drops it and has it
+ * sent again; ROV_ERR_NOMEM. */
 rov_status_t rov_reorder_insert(struct rov_reorder *ro, uint64_t expected, uint64_t seq,
-                                uint32_t tag, const void *data, size_t len);
+                                uint32_t tag, const void *data, size_t len, uint64_t max_bytes);
 
 /** Take message seq out if held (caller frees slot->data). */
 bool rov_reorder_take(struct rov_reorder *ro, uint64_t seq, struct rov_reorder_slot *slot_p);

@@ -27,7 +27,7 @@ static const char *const all_vars[] = {
     "RAILOVER_VERBS_TIMEOUT", "RAILOVER_VERBS_RETRY", "RAILOVER_VERBS_EAGER",
     "RAILOVER_VERBS_RECV",   "RAILOVER_VERBS_REGCACHE",
     "RAILOVER_CONTROL",      "RAILOVER_RUN_DIR",    "RAILOVER_CONNECT_TIMEOUT",
-    "RAILOVER_SPIN",
+    "RAILOVER_SPIN",         "RAILOVER_REORDER_BYTES",
 };
 #define NVARS (sizeof(all_vars) / sizeof(all_vars[0]))
 
@@ -64,6 +64,7 @@ static int config_equal(const struct rov_config *a, const struct rov_config *b)
         a->log_level != b->log_level || a->window_msgs != b->window_msgs ||
         a->window_bytes != b->window_bytes || a->eager_limit != b->eager_limit ||
         a->max_msg != b->max_msg || a->reorder_msgs != b->reorder_msgs ||
+        a->reorder_bytes != b->reorder_bytes ||
         a->ack_delay_ns != b->ack_delay_ns || a->tcp_rxbuf != b->tcp_rxbuf ||
         a->spin_ns != b->spin_ns)
         return 0;
@@ -369,6 +370,7 @@ START_TEST(test_read_defaults)
     ck_assert_uint_eq(c->eager_limit, 8 * KiB);
     ck_assert_uint_eq(c->max_msg, 64 * MiB);
     ck_assert_uint_eq(c->reorder_msgs, 256);
+    ck_assert_uint_eq(c->reorder_bytes, 4 * MiB);
     ck_assert_uint_eq(c->ack_delay_ns, 200 * 1000);
     ck_assert_uint_eq(c->spin_ns, 50 * 1000);
     ck_assert_uint_eq(c->tcp_rxbuf, 256 * KiB);
@@ -390,6 +392,7 @@ START_TEST(test_read_good)
     setenv("RAILOVER_EAGER_LIMIT", "64k", 1);
     setenv("RAILOVER_MAX_MSG", "2M", 1);
     setenv("RAILOVER_REORDER_MSGS", "32", 1);
+    setenv("RAILOVER_REORDER_BYTES", "512KiB", 1);
     setenv("RAILOVER_ACK_DELAY", "250ms", 1);
     setenv("RAILOVER_TCP_RXBUF", "1MiB", 1);
     setenv("RAILOVER_SPIN", "0s", 1);
@@ -404,6 +407,7 @@ START_TEST(test_read_good)
     ck_assert_uint_eq(c->eager_limit, 64 * KiB);
     ck_assert_uint_eq(c->max_msg, 2 * MiB);
     ck_assert_uint_eq(c->reorder_msgs, 32);
+    ck_assert_uint_eq(c->reorder_bytes, 512 * KiB);
     ck_assert_uint_eq(c->ack_delay_ns, 250 * MS);
     ck_assert_uint_eq(c->tcp_rxbuf, 1 * MiB);
     ck_assert_uint_eq(c->spin_ns, 0);
@@ -450,6 +454,9 @@ static const struct env_bad env_bad[] = {
     {"RAILOVER_MAX_MSG", "2G"},
     {"RAILOVER_REORDER_MSGS", "0"},
     {"RAILOVER_REORDER_MSGS", "65537"},
+    {"RAILOVER_REORDER_BYTES", "65GiB"},
+    {"RAILOVER_REORDER_BYTES", "4 MiB"},
+    {"RAILOVER_REORDER_BYTES", "-1"},
     {"RAILOVER_ACK_DELAY", "250"},
     {"RAILOVER_ACK_DELAY", "1.5s"},
     {"RAILOVER_ACK_DELAY", "2s"},

@@ -534,6 +534,9 @@ END_TEST
 
 static struct rov_reorder ro;
 
+/* The byte bound of the tests that are about something else. */
+#define NO_BYTE_BOUND UINT64_MAX
+
 static void ro_setup(void)
 {
     ck_assert_int_eq(rov_reorder_init(&ro, 8), ROV_OK);
@@ -550,7 +553,7 @@ static void insert_str(uint64_t expected, uint64_t seq, rov_status_t want)
 
     snprintf(buf, sizeof(buf), "msg %llu", (unsigned long long)seq);
     ck_assert_int_eq(rov_reorder_insert(&ro, expected, seq, (uint32_t)seq * 10, buf,
-                                        strlen(buf) + 1),
+                                        strlen(buf) + 1, NO_BYTE_BOUND),
                      want);
 }
 
@@ -600,7 +603,8 @@ START_TEST(test_reorder_copy)
     char buf[16] = "original";
     struct rov_reorder_slot s;
 
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 2, 0, buf, sizeof(buf)), ROV_OK);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 2, 0, buf, sizeof(buf), NO_BYTE_BOUND),
+                     ROV_OK);
     strcpy(buf, "clobbered"); /* the rail's receive buffer is reused */
     ck_assert(rov_reorder_take(&ro, 2, &s));
     ck_assert_ptr_ne(s.data, buf);
@@ -608,7 +612,7 @@ START_TEST(test_reorder_copy)
     free(s.data);
 
     /* Empty messages are held too (data points at the frame's end). */
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 9, buf, 0), ROV_OK);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 9, buf, 0, NO_BYTE_BOUND), ROV_OK);
     ck_assert(rov_reorder_take(&ro, 3, &s));
     ck_assert_uint_eq(s.len, 0);
     ck_assert_uint_eq(s.tag, 9);
@@ -624,8 +628,10 @@ START_TEST(test_reorder_duplicate)
 
     insert_str(1, 3, ROV_OK);
     /* Same sequence again (resent after a switch): ignored, first copy kept. */
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 0, other, sizeof(other)), ROV_INPROGRESS);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 2, 3, 0, other, sizeof(other)), ROV_INPROGRESS);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 0, other, sizeof(other), NO_BYTE_BOUND),
+                     ROV_INPROGRESS);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 2, 3, 0, other, sizeof(other), NO_BYTE_BOUND),
+                     ROV_INPROGRESS);
     ck_assert_uint_eq(ro.count, 1);
     take_str(3);
     ck_assert_uint_eq(ro.count, 0);
@@ -638,10 +644,11 @@ START_TEST(test_reorder_not_early)
     char b[1] = {0};
 
     /* seq <= expected is not an early arrival: the caller delivers or drops it. */
-    ck_assert_int_eq(rov_reorder_insert(&ro, 5, 5, 0, b, 1), ROV_ERR_AGAIN);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 5, 4, 0, b, 1), ROV_ERR_AGAIN);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 5, 0, 0, b, 1), ROV_ERR_AGAIN);
-    ck_assert_int_eq(rov_reorder_insert(&ro, UINT64_MAX, 1, 0, b, 1), ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 5, 5, 0, b, 1, NO_BYTE_BOUND), ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 5, 4, 0, b, 1, NO_BYTE_BOUND), ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 5, 0, 0, b, 1, NO_BYTE_BOUND), ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, UINT64_MAX, 1, 0, b, 1, NO_BYTE_BOUND),
+                     ROV_ERR_AGAIN);
     ck_assert_uint_eq(ro.count, 0);
 }
 END_TEST
@@ -652,10 +659,14 @@ START_TEST(test_reorder_beyond_capacity)
     struct rov_reorder_slot s;
 
     /* cap 8, expected 10: far beyond the buffer is refused and not stored. */
-    ck_assert_int_eq(rov_reorder_insert(&ro, 10, 10 + 8 + 1, 0, b, 1), ROV_ERR_AGAIN);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 10, 10 + 100, 0, b, 1), ROV_ERR_AGAIN);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 10, UINT64_MAX, 0, b, 1), ROV_ERR_AGAIN);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 0, UINT64_MAX, 0, b, 1), ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 10, 10 + 8 + 1, 0, b, 1, NO_BYTE_BOUND),
+                     ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 10, 10 + 100, 0, b, 1, NO_BYTE_BOUND),
+                     ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 10, UINT64_MAX, 0, b, 1, NO_BYTE_BOUND),
+                     ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 0, UINT64_MAX, 0, b, 1, NO_BYTE_BOUND),
+                     ROV_ERR_AGAIN);
     ck_assert_uint_eq(ro.count, 0);
     ck_assert(!rov_reorder_take(&ro, 10 + 8 + 1, &s));
     /* The nearest early arrivals fit. */
@@ -674,13 +685,13 @@ START_TEST(test_reorder_full_capacity)
     char b[1] = {7};
 
     for (uint64_t seq = 11; seq <= 10 + 8; seq++)
-        ck_assert_msg(rov_reorder_insert(&ro, 10, seq, 0, b, 1) == ROV_OK,
+        ck_assert_msg(rov_reorder_insert(&ro, 10, seq, 0, b, 1, NO_BYTE_BOUND) == ROV_OK,
                       "seq %llu (expected 10, cap 8) refused", (unsigned long long)seq);
     ck_assert_uint_eq(ro.count, 8);
 
     /* RAILOVER_REORDER_MSGS=1 (its documented minimum) must buffer one. */
     ck_assert_int_eq(rov_reorder_init(&one, 1), ROV_OK);
-    ck_assert_int_eq(rov_reorder_insert(&one, 1, 2, 0, b, 1), ROV_OK);
+    ck_assert_int_eq(rov_reorder_insert(&one, 1, 2, 0, b, 1, NO_BYTE_BOUND), ROV_OK);
     ck_assert(rov_reorder_take(&one, 2, &s));
     free(s.data);
     rov_reorder_fini(&one);
@@ -728,6 +739,94 @@ START_TEST(test_reorder_count)
 }
 END_TEST
 
+/* Early arrivals are bounded in bytes as well as in count
+ * (RAILOVER_REORDER_BYTES): what would take the held payload past the bound
+ * is refused (the caller drops it and asks for a resend), whatever the
+ * free slots. */
+START_TEST(test_reorder_byte_bound)
+{
+    char b[64];
+    struct rov_reorder_slot s;
+
+    memset(b, 1, sizeof(b));
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 2, 0, b, 40, 100), ROV_OK);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 0, b, 40, 100), ROV_OK);
+    ck_assert_uint_eq(ro.bytes, 80);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 4, 0, b, 30, 100), ROV_ERR_AGAIN);
+    ck_assert_uint_eq(ro.count, 2);
+    ck_assert_uint_eq(ro.bytes, 80);
+    ck_assert(!rov_reorder_take(&ro, 4, &s));
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 5, 0, b, 20, 100), ROV_OK); /* exactly full */
+    ck_assert_uint_eq(ro.bytes, 100);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 6, 0, b, 0, 100), ROV_OK);  /* empty: fits */
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 7, 0, b, 1, 100), ROV_ERR_AGAIN);
+    /* A duplicate of what is held stays a duplicate, even when full. */
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 0, b, 40, 100), ROV_INPROGRESS);
+    /* Taking one out makes room again. */
+    ck_assert(rov_reorder_take(&ro, 2, &s));
+    free(s.data);
+    ck_assert_uint_eq(ro.bytes, 60);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 2, 4, 0, b, 30, 100), ROV_OK);
+    ck_assert_uint_eq(ro.bytes, 90);
+    ck_assert_uint_eq(ro.count, 4);
+    /* One message larger than the bound is never held, not even alone. */
+    rov_reorder_fini(&ro);
+    ck_assert_int_eq(rov_reorder_init(&ro, 8), ROV_OK);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 2, 0, b, 64, 63), ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 2, 0, b, 1, 0), ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 2, 0, b, 0, 0), ROV_OK);
+    ck_assert_uint_eq(ro.bytes, 0);
+}
+END_TEST
+
+/* A stale slot's bytes leave the count when it is replaced. */
+START_TEST(test_reorder_byte_bound_stale)
+{
+    char b[64];
+    struct rov_reorder_slot s;
+
+    memset(b, 2, sizeof(b));
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 0, b, 60, 64), ROV_OK);
+    /* 3 was delivered on another rail; expected is now 5 and 11 takes
+     * 3's slot (11 % 8 == 3): 60 stale bytes + 50 would pass 64, 50 alone
+     * does not. */
+    ck_assert_int_eq(rov_reorder_insert(&ro, 5, 11, 0, b, 50, 64), ROV_OK);
+    ck_assert_uint_eq(ro.bytes, 50);
+    ck_assert_uint_eq(ro.count, 1);
+    ck_assert(rov_reorder_take(&ro, 11, &s));
+    free(s.data);
+    ck_assert_uint_eq(ro.bytes, 0);
+}
+END_TEST
+
+/* The issue's case: RAILOVER_REORDER_MSGS (256) early frames of 1 MiB held
+ * 256 MiB per connection.  With the default byte bound (4 MiB) only four
+ * are held; every other one is refused. */
+START_TEST(test_reorder_byte_bound_large_frames)
+{
+    struct rov_reorder r;
+    const size_t len = 1u << 20;
+    char *frame = malloc(len);
+    unsigned held = 0;
+
+    ck_assert_ptr_nonnull(frame);
+    memset(frame, 5, len);
+    ck_assert_int_eq(rov_reorder_init(&r, 256), ROV_OK);
+    for (uint64_t seq = 2; seq <= 257; seq++) {
+        rov_status_t st = rov_reorder_insert(&r, 1, seq, 0, frame, len, 4u << 20);
+
+        ck_assert(st == ROV_OK || st == ROV_ERR_AGAIN);
+        held += st == ROV_OK;
+    }
+    ck_assert_uint_eq(held, 4);
+    ck_assert_uint_eq(r.count, 4);
+    ck_assert_uint_le(r.bytes, 4u << 20);
+    rov_reorder_fini(&r);
+    ck_assert_uint_eq(r.bytes, 0);
+    free(frame);
+}
+END_TEST
+
 START_TEST(test_reorder_fini_frees)
 {
     struct rov_reorder r;
@@ -736,7 +835,8 @@ START_TEST(test_reorder_fini_frees)
     memset(big, 3, sizeof(big));
     ck_assert_int_eq(rov_reorder_init(&r, 64), ROV_OK);
     for (uint64_t seq = 2; seq < 60; seq += 2)
-        ck_assert_int_eq(rov_reorder_insert(&r, 1, seq, 0, big, sizeof(big)), ROV_OK);
+        ck_assert_int_eq(rov_reorder_insert(&r, 1, seq, 0, big, sizeof(big), NO_BYTE_BOUND),
+                         ROV_OK);
     /* Leaks (if any) show under valgrind / ASan's leak checker. */
     rov_reorder_fini(&r);
     ck_assert_ptr_null(r.slots);
@@ -812,6 +912,9 @@ static Suite *retain_suite(void)
     tcase_add_test(tc, test_reorder_full_capacity);
     tcase_add_test(tc, test_reorder_stale_replaced);
     tcase_add_test(tc, test_reorder_count);
+    tcase_add_test(tc, test_reorder_byte_bound);
+    tcase_add_test(tc, test_reorder_byte_bound_stale);
+    tcase_add_test(tc, test_reorder_byte_bound_large_frames);
     tcase_add_test(tc, test_reorder_fini_frees);
     tcase_add_test(tc, test_reorder_long_run);
     suite_add_tcase(s, tc);
