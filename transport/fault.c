@@ -1,5 +1,6 @@
 #include "transport/fault.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,11 +18,19 @@ static uint64_t splitmix(uint64_t *state)
     return z ^ (z >> 31);
 }
 
+/* The keys of a spec, each allowed once. */
+static const char *const fault_keys[] = {"rail", "mode", "at", "after", "every", "seed"};
+
+/* after= and every= count frames: far beyond what a test sends, and small
+ * enough that the next firing point (sent + every * 3/2) cannot wrap. */
+#define FAULT_COUNT_MAX (1ull << 48)
+
 rov_status_t rov_fault_parse(const char *spec, struct rov_fault *out, char *why, size_t why_len)
 {
     struct rov_fault f = {.rail = -1, .seed = 1};
     char buf[256], *save = NULL;
     bool have_rail = false, have_mode = false, have_after = false;
+    unsigned seen = 0;
 
     if (!*spec) {
         if (out)
@@ -36,12 +45,25 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *out, char *why,
     for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '='), *end;
         unsigned long long v;
+        size_t k;
 
         if (!eq) {
             snprintf(why, why_len, "'%s' is not key=value", kv);
             return ROV_ERR_INVAL;
         }
         *eq++ = '\0';
+        for (k = 0; k < sizeof(fault_keys) / sizeof(fault_keys[0]); k++)
+            if (strcmp(kv, fault_keys[k]) == 0)
+                break;
+        if (k == sizeof(fault_keys) / sizeof(fault_keys[0])) {
+            snprintf(why, why_len, "unknown key '%s' (rail, mode, after, every, seed, at)", kv);
+            return ROV_ERR_INVAL;
+        }
+        if (seen & 1u << k) {
+            snprintf(why, why_len, "%s= is given twice", kv);
+            return ROV_ERR_INVAL;
+        }
+        seen |= 1u << k;
         if (strcmp(kv, "mode") == 0) {
             if (strcmp(eq, "error") == 0)
                 f.mode = ROV_FAULT_ERROR;
@@ -68,9 +90,18 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *out, char *why,
             have_after = true;
             continue;
         }
-        v = strtoull(eq, &end, 10);
-        if (!*eq || *end || *eq == '-') {
+        if (*eq < '0' || *eq > '9') {
             snprintf(why, why_len, "%s='%s' is not a non-negative integer", kv, eq);
+            return ROV_ERR_INVAL;
+        }
+        errno = 0;
+        v = strtoull(eq, &end, 10);
+        if (*end) {
+            snprintf(why, why_len, "%s='%s' is not a non-negative integer", kv, eq);
+            return ROV_ERR_INVAL;
+        }
+        if (errno == ERANGE) {
+            snprintf(why, why_len, "%s='%s' is out of range", kv, eq);
             return ROV_ERR_INVAL;
         }
         if (strcmp(kv, "rail") == 0) {
@@ -80,17 +111,21 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *out, char *why,
             }
             f.rail = (int)v;
             have_rail = true;
-        } else if (strcmp(kv, "after") == 0 && v > 0) {
-            f.after = v;
-            have_after = true;
-        } else if (strcmp(kv, "every") == 0 && v > 1) {
-            f.every = v;
         } else if (strcmp(kv, "seed") == 0) {
             f.seed = v;
+        } else if (strcmp(kv, "after") == 0) {
+            if (v < 1 || v > FAULT_COUNT_MAX) {
+                snprintf(why, why_len, "after=%s is outside [1, %llu]", eq, FAULT_COUNT_MAX);
+                return ROV_ERR_INVAL;
+            }
+            f.after = v;
+            have_after = true;
         } else {
-            snprintf(why, why_len, "unknown key '%s' or value out of range (after >= 1, "
-                     "every >= 2)", kv);
-            return ROV_ERR_INVAL;
+            if (v < 2 || v > FAULT_COUNT_MAX) {
+                snprintf(why, why_len, "every=%s is outside [2, %llu]", eq, FAULT_COUNT_MAX);
+                return ROV_ERR_INVAL;
+            }
+            f.every = v;
         }
     }
     if (!have_rail || !have_mode || !have_after) {

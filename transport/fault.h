@@ -16,7 +16,9 @@
  * `after`, the first channel of rail N about to send a connection's CLOSE
  * fails (silent: the CLOSE is lost with it), once; with `at=last-close`, the
  * first about to send a CLOSE that goes second (the peer's is here); with
- * `at=close-answer`, the first about to answer the peer's CLOSE.
+ * `at=close-answer`, the first about to answer the peer's CLOSE.  Each key
+ * at most once; after= and every= up to 2^48, and a number that does not
+ * fit is refused, never clamped.
  */
 #ifndef ROV_FAULT_H
 #define ROV_FAULT_H

@@ -732,6 +732,53 @@ START_TEST(test_failover_vars)
 }
 END_TEST
 
+/* RAILOVER_FAULT: a number that overflows is refused, not clamped to
+ * 2^64-1 (every=2^64-1 made the next firing point divide by zero), and a
+ * key given twice is refused, not silently overridden.  The message names
+ * the variable and says what is wrong. */
+START_TEST(test_fault_strict)
+{
+    static const struct {
+        const char *value, *why;
+    } bad[] = {
+        {"rail=0,mode=error,after=18446744073709551616", "out of range"},
+        {"rail=0,mode=error,after=99999999999999999999999", "out of range"},
+        {"rail=0,mode=error,after=281474976710657", "outside"},
+        {"rail=0,mode=error,after=1,every=18446744073709551615", "outside"},
+        {"rail=0,mode=error,after=1,seed=18446744073709551616", "out of range"},
+        {"rail=18446744073709551616,mode=error,after=1", "out of range"},
+        {"rail=0,mode=error,after=+5", "not a non-negative integer"},
+        {"rail=0,rail=1,mode=error,after=1", "rail= is given twice"},
+        {"rail=0,mode=error,mode=silent,after=1", "mode= is given twice"},
+        {"rail=0,mode=error,after=1,after=2", "after= is given twice"},
+        {"rail=0,mode=error,after=5,every=10,every=20", "every= is given twice"},
+        {"rail=0,mode=error,after=5,seed=1,seed=2", "seed= is given twice"},
+        {"rail=0,mode=silent,at=close,at=last-close", "at= is given twice"},
+        {"rail=0,mode=error,after=1,colour=red", "unknown key 'colour'"},
+    };
+    struct rov_config *c = default_config();
+    char err[512];
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct rov_config before = *c;
+
+        err[0] = '\0';
+        ck_assert_msg(rov_config_set(c, "RAILOVER_FAULT", bad[i].value, err, sizeof(err)) ==
+                          ROV_ERR_INVAL, "RAILOVER_FAULT=%s accepted", bad[i].value);
+        ck_assert_msg(strstr(err, "RAILOVER_FAULT") && strstr(err, bad[i].why),
+                      "RAILOVER_FAULT=%s: error \"%s\" does not name the variable and say "
+                      "'%s'", bad[i].value, err, bad[i].why);
+        ck_assert_msg(memcmp(&before, c, sizeof(before)) == 0, "changed on a bad value");
+    }
+    /* The largest counts and any 64-bit seed are fine. */
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAULT",
+                                    "rail=7,mode=silent,after=281474976710656,"
+                                    "every=281474976710656,seed=18446744073709551615",
+                                    err, sizeof(err)), ROV_OK);
+    rov_config_free(c);
+}
+END_TEST
+
 START_TEST(test_verbs_vars)
 {
     static const struct name_value bad[] = {
@@ -910,6 +957,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_set_eager_over_max);
     tcase_add_test(tc, test_bool);
     tcase_add_test(tc, test_failover_vars);
+    tcase_add_test(tc, test_fault_strict);
     tcase_add_test(tc, test_verbs_vars);
     tcase_add_test(tc, test_print_names);
     tcase_add_test(tc, test_print_roundtrip);
