@@ -12,6 +12,7 @@
 
 #include "transport/fault.h"
 #include "transport/log.h"
+#include "transport/netaddr.h"
 
 #define KiB (1024ull)
 #define MiB (1024ull * KiB)
@@ -196,6 +197,7 @@ rov_status_t rov_parse_rails(const char *s, struct rov_rail_spec *rails, unsigne
         size_t klen = at ? (size_t)(at - p) : len;
         size_t alen = at ? len - klen - 1 : 0;
         struct rov_rail_spec *r = &rails[n];
+        const char *bad;
 
         if (n == ROV_MAX_RAILS) {
             errf(err, err_len, "more than %d rails", ROV_MAX_RAILS);
@@ -214,6 +216,11 @@ rov_status_t rov_parse_rails(const char *s, struct rov_rail_spec *rails, unsigne
         r->kind[klen] = '\0';
         memcpy(r->arg, at ? at + 1 : "", alen);
         r->arg[alen] = '\0';
+        if ((bad = rov_net_literal_unusable(r->arg)) != NULL) {
+            errf(err, err_len, "rail '%.*s': %s is %s, which peers cannot connect to; name an "
+                 "interface or one of its own addresses", (int)len, p, r->arg, bad);
+            return ROV_ERR_INVAL;
+        }
         snprintf(r->name, sizeof(r->name), "%s%s%s", r->kind, alen ? "@" : "", r->arg);
         for (unsigned i = 0; i < n; i++) {
             if (strcmp(rails[i].name, r->name) == 0) {
@@ -373,6 +380,10 @@ static rov_status_t set_var(struct rov_config *c, const struct var *v, const cha
         if (*value && (!valid_token(value, strlen(value), 1) ||
                        strlen(value) >= ROV_RAIL_ARG_MAX)) {
             snprintf(why, sizeof(why), "'%s' is not an interface name", value);
+            st = ROV_ERR_INVAL;
+        } else if (rov_net_literal_unusable(value)) {
+            snprintf(why, sizeof(why), "'%s' is %s, which peers cannot connect to", value,
+                     rov_net_literal_unusable(value));
             st = ROV_ERR_INVAL;
         } else {
             snprintf(field, ROV_RAIL_ARG_MAX, "%s", value);

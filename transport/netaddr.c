@@ -6,6 +6,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -75,6 +76,80 @@ rov_status_t rov_net_addr_decode(const void *addr, size_t len, struct sockaddr_s
     return ROV_OK;
 }
 
+const char *rov_net_addr_unusable(const struct sockaddr_storage *ss)
+{
+    const uint8_t *v4;
+
+    if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+
+        if (IN6_IS_ADDR_UNSPECIFIED(a))
+            return "the unspecified address";
+        if (IN6_IS_ADDR_MULTICAST(a))
+            return "a multicast address";
+        if (!IN6_IS_ADDR_V4MAPPED(a))
+            return NULL;
+        v4 = a->s6_addr + 12;
+    } else if (ss->ss_family == AF_INET) {
+        v4 = (const uint8_t *)&((const struct sockaddr_in *)ss)->sin_addr;
+    } else {
+        return "not an IP address";
+    }
+    if (v4[0] == 0)
+        return "the unspecified address";
+    if (v4[0] >= 224 && v4[0] <= 239)
+        return "a multicast address";
+    if (v4[0] == 255 && v4[1] == 255 && v4[2] == 255 && v4[3] == 255)
+        return "the broadcast address";
+    return NULL;
+}
+
+/* An IP literal parsed into ss; false for anything else. */
+static bool parse_literal(const char *arg, struct sockaddr_storage *ss, socklen_t *len_p)
+{
+    struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+
+    memset(ss, 0, sizeof(*ss));
+    if (*arg && inet_pton(AF_INET, arg, &sin->sin_addr) == 1) {
+        sin->sin_family = AF_INET;
+        *len_p = sizeof(*sin);
+        return true;
+    }
+    if (*arg && inet_pton(AF_INET6, arg, &sin6->sin6_addr) == 1) {
+        sin6->sin6_family = AF_INET6;
+        *len_p = sizeof(*sin6);
+        return true;
+    }
+    return false;
+}
+
+const char *rov_net_literal_unusable(const char *arg)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+
+    return parse_literal(arg, &ss, &len) ? rov_net_addr_unusable(&ss) : NULL;
+}
+
+/* The broadcast address of an interface that is up (192.0.2.255 on a /24):
+ * a literal one would be advertised to peers as if it were ours. */
+static bool is_if_broadcast(const struct sockaddr_storage *ss)
+{
+    struct ifaddrs *ifs;
+    bool found = false;
+
+    if (ss->ss_family != AF_INET || getifaddrs(&ifs) < 0)
+        return false;
+    for (struct ifaddrs *ifa = ifs; ifa && !found; ifa = ifa->ifa_next)
+        found = (ifa->ifa_flags & IFF_BROADCAST) && ifa->ifa_broadaddr &&
+                ifa->ifa_broadaddr->sa_family == AF_INET &&
+                memcmp(&((const struct sockaddr_in *)ifa->ifa_broadaddr)->sin_addr,
+                       &((const struct sockaddr_in *)ss)->sin_addr, 4) == 0;
+    freeifaddrs(ifs);
+    return found;
+}
+
 /* Pick the local address: an IP literal, or an interface's first address
  * (IPv4 preferred), or with no argument the first non-loopback interface. */
 rov_status_t rov_net_resolve(const char *subsys, const char *arg, struct sockaddr_storage *ss,
@@ -84,17 +159,18 @@ rov_status_t rov_net_resolve(const char *subsys, const char *arg, struct sockadd
     struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
     struct ifaddrs *ifs, *ifa, *best = NULL;
 
-    memset(ss, 0, sizeof(*ss));
     if (ifname_len)
         ifname[0] = 0;
-    if (*arg && inet_pton(AF_INET, arg, &sin->sin_addr) == 1) {
-        sin->sin_family = AF_INET;
-        *len_p = sizeof(*sin);
-        return ROV_OK;
-    }
-    if (*arg && inet_pton(AF_INET6, arg, &sin6->sin6_addr) == 1) {
-        sin6->sin6_family = AF_INET6;
-        *len_p = sizeof(*sin6);
+    if (parse_literal(arg, ss, len_p)) {
+        const char *bad = rov_net_addr_unusable(ss);
+
+        if (!bad && is_if_broadcast(ss))
+            bad = "an interface's broadcast address";
+        if (bad) {
+            rov_error(subsys, "%s is %s, which peers cannot connect to: name an interface "
+                      "or one of its own addresses", arg, bad);
+            return ROV_ERR_INVAL;
+        }
         return ROV_OK;
     }
     if (getifaddrs(&ifs) < 0) {

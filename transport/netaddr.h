@@ -29,9 +29,23 @@ void rov_net_sockaddr_str(const struct sockaddr_storage *ss, char *buf, size_t l
  * name (its first address, IPv4 preferred) or empty (the first non-loopback
  * interface that is up; loopback when there is none).  ifname receives the
  * interface name when one was looked up (may be NULL with ifname_len 0).
- * ROV_ERR_NOT_FOUND for an unknown interface, logged under subsys. */
+ * ROV_ERR_NOT_FOUND for an unknown interface, ROV_ERR_INVAL for an IP
+ * literal that peers cannot connect to (rov_net_addr_unusable(), or an
+ * interface's broadcast address), both logged under subsys. */
 rov_status_t rov_net_resolve(const char *subsys, const char *arg, struct sockaddr_storage *ss,
                              socklen_t *len_p, char *ifname, size_t ifname_len);
+
+/** Why ss cannot be a rail's own address, the one its peers connect to:
+ * the unspecified address (0.0.0.0/8, ::), a multicast address, the limited
+ * broadcast address (255.255.255.255), also in IPv4-mapped form; NULL when
+ * it can be.  (A subnet's broadcast address needs the interfaces:
+ * rov_net_resolve() checks that too.) */
+const char *rov_net_addr_unusable(const struct sockaddr_storage *ss);
+
+/** The same for a rail argument: NULL unless arg is an IP literal that
+ * cannot be a rail's address, else why (for RAILOVER_RAILS and
+ * RAILOVER_TCP_IF, when they are read). */
+const char *rov_net_literal_unusable(const char *arg);
 
 /** Turn on TCP keepalive on a connected or connecting socket: the first
  * probe after idle_ns (at least 1 s) of silence, then every second, and an

@@ -1,5 +1,9 @@
 /* Unit tests for transport/config.c: value parsers and the RAILOVER_* table. */
+#include <arpa/inet.h>
 #include <check.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -8,6 +12,7 @@
 
 #include "transport/config.h"
 #include "transport/log.h"
+#include "transport/netaddr.h"
 
 #define KiB 1024ull
 #define MiB (1024ull * KiB)
@@ -310,6 +315,64 @@ START_TEST(test_rails_good)
                      ROV_OK);
     ck_assert_uint_eq(strlen(r[0].kind), 15);
     ck_assert_uint_eq(strlen(r[0].arg), 63);
+
+    /* Addresses of this host's own are fine. */
+    ck_assert_int_eq(rov_parse_rails("tcp@127.0.0.1,tcp@::1,tcp@192.0.2.1,ucx@10.0.0.255", r, &n,
+                                     err, sizeof(err)), ROV_OK);
+    ck_assert_uint_eq(n, 4);
+}
+END_TEST
+
+/* The reason is given: an unspecified address is accepted by bind() and
+ * was advertised to peers as the rail's address. */
+START_TEST(test_rails_unusable_reason)
+{
+    struct rov_rail_spec r[ROV_MAX_RAILS];
+    unsigned n = 99;
+    char err[256] = "";
+
+    ck_assert_int_eq(rov_parse_rails("tcp@0.0.0.0", r, &n, err, sizeof(err)), ROV_ERR_INVAL);
+    ck_assert_msg(strstr(err, "unspecified"), "%s", err);
+    ck_assert_int_eq(rov_parse_rails("tcp@ff02::1", r, &n, err, sizeof(err)), ROV_ERR_INVAL);
+    ck_assert_msg(strstr(err, "multicast"), "%s", err);
+    ck_assert_int_eq(rov_parse_rails("tcp@255.255.255.255", r, &n, err, sizeof(err)),
+                     ROV_ERR_INVAL);
+    ck_assert_msg(strstr(err, "broadcast"), "%s", err);
+    ck_assert_uint_eq(n, 99);
+}
+END_TEST
+
+/* At rail open (rov_net_resolve): the same, and an interface's broadcast
+ * address, which only the interfaces tell. */
+START_TEST(test_resolve_unusable)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    struct ifaddrs *ifs;
+    char bcast[INET_ADDRSTRLEN] = "";
+
+    rov_log_set_level(-1); /* it logs what it refuses */
+    ck_assert_int_eq(rov_net_resolve("test", "127.0.0.1", &ss, &len, NULL, 0), ROV_OK);
+    ck_assert_int_eq(rov_net_resolve("test", "0.0.0.0", &ss, &len, NULL, 0), ROV_ERR_INVAL);
+    ck_assert_int_eq(rov_net_resolve("test", "::", &ss, &len, NULL, 0), ROV_ERR_INVAL);
+    ck_assert_int_eq(rov_net_resolve("test", "224.0.0.1", &ss, &len, NULL, 0), ROV_ERR_INVAL);
+    ck_assert_int_eq(rov_net_resolve("test", "255.255.255.255", &ss, &len, NULL, 0),
+                     ROV_ERR_INVAL);
+    ck_assert_int_eq(getifaddrs(&ifs), 0);
+    for (struct ifaddrs *ifa = ifs; ifa && !bcast[0]; ifa = ifa->ifa_next)
+        if ((ifa->ifa_flags & IFF_BROADCAST) && ifa->ifa_broadaddr &&
+            ifa->ifa_broadaddr->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((struct sockaddr_in *)ifa->ifa_broadaddr)->sin_addr, bcast,
+                      sizeof(bcast));
+    freeifaddrs(ifs);
+    if (!bcast[0] || strcmp(bcast, "0.0.0.0") == 0) {
+        fprintf(stderr, "test_resolve_unusable: no interface with an IPv4 broadcast address: "
+                "that case skipped\n");
+        return;
+    }
+    ck_assert_msg(rov_net_resolve("test", bcast, &ss, &len, NULL, 0) == ROV_ERR_INVAL,
+                  "broadcast address %s accepted", bcast);
+    rov_log_set_level(ROV_LOG_WARN);
 }
 END_TEST
 
@@ -334,6 +397,19 @@ static const struct rails_bad rails_bad[] = {
     {"a,b,c,d,e,f,g,h,i", NULL},
     {"abcdefghijklmnop", "abcdefghijklmnop"}, /* kind of 16 chars */
     {"tcp@0123456789012345678901234567890123456789012345678901234567890123", NULL},
+    /* IP literals peers cannot connect to: they would be advertised. */
+    {"tcp@0.0.0.0", "tcp@0.0.0.0"},
+    {"tcp@lo,tcp@0.0.0.0", "tcp@0.0.0.0"},
+    {"tcp@0.1.2.3", "tcp@0.1.2.3"},
+    {"tcp@::", "tcp@::"},
+    {"tcp@0::0", "tcp@0::0"},
+    {"tcp@::ffff:0.0.0.0", "tcp@::ffff:0.0.0.0"},
+    {"tcp@255.255.255.255", "tcp@255.255.255.255"},
+    {"tcp@224.0.0.1", "tcp@224.0.0.1"},
+    {"tcp@239.255.255.250", "tcp@239.255.255.250"},
+    {"tcp@ff02::1", "tcp@ff02::1"},
+    {"tcp@::ffff:224.0.0.1", "tcp@::ffff:224.0.0.1"},
+    {"ucx@0.0.0.0", "ucx@0.0.0.0"},
 };
 
 START_TEST(test_rails_bad)
@@ -438,6 +514,10 @@ static const struct env_bad env_bad[] = {
     {"RAILOVER_RAILS", "tcp,tcp"},
     {"RAILOVER_TCP_IF", "eth0;rm"},
     {"RAILOVER_TCP_IF", "eth 0"},
+    {"RAILOVER_TCP_IF", "0.0.0.0"},
+    {"RAILOVER_TCP_IF", "::"},
+    {"RAILOVER_TCP_IF", "255.255.255.255"},
+    {"RAILOVER_TCP_IF", "ff02::1"},
     {"RAILOVER_TCP_IF", "0123456789012345678901234567890123456789012345678901234567890123"},
     {"RAILOVER_LOG", "verbose"},
     {"RAILOVER_LOG", ""},
@@ -935,6 +1015,8 @@ static Suite *config_suite(void)
     tcase_add_loop_test(tc, test_duration_bad, 0, N(dur_bad));
     tcase_add_test(tc, test_rails_good);
     tcase_add_loop_test(tc, test_rails_bad, 0, N(rails_bad));
+    tcase_add_test(tc, test_rails_unusable_reason);
+    tcase_add_test(tc, test_resolve_unusable);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("env");
