@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "transport/auth.h"
 #include "transport/core.h"
 #include "transport/log.h"
 
@@ -101,6 +102,7 @@ struct rov_conn *rov_conn_new(rov_context_t *ctx)
     conn->ctx = ctx;
     conn->id = ctx->next_conn_id++;
     conn->tx_rail = -1;
+    conn->max_send = ctx->config.max_msg;
     conn->state = ROV_CONN_CONNECTING;
     rov_retain_init(&conn->tx, ctx->config.window_msgs, ctx->config.window_bytes);
     conn->next = ctx->conns;
@@ -175,21 +177,27 @@ static void ack_schedule(struct rov_conn *conn)
     conn->in_ack_list = true;
 }
 
-/* Send a control frame; the rail copies it if it cannot go out at once. */
-static rov_status_t send_ctrl(struct rov_chan *chan, uint8_t type, uint32_t flags,
-                              const void *payload, size_t len)
+/* A control frame's header: the connection's cumulative ack in it. */
+static void ctrl_hdr(const struct rov_chan *chan, uint8_t type, uint32_t flags, size_t len,
+                     uint8_t hdrbuf[ROV_WIRE_HDR_LEN])
 {
-    struct rov_conn *conn = chan->conn;
-    uint8_t hdrbuf[ROV_WIRE_HDR_LEN];
     struct rov_wire_hdr hdr = {
         .type = type, .len = (uint32_t)len, .seq = 0,
-        .ack = conn ? conn->rx_seq : 0, .tag = flags,
+        .ack = chan->conn ? chan->conn->rx_seq : 0, .tag = flags,
     };
-    struct iovec iov[2] = {{hdrbuf, sizeof(hdrbuf)}, {(void *)payload, len}};
-    rov_status_t st;
 
     rov_wire_encode(hdrbuf, &hdr);
-    st = chan_send(chan, iov, len ? 2 : 1, NULL);
+}
+
+/* Send an encoded control frame; the rail copies it if it cannot go out at
+ * once. */
+static rov_status_t ctrl_send(struct rov_chan *chan, const uint8_t *hdrbuf, const void *payload,
+                              size_t len)
+{
+    struct rov_conn *conn = chan->conn;
+    struct iovec iov[2] = {{(void *)hdrbuf, ROV_WIRE_HDR_LEN}, {(void *)payload, len}};
+    rov_status_t st = chan_send(chan, iov, len ? 2 : 1, NULL);
+
     if (st < 0) {
         rov_conn_chan_failed(chan, st, "send of a control frame failed");
         return st;
@@ -199,22 +207,114 @@ static rov_status_t send_ctrl(struct rov_chan *chan, uint8_t type, uint32_t flag
     return ROV_OK;
 }
 
-static void send_hello(struct rov_chan *chan, uint8_t type, uint32_t flags, bool with_addr)
+static rov_status_t send_ctrl(struct rov_chan *chan, uint8_t type, uint32_t flags,
+                              const void *payload, size_t len)
+{
+    uint8_t hdrbuf[ROV_WIRE_HDR_LEN];
+
+    ctrl_hdr(chan, type, flags, len, hdrbuf);
+    return ctrl_send(chan, hdrbuf, payload, len);
+}
+
+static void conn_fail(struct rov_conn *conn, rov_status_t status, const char *why);
+
+/* Handshake authentication (auth.h) ------------------------------------------ */
+
+static bool hello_authentic(const uint8_t *key, const uint8_t *answered,
+                            const struct rov_wire_hdr *hdr, const uint8_t *payload,
+                            const struct rov_wire_hello *h)
+{
+    uint8_t hdrbuf[ROV_WIRE_HDR_LEN], mac[ROV_MAC_LEN];
+
+    rov_wire_encode(hdrbuf, hdr);
+    rov_auth_hello_mac(key, answered, hdrbuf, payload, hdr->len, mac);
+    return rov_auth_mac_equal(mac, h->mac);
+}
+
+/* The connection's secret, from the listener's endpoint key, both nonces of
+ * the first handshake and both ends' identities: only the two ends of this
+ * connection can compute it (the connector was given the listener's key). */
+static void derive_secret(const uint8_t *listener_key, const uint8_t *nonce_c,
+                          const uint8_t *nonce_l, const uint8_t *ep_c, uint64_t conn_c,
+                          const uint8_t *ep_l, uint64_t conn_l, uint8_t out[ROV_KEY_LEN])
+{
+    uint8_t ids[16];
+    struct rov_auth_piece pieces[5] = {
+        {nonce_c, ROV_NONCE_LEN}, {nonce_l, ROV_NONCE_LEN},
+        {ep_c, ROV_EP_ID_LEN},    {ep_l, ROV_EP_ID_LEN},
+        {ids, sizeof(ids)},
+    };
+
+    rov_put64(ids, conn_c);
+    rov_put64(ids + 8, conn_l);
+    rov_auth_mac(listener_key, "railover connection secret", pieces, 5, out);
+}
+
+/* Send a HELLO or a HELLO_ACK with its proof.  A HELLO's nonce is kept in
+ * chan->nonce (the answer's MAC covers it); a first HELLO goes under the
+ * peer's endpoint key, with our public address, any other under the
+ * connection's secret with the next counter.  A HELLO_ACK answers the HELLO
+ * whose nonce chan->nonce holds and carries `nonce` (the listener's half of
+ * the secret, on a first answer; otherwise fresh bytes). */
+static void send_hello(struct rov_chan *chan, uint8_t type, uint32_t flags, const uint8_t *nonce)
 {
     struct rov_conn *conn = chan->conn;
     rov_context_t *ctx = conn->ctx;
-    uint8_t buf[ROV_WIRE_HELLO_FIXED + sizeof(ctx->endpoint->blob)];
+    bool first = type == ROV_FT_HELLO && !conn->peer_id;
+    uint8_t hdrbuf[ROV_WIRE_HDR_LEN];
+    uint8_t buf[ROV_WIRE_HELLO_FIXED + sizeof(ctx->endpoint->pub_blob)];
     struct rov_wire_hello h = {
         .conn_id = conn->id, .peer_conn_id = conn->peer_id,
-        .rail = (uint16_t)chan->rail->index,
+        .rail = (uint16_t)chan->rail->index, .max_msg = ctx->config.max_msg,
     };
+    size_t len;
 
     memcpy(h.ep_id, ctx->ep_id, ROV_EP_ID_LEN);
-    if (with_addr && ctx->endpoint) {
-        h.addr = ctx->endpoint->blob;
-        h.addr_len = ctx->endpoint->blob_len;
+    if (type == ROV_FT_HELLO || !nonce) {
+        if (rov_auth_random(h.nonce, ROV_NONCE_LEN) != ROV_OK) {
+            rov_conn_chan_failed(chan, ROV_ERR_IO, "no random bytes for a handshake");
+            return;
+        }
+    } else {
+        memcpy(h.nonce, nonce, ROV_NONCE_LEN);
     }
-    send_ctrl(chan, type, flags, buf, rov_wire_hello_encode(buf, &h));
+    if (type == ROV_FT_HELLO) {
+        memcpy(chan->nonce, h.nonce, ROV_NONCE_LEN);
+        if (!first) {
+            h.ctr = ++conn->hello_tx_ctr;
+        } else if (ctx->endpoint) {
+            h.addr = ctx->endpoint->pub_blob;
+            h.addr_len = ctx->endpoint->blob_len;
+        }
+    }
+    len = rov_wire_hello_encode(buf, &h);
+    ctrl_hdr(chan, type, flags, len, hdrbuf);
+    rov_auth_hello_mac(first ? conn->peer.key : conn->secret,
+              type == ROV_FT_HELLO_ACK ? chan->nonce : NULL, hdrbuf, buf, len,
+              buf + len - ROV_MAC_LEN);
+    ctrl_send(chan, hdrbuf, buf, len);
+}
+
+/* The peer's largest message, from its handshake: our sends are held to
+ * it.  A message already queued that it would refuse fails the connection
+ * once, naming both settings (a peer that closed the channel on it instead
+ * would make this side reconnect for ever).  False when it did. */
+static bool learn_peer_max(struct rov_conn *conn, uint64_t peer_max)
+{
+    size_t own = conn->ctx->config.max_msg;
+
+    conn->peer_max_msg = peer_max;
+    conn->max_send = peer_max < own ? (size_t)peer_max : own;
+    for (struct rov_msg *m = conn->tx.head; m; m = m->next) {
+        if (m->len > conn->max_send) {
+            rov_error("conn", "conn %llu: a queued message of %zu bytes is larger than the "
+                      "peer accepts (its RAILOVER_MAX_MSG is %llu, ours %zu): connection failed",
+                      (unsigned long long)conn->id, m->len, (unsigned long long)peer_max, own);
+            conn_fail(conn, ROV_ERR_MSGSIZE, "message larger than the peer's RAILOVER_MAX_MSG");
+            return false;
+        }
+    }
+    return true;
 }
 
 /* Any open, handshaken channel of the connection, the sending one first. */
@@ -478,6 +578,11 @@ rov_status_t rov_conn_connect(rov_endpoint_t *ep, const void *addr, size_t addr_
     if (!conn)
         return ROV_ERR_NOMEM;
     st = set_peer_addr(conn, addr, addr_len, &why);
+    if (st == ROV_OK && rov_auth_key_is_zero(conn->peer.key)) {
+        why = "the address blob has no key (a copy taken from a handshake? use the blob "
+              "rov_endpoint_address() gave)";
+        st = ROV_ERR_INVAL;
+    }
     if (st != ROV_OK) {
         rov_error("conn", "cannot connect: %s", why);
         goto err;
@@ -517,6 +622,21 @@ rov_status_t rov_conn_close(rov_conn_t *conn)
     return ROV_ERR_BUSY;
 }
 
+/* A send larger than this side or the peer accepts is refused; said once
+ * per connection when it is the peer's limit that refuses it. */
+static ROV_COLD rov_status_t send_too_large(struct rov_conn *conn, size_t len)
+{
+    size_t own = conn->ctx->config.max_msg;
+
+    if (len <= own && !conn->msgsize_said) {
+        conn->msgsize_said = true;
+        rov_warn("conn", "conn %llu: send of %zu bytes refused: the peer's RAILOVER_MAX_MSG is "
+                 "%llu (ours %zu)", (unsigned long long)conn->id, len,
+                 (unsigned long long)conn->peer_max_msg, own);
+    }
+    return ROV_ERR_MSGSIZE;
+}
+
 ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf,
                                          size_t len, const rov_send_params_t *params)
 {
@@ -528,8 +648,8 @@ ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const v
     if ((conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CONNECTING) ||
         conn->peer_closed)
         return ROV_ERR_CLOSED;
-    if (len > cfg->max_msg)
-        return ROV_ERR_MSGSIZE;
+    if (len > conn->max_send)
+        return send_too_large(conn, len);
     if ((!copy || (flags & ROV_SEND_NOTIFY_DELIVERED)) && (!params || !params->cb))
         return ROV_ERR_INVAL;
     if (len && !buf)
@@ -707,14 +827,18 @@ static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
         return;
     }
     if (hdr->seq > conn->rx_seq + 1) {
+        /* Held within RAILOVER_REORDER_MSGS and _BYTES; beyond, dropped: the
+         * RESEND below (one per gap) rewinds the peer to before it. */
         rov_status_t st = rov_reorder_insert(&conn->reorder, conn->rx_seq + 1, hdr->seq,
-                                             hdr->tag, payload, hdr->len);
+                                             hdr->tag, payload, hdr->len, cfg->reorder_bytes);
         struct rov_chan *chan;
 
         if (st == ROV_OK)
             conn->stats.reordered++;
-        rov_debug("conn", "conn %llu: early seq %llu, expected %llu", (unsigned long long)conn->id,
-                  (unsigned long long)hdr->seq, (unsigned long long)conn->rx_seq + 1);
+        rov_debug("conn", "conn %llu: early seq %llu, expected %llu%s",
+                  (unsigned long long)conn->id, (unsigned long long)hdr->seq,
+                  (unsigned long long)conn->rx_seq + 1,
+                  st == ROV_ERR_AGAIN ? ", beyond the reorder buffer: dropped" : "");
         if (conn->resend_asked != conn->rx_seq + 1 && (chan = any_ready_chan(conn))) {
             conn->resend_asked = conn->rx_seq + 1;
             send_ctrl(chan, ROV_FT_RESEND, 0, NULL, 0);
@@ -785,7 +909,7 @@ static void adopt(struct rov_conn *conn, struct rov_chan *chan, uint32_t flags, 
     if (!apply_ack(conn, chan, ack))
         return;
     follow = (flags & ROV_HF_SWITCH) && peer_moves(conn, chan, flags);
-    send_hello(chan, ROV_FT_HELLO_ACK, follow ? ROV_HF_SWITCH : 0, false);
+    send_hello(chan, ROV_FT_HELLO_ACK, follow ? ROV_HF_SWITCH : 0, NULL);
     /* A new channel of the rail we send on: resume from what the peer has. */
     if (chan->conn == conn && conn->tx_rail == rail)
         peer_synced(conn, chan, ack);
@@ -809,8 +933,17 @@ static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_h
     if (h.rail != rail)
         return protocol_error(chan, "hello names another rail than the one it came on");
     if (h.peer_conn_id == 0) {
+        uint8_t nonce_l[ROV_NONCE_LEN];
+
         if (!h.addr)
             return protocol_error(chan, "first hello without an address");
+        if (!hello_authentic(ctx->ep_key, NULL, hdr, payload, &h))
+            return protocol_error(chan, "hello not authenticated: the peer does not hold this "
+                                        "endpoint's address key");
+        if (rov_auth_random(nonce_l, sizeof(nonce_l)) != ROV_OK) {
+            rov_ctx_chan_close(chan);
+            return;
+        }
         conn = rov_conn_new(ctx);
         if (!conn) {
             rov_error("conn", "out of memory accepting a connection");
@@ -824,13 +957,21 @@ static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_h
             return protocol_error(chan, why[0] ? why : "hello address of another endpoint");
         }
         conn->peer_id = h.conn_id;
+        conn->peer_max_msg = h.max_msg;
+        if (h.max_msg < conn->max_send)
+            conn->max_send = (size_t)h.max_msg;
+        derive_secret(ctx->ep_key, h.nonce, nonce_l, h.ep_id, h.conn_id, ctx->ep_id, conn->id,
+                      conn->secret);
+        conn->has_secret = true;
+        memcpy(chan->nonce, h.nonce, ROV_NONCE_LEN);
         conn->tx_rail = rail;
         conn->tx_chan_serial = chan->serial;
         conn->chans[rail] = chan;
         chan->conn = conn;
+        chan->authed = 1;
         chan->handshaken = 1;
         conn_set_state(conn, ROV_CONN_ESTABLISHED, "accepted");
-        send_hello(chan, ROV_FT_HELLO_ACK, 0, false);
+        send_hello(chan, ROV_FT_HELLO_ACK, 0, nonce_l);
         rov_ctx_event(ctx, ROV_EVENT_CONN_ACCEPTED, conn, ROV_OK, -1, rail, "accepted");
         if (conn->state == ROV_CONN_ESTABLISHED)
             rov_fo_conn_up(conn);
@@ -850,6 +991,14 @@ static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_h
     }
     if (conn->peer_id != h.conn_id || memcmp(conn->peer.ep_id, h.ep_id, ROV_EP_ID_LEN) != 0)
         return protocol_error(chan, "hello for a connection of another peer");
+    if (!conn->has_secret || !hello_authentic(conn->secret, NULL, hdr, payload, &h))
+        return protocol_error(chan, "hello not authenticated: the peer does not hold the "
+                                    "connection's secret");
+    if (!rov_replay_fresh(&conn->hello_rx, h.ctr))
+        return protocol_error(chan, "hello replayed: its counter was used before");
+    rov_replay_accept(&conn->hello_rx, h.ctr);
+    memcpy(chan->nonce, h.nonce, ROV_NONCE_LEN);
+    chan->authed = 1;
     if (conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CLOSING) {
         rov_ctx_chan_close(chan);
         return;
@@ -883,6 +1032,23 @@ static ROV_COLD void handle_hello_ack(struct rov_conn *conn, struct rov_chan *ch
     if (h.peer_conn_id != conn->id || memcmp(h.ep_id, conn->peer.ep_id, ROV_EP_ID_LEN) != 0 ||
         (conn->peer_id && h.conn_id != conn->peer_id))
         return protocol_error(chan, "hello ack from the wrong connection");
+    if (!conn->has_secret) {
+        uint8_t secret[ROV_KEY_LEN];
+
+        derive_secret(conn->peer.key, chan->nonce, h.nonce, conn->ctx->ep_id, conn->id,
+                      h.ep_id, h.conn_id, secret);
+        if (!hello_authentic(secret, chan->nonce, hdr, payload, &h))
+            return protocol_error(chan, "hello ack not authenticated: the listener does not "
+                                        "hold its address key");
+        memcpy(conn->secret, secret, ROV_KEY_LEN);
+        conn->has_secret = true;
+    } else if (!hello_authentic(conn->secret, chan->nonce, hdr, payload, &h)) {
+        return protocol_error(chan, "hello ack not authenticated: the peer does not hold the "
+                                    "connection's secret");
+    }
+    chan->authed = 1;
+    if (!learn_peer_max(conn, h.max_msg))
+        return;
     chan->handshaken = 1;
     if (!conn->peer_id) {
         /* First handshake (the connection may already be closing). */
@@ -1044,12 +1210,10 @@ void rov_conn_chan_connected(struct rov_chan *chan)
 
     if (!conn)
         return;
-    if (!conn->peer_id)
-        send_hello(chan, ROV_FT_HELLO, 0, true);
-    else
-        send_hello(chan, ROV_FT_HELLO,
-                   conn->tx_rail == chan->rail->index ? conn->switch_tag | hold_flag(conn) : 0,
-                   false);
+    send_hello(chan, ROV_FT_HELLO,
+               conn->peer_id && conn->tx_rail == chan->rail->index
+                   ? conn->switch_tag | hold_flag(conn) : 0,
+               NULL);
 }
 
 void rov_conn_chan_failed(struct rov_chan *chan, rov_status_t status, const char *why)

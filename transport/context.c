@@ -3,11 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/random.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "transport/auth.h"
 #include "transport/control.h"
 #include "transport/core.h"
 #include "transport/log.h"
@@ -334,8 +334,8 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
     ctx->event_cb = params->event_cb;
     ctx->arg = params->arg;
     ctx->next_conn_id = 1;
-    if (getrandom(ctx->ep_id, sizeof(ctx->ep_id), 0) != (ssize_t)sizeof(ctx->ep_id)) {
-        rov_error("core", "getrandom: %m");
+    if (rov_auth_random(ctx->ep_id, sizeof(ctx->ep_id)) != ROV_OK ||
+        rov_auth_random(ctx->ep_key, sizeof(ctx->ep_key)) != ROV_OK) {
         st = ROV_ERR_IO;
         goto err_free;
     }
@@ -449,6 +449,7 @@ rov_status_t rov_endpoint_create(rov_context_t *ctx, rov_endpoint_t **ep_p)
         return ROV_ERR_NOMEM;
     ep->ctx = ctx;
     memcpy(wa.ep_id, ctx->ep_id, ROV_EP_ID_LEN);
+    memset(wa.key, 0, ROV_KEY_LEN);
     wa.nrails = (unsigned)ctx->nrails;
     for (int i = 0; i < ctx->nrails; i++) {
         struct rov_rail *rail = ctx->rails[i];
@@ -466,7 +467,9 @@ rov_status_t rov_endpoint_create(rov_context_t *ctx, rov_endpoint_t **ep_p)
         wa.rails[i].addr = addrs[i];
         wa.rails[i].addr_len = len;
     }
-    ep->blob_len = rov_wire_addr_encode(ep->blob, sizeof(ep->blob), &wa);
+    ep->blob_len = rov_wire_addr_encode(ep->pub_blob, sizeof(ep->pub_blob), &wa);
+    memcpy(wa.key, ctx->ep_key, ROV_KEY_LEN);
+    rov_wire_addr_encode(ep->blob, sizeof(ep->blob), &wa);
     ctx->endpoint = ep;
     *ep_p = ep;
     return ROV_OK;
@@ -532,6 +535,8 @@ struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, s
     chan->state = ROV_CHAN_CONNECTING;
     chan->conn = NULL;
     chan->outbound = 1;
+    chan->authed = 0;
+    chan->born_ns = rov_now_ns();
     chan->handshaken = 0;
     chan->parked = 0;
     chan->silent = 0;
@@ -545,6 +550,8 @@ void rov_rail_accepted(struct rov_rail *rail, struct rov_chan *chan)
     chan->state = ROV_CHAN_OPEN;
     chan->conn = NULL;
     chan->outbound = 0;
+    chan->authed = 0;
+    chan->born_ns = rov_now_ns();
     chan->handshaken = 0;
     chan->parked = 0;
     chan->silent = 0;
@@ -568,8 +575,8 @@ ROV_HOT void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len)
     if (chan->state != ROV_CHAN_OPEN || __builtin_expect(chan->silent, 0))
         return;
     ctx->frames++;
-    if (!rov_wire_decode_data(frame, len, ctx->config.max_msg, &hdr) &&
-        (rov_wire_decode(frame, len, ctx->config.max_msg, &hdr, &why) != ROV_OK ||
+    if (!rov_wire_decode_data(frame, len, rov_chan_rx_max_payload(chan), &hdr) &&
+        (rov_wire_decode(frame, len, rov_chan_rx_max_payload(chan), &hdr, &why) != ROV_OK ||
          ROV_WIRE_HDR_LEN + (size_t)hdr.len != len)) {
         rov_conn_chan_failed(chan, ROV_ERR_PROTO, why[0] ? why : "frame length mismatch");
         return;

@@ -23,8 +23,9 @@ enum rov_conn_state {
 
 struct rov_endpoint {
     rov_context_t *ctx;
-    uint8_t blob[512];
+    uint8_t blob[512];     /* with the key: given out of band only */
     size_t blob_len;
+    uint8_t pub_blob[512]; /* the same with the key zeroed: a first HELLO's */
 };
 
 /* Fields in the order the per-message paths touch them (send, receive,
@@ -40,6 +41,7 @@ struct rov_conn {
     bool in_ack_list;
     bool push_more;                   /* rov_conn_push() stopped at its budget */
     struct rov_chan *chans[ROV_MAX_RAILS]; /* adopted channel per rail */
+    size_t max_send;                  /* RAILOVER_MAX_MSG here and at the peer */
     struct rov_retain tx;             /* retained sends */
     uint64_t rx_seq;                  /* last delivered in order */
     uint64_t rx_acked;                /* last ack value we sent */
@@ -59,6 +61,13 @@ struct rov_conn {
     struct rov_wire_addr peer;        /* decoded peer address (points into peer_blob) */
     uint8_t peer_blob[512];
     size_t peer_blob_len;
+    /* Handshake authentication (auth.h). */
+    bool has_secret;                  /* secret agreed (first HELLO_ACK) */
+    uint8_t secret[ROV_KEY_LEN];
+    uint64_t hello_tx_ctr;            /* last counter of a reconnect HELLO we sent */
+    struct rov_replay hello_rx;       /* counters of the peer's we accepted */
+    uint64_t peer_max_msg;            /* the peer's RAILOVER_MAX_MSG, 0 until known */
+    bool msgsize_said;                /* a send refused for it was logged */
 };
 
 /* Hot fields first (the progress call, the per-message paths).  Allocated
@@ -87,6 +96,7 @@ struct rov_context {
     struct rov_watch timer;           /* timerfd: a sleeper's deadlines */
     uint64_t timer_set_ns;            /* when it fires (monotonic), 0: not set */
     uint8_t ep_id[ROV_EP_ID_LEN];
+    uint8_t ep_key[ROV_KEY_LEN];      /* in the endpoint's blob (auth.h) */
     rov_endpoint_t *endpoint;         /* at most one listening endpoint */
     struct rov_conn *conns;           /* all live connections */
     struct rov_chan *chans;           /* every channel not yet closed */

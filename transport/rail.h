@@ -24,6 +24,7 @@
 #include "railover/railover.h"
 #include "transport/compiler.h"
 #include "transport/config.h"
+#include "transport/wire.h"
 
 #define rov_container_of(ptr, type, member) \
     ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
@@ -54,10 +55,14 @@ struct rov_chan {
     unsigned outbound : 1;     /* we connected it */
     unsigned handshaken : 1;   /* HELLO/HELLO_ACK exchange complete */
     unsigned parked : 1;       /* lost a connect race; kept in reserve */
+    unsigned authed : 1;       /* the peer proved its key (HELLO or HELLO_ACK
+                                * MAC): frames up to RAILOVER_MAX_MSG accepted */
     unsigned silent : 1;       /* RAILOVER_FAULT: drops every frame both ways */
     uint64_t silent_since_ns;
     uint32_t hello_flags;      /* parked: the HELLO that came on it */
     uint64_t hello_ack;
+    uint64_t born_ns;          /* accepted or connected at (handshake timeout) */
+    uint8_t nonce[ROV_NONCE_LEN]; /* outbound: our HELLO's; accepted: the peer's */
     struct rov_chan *next;     /* context's list of channels */
 };
 
@@ -207,6 +212,16 @@ struct rov_rail {
      * transport/compiler.h). */
     struct rov_rail_ops ops;
 };
+
+/** Largest payload a rail may accept, and buffer, for the next frame on
+ * chan: RAILOVER_MAX_MSG once the peer is authenticated, before that only
+ * a handshake frame (ROV_WIRE_HELLO_MAX), so that nobody who has not
+ * proved the address blob's key makes a rail hold more memory than that.
+ * Rails evaluate it per frame (the handshake's own frame raises it). */
+static inline size_t rov_chan_rx_max_payload(const struct rov_chan *chan)
+{
+    return chan->authed ? chan->rail->max_frame - ROV_WIRE_HDR_LEN : ROV_WIRE_HELLO_MAX;
+}
 
 /* Registry ----------------------------------------------------------------- */
 

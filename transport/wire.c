@@ -34,7 +34,9 @@ rov_status_t rov_wire_decode(const void *buf, size_t avail, size_t max_payload,
         return ROV_ERR_PROTO;
     }
     if (hdr->len > max_payload) {
-        *why_p = "frame longer than RAILOVER_MAX_MSG";
+        *why_p = max_payload == ROV_WIRE_HELLO_MAX
+                     ? "frame longer than a handshake frame before authentication"
+                     : "frame longer than RAILOVER_MAX_MSG";
         return ROV_ERR_PROTO;
     }
     if (hdr->type != ROV_FT_DATA && hdr->type != ROV_FT_HELLO && hdr->type != ROV_FT_HELLO_ACK &&
@@ -87,8 +89,12 @@ size_t rov_wire_hello_encode(void *buf, const struct rov_wire_hello *hello)
     rov_put64(p + 24, hello->peer_conn_id);
     rov_put16(p + 32, hello->rail);
     rov_put16(p + 34, (uint16_t)hello->addr_len);
+    rov_put64(p + 36, hello->max_msg);
+    rov_put64(p + 44, hello->ctr);
+    memcpy(p + 52, hello->nonce, ROV_NONCE_LEN);
     if (hello->addr_len)
-        memcpy(p + ROV_WIRE_HELLO_FIXED, hello->addr, hello->addr_len);
+        memcpy(p + ROV_WIRE_HELLO_MAC_OFF, hello->addr, hello->addr_len);
+    memset(p + ROV_WIRE_HELLO_MAC_OFF + hello->addr_len, 0, ROV_MAC_LEN);
     return ROV_WIRE_HELLO_FIXED + hello->addr_len;
 }
 
@@ -106,6 +112,9 @@ rov_status_t rov_wire_hello_decode(const void *buf, size_t len, struct rov_wire_
     hello->peer_conn_id = rov_get64(p + 24);
     hello->rail = rov_get16(p + 32);
     hello->addr_len = rov_get16(p + 34);
+    hello->max_msg = rov_get64(p + 36);
+    hello->ctr = rov_get64(p + 44);
+    memcpy(hello->nonce, p + 52, ROV_NONCE_LEN);
     if (hello->conn_id == 0) {
         *why_p = "hello with connection id 0";
         return ROV_ERR_PROTO;
@@ -114,13 +123,18 @@ rov_status_t rov_wire_hello_decode(const void *buf, size_t len, struct rov_wire_
         *why_p = "hello address length does not match the frame";
         return ROV_ERR_PROTO;
     }
-    hello->addr = hello->addr_len ? p + ROV_WIRE_HELLO_FIXED : NULL;
+    if (hello->max_msg == 0 || hello->max_msg > UINT32_MAX) {
+        *why_p = "hello with a largest message out of range";
+        return ROV_ERR_PROTO;
+    }
+    hello->addr = hello->addr_len ? p + ROV_WIRE_HELLO_MAC_OFF : NULL;
+    hello->mac = p + ROV_WIRE_HELLO_MAC_OFF + hello->addr_len;
     return ROV_OK;
 }
 
 size_t rov_wire_addr_size(const struct rov_wire_addr *addr)
 {
-    size_t n = 4 + 1 + 1 + ROV_EP_ID_LEN;
+    size_t n = 4 + 1 + 1 + ROV_EP_ID_LEN + ROV_KEY_LEN;
 
     for (unsigned i = 0; i < addr->nrails; i++)
         n += 1 + 1 + strlen(addr->rails[i].kind) + 2 + addr->rails[i].addr_len;
@@ -138,7 +152,8 @@ size_t rov_wire_addr_encode(void *buf, size_t cap, const struct rov_wire_addr *a
     p[4] = ROV_WIRE_VERSION;
     p[5] = (uint8_t)addr->nrails;
     memcpy(p + 6, addr->ep_id, ROV_EP_ID_LEN);
-    p += 6 + ROV_EP_ID_LEN;
+    memcpy(p + 6 + ROV_EP_ID_LEN, addr->key, ROV_KEY_LEN);
+    p += 6 + ROV_EP_ID_LEN + ROV_KEY_LEN;
     for (unsigned i = 0; i < addr->nrails; i++) {
         size_t kl = strlen(addr->rails[i].kind);
 
@@ -159,7 +174,7 @@ rov_status_t rov_wire_addr_decode(const void *buf, size_t len, struct rov_wire_a
 {
     const uint8_t *p = buf, *end = p + len;
 
-    if (len < 6 + ROV_EP_ID_LEN) {
+    if (len < 6 + ROV_EP_ID_LEN + ROV_KEY_LEN) {
         *why_p = "address blob too short";
         return ROV_ERR_INVAL;
     }
@@ -177,7 +192,8 @@ rov_status_t rov_wire_addr_decode(const void *buf, size_t len, struct rov_wire_a
         return ROV_ERR_INVAL;
     }
     memcpy(addr->ep_id, p + 6, ROV_EP_ID_LEN);
-    p += 6 + ROV_EP_ID_LEN;
+    memcpy(addr->key, p + 6 + ROV_EP_ID_LEN, ROV_KEY_LEN);
+    p += 6 + ROV_EP_ID_LEN + ROV_KEY_LEN;
     for (unsigned i = 0; i < addr->nrails; i++) {
         size_t kl, al;
 

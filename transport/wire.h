@@ -32,9 +32,10 @@
 #include <string.h>
 
 #include "railover/railover.h"
+#include "transport/auth.h"
 
 #define ROV_WIRE_MAGIC 0x5652u
-#define ROV_WIRE_VERSION 1
+#define ROV_WIRE_VERSION 2
 #define ROV_WIRE_HDR_LEN 32
 #define ROV_EP_ID_LEN 16
 
@@ -82,19 +83,45 @@ struct rov_wire_hdr {
     uint32_t tag;
 };
 
-/* HELLO payload: who is connecting, to which connection, and (on a first
- * connect) the connector's endpoint address so the acceptor can reach back
- * on other rails. */
+/* HELLO / HELLO_ACK payload: who is connecting, to which connection, and
+ * (on a first connect) the connector's endpoint address in its public form
+ * (key zeroed), so the acceptor can reach back on other rails; then the
+ * proof (transport/auth.h).
+ *
+ *   0 ep_id[16]  sender's endpoint
+ *  16 u64 conn_id       sender's connection id (non-zero)
+ *  24 u64 peer_conn_id  receiver's connection id, 0 on a first HELLO
+ *  32 u16 rail          sender's rail index of this channel
+ *  34 u16 addr_len
+ *  36 u64 max_msg       the sender's RAILOVER_MAX_MSG: the largest message
+ *                       it accepts
+ *  44 u64 ctr           reconnect HELLO: the sender's handshake counter for
+ *                       the connection (anti-replay, from 1); else 0
+ *  52 nonce[16]         fresh random bytes
+ *  68 addr[addr_len]
+ *  .. mac[32]           HMAC-SHA256 (auth.h) over a label, for a HELLO_ACK
+ *                       the nonce of the HELLO it answers, the 32-byte
+ *                       header and the payload before the MAC: under the
+ *                       listener's endpoint key for a first HELLO, under
+ *                       the connection's secret for everything else. */
 struct rov_wire_hello {
-    uint8_t ep_id[ROV_EP_ID_LEN]; /* sender's endpoint */
-    uint64_t conn_id;             /* sender's connection id (non-zero) */
-    uint64_t peer_conn_id;        /* receiver's connection id, 0 if unknown */
-    uint16_t rail;                /* sender's rail index of this channel */
-    const void *addr;             /* sender's endpoint address blob, may be empty */
+    uint8_t ep_id[ROV_EP_ID_LEN];
+    uint64_t conn_id;
+    uint64_t peer_conn_id;
+    uint16_t rail;
+    uint64_t max_msg;
+    uint64_t ctr;
+    uint8_t nonce[ROV_NONCE_LEN];
+    const void *addr;             /* endpoint address blob, may be empty */
     size_t addr_len;
+    const uint8_t *mac;           /* decode: points into the payload */
 };
 
-#define ROV_WIRE_HELLO_FIXED (ROV_EP_ID_LEN + 8 + 8 + 2 + 2)
+#define ROV_WIRE_HELLO_MAC_OFF 68
+#define ROV_WIRE_HELLO_FIXED (ROV_WIRE_HELLO_MAC_OFF + ROV_MAC_LEN)
+/* Largest HELLO/HELLO_ACK payload: what a rail accepts on a channel whose
+ * peer has not authenticated yet (rov_chan_rx_max_payload()). */
+#define ROV_WIRE_HELLO_MAX 1024
 
 /* rov_wire_encode(hdr): inline, below the integer helpers it uses. */
 
@@ -110,7 +137,8 @@ rov_status_t rov_wire_decode(const void *buf, size_t avail, size_t max_payload,
 rov_status_t rov_wire_peek(const void *buf, size_t avail, size_t max_payload,
                            size_t *frame_len_p, const char **why_p);
 
-/** Encode a HELLO payload; returns its length (ROV_WIRE_HELLO_FIXED + addr). */
+/** Encode a HELLO payload but its MAC (left zero, in the last ROV_MAC_LEN
+ * bytes); returns its length (ROV_WIRE_HELLO_FIXED + addr). */
 size_t rov_wire_hello_encode(void *buf, const struct rov_wire_hello *hello);
 /** Decode a HELLO payload; pointers refer into buf. */
 rov_status_t rov_wire_hello_decode(const void *buf, size_t len, struct rov_wire_hello *hello,
@@ -124,7 +152,8 @@ rov_status_t rov_wire_ep_id_parse(const char *hex, uint8_t *id);
 
 /* Endpoint address blob (rov_endpoint_address()):
  *   u32 magic 0x41564f52 ("ROVA"), u8 version, u8 rail count, 16-byte ep id,
- *   then per rail: u8 rail index, u8 kind length, kind ("tcp"), u16 address
+ *   32-byte endpoint key (auth.h; all zero in the public form a HELLO
+ *   carries), then per rail: u8 rail index, u8 kind length, kind ("tcp"), u16 address
  *   length, rail address bytes (rail-specific). */
 #define ROV_ADDR_MAGIC 0x41564f52u
 #define ROV_ADDR_MAX_RAILS 16
@@ -132,6 +161,7 @@ rov_status_t rov_wire_ep_id_parse(const char *hex, uint8_t *id);
 
 struct rov_wire_addr {
     uint8_t ep_id[ROV_EP_ID_LEN];
+    uint8_t key[ROV_KEY_LEN];
     unsigned nrails;
     struct {
         unsigned index;

@@ -3,7 +3,13 @@
  * the transport trusts it.  Each input is tried as a frame stream (peek and
  * decode, then the HELLO payload of a whole HELLO frame) and as an endpoint
  * address blob.  Beyond "no crash, no sanitizer report", it checks that the
- * decoders agree with each other and with their own encoders.
+ * decoders agree with each other and with their own encoders, and that the
+ * handshake's authentication (auth.c) holds on whatever a HELLO says: a
+ * HELLO checked against FUZZ_KEY passes only if its MAC is that key's (the
+ * corpus has one that is), a MAC made with the key passes, and any change
+ * to a covered byte, or another key, or the HELLO_ACK's answered nonce,
+ * fails it; the reconnect counters' replay window accepts each counter
+ * once.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -24,7 +30,58 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         }                                                                            \
     } while (0)
 
-static void check_hello(const uint8_t *payload, size_t len)
+/* The key of the corpus's authentic HELLO (make_corpus.py). */
+static const uint8_t FUZZ_KEY[ROV_KEY_LEN] = "railover fuzz endpoint key 0123";
+
+static bool authentic(const uint8_t *key, const uint8_t *answered, const uint8_t *hdr,
+                      const uint8_t *payload, size_t len, const uint8_t *mac)
+{
+    uint8_t want[ROV_MAC_LEN];
+
+    rov_auth_hello_mac(key, answered, hdr, payload, len, want);
+    return rov_auth_mac_equal(want, mac);
+}
+
+/* A decoded HELLO payload with the header it came with (hdr, or NULL for a
+ * payload on its own). */
+static void check_auth(const uint8_t *hdr, const uint8_t *payload, size_t len,
+                       const struct rov_wire_hello *h)
+{
+    static const uint8_t zero_hdr[ROV_WIRE_HDR_LEN];
+    uint8_t other[ROV_KEY_LEN], *sealed;
+    size_t flip;
+    struct rov_replay r = {0, 0};
+
+    if (!hdr)
+        hdr = zero_hdr;
+    memcpy(other, FUZZ_KEY, sizeof(other));
+    other[0] ^= 1;
+    /* The MAC as it came: another key never accepts what FUZZ_KEY does. */
+    if (authentic(FUZZ_KEY, NULL, hdr, payload, len, h->mac))
+        CHECK(!authentic(other, NULL, hdr, payload, len, h->mac));
+    /* Sealed with FUZZ_KEY: passes; a flipped covered byte or another key
+     * or an answered nonce does not. */
+    sealed = malloc(len);
+    CHECK(sealed != NULL);
+    memcpy(sealed, payload, len);
+    rov_auth_hello_mac(FUZZ_KEY, NULL, hdr, sealed, len, sealed + len - ROV_MAC_LEN);
+    CHECK(authentic(FUZZ_KEY, NULL, hdr, sealed, len, sealed + len - ROV_MAC_LEN));
+    CHECK(!authentic(other, NULL, hdr, sealed, len, sealed + len - ROV_MAC_LEN));
+    CHECK(!authentic(FUZZ_KEY, h->nonce, hdr, sealed, len, sealed + len - ROV_MAC_LEN));
+    flip = (h->conn_id ^ h->ctr) % (len - ROV_MAC_LEN);
+    sealed[flip] ^= 0x80;
+    CHECK(!authentic(FUZZ_KEY, NULL, hdr, sealed, len, sealed + len - ROV_MAC_LEN));
+    free(sealed);
+    /* The replay window: each counter accepted once, 0 never. */
+    CHECK(!rov_replay_fresh(&r, 0));
+    for (uint64_t c = h->ctr; c < h->ctr + 3 && c != 0; c++) {
+        CHECK(rov_replay_fresh(&r, c));
+        rov_replay_accept(&r, c);
+        CHECK(!rov_replay_fresh(&r, c));
+    }
+}
+
+static void check_hello(const uint8_t *hdr, const uint8_t *payload, size_t len)
 {
     struct rov_wire_hello h;
     const char *why = NULL;
@@ -35,11 +92,13 @@ static void check_hello(const uint8_t *payload, size_t len)
         return;
     }
     CHECK(h.conn_id != 0);
+    CHECK(h.max_msg != 0 && h.max_msg <= UINT32_MAX);
     CHECK(ROV_WIRE_HELLO_FIXED + h.addr_len == len);
+    CHECK(h.mac == payload + len - ROV_MAC_LEN);
     if (h.addr_len) {
         const uint8_t *a = h.addr;
 
-        CHECK(a == payload + ROV_WIRE_HELLO_FIXED);
+        CHECK(a == payload + ROV_WIRE_HELLO_MAC_OFF);
     } else {
         CHECK(h.addr == NULL);
     }
@@ -47,8 +106,10 @@ static void check_hello(const uint8_t *payload, size_t len)
     again = malloc(len);
     CHECK(again != NULL);
     CHECK(rov_wire_hello_encode(again, &h) == len);
-    CHECK(memcmp(again, payload, len) == 0);
+    /* The same bytes but the MAC, which the encoder leaves for the caller. */
+    CHECK(memcmp(again, payload, len - ROV_MAC_LEN) == 0);
     free(again);
+    check_auth(hdr, payload, len, &h);
 }
 
 /* The receive path's inline decoder (rov_wire_decode_data) takes the input
@@ -137,7 +198,7 @@ static void check_frame(const uint8_t *data, size_t size, size_t max_payload)
 
         CHECK(payload != NULL);
         memcpy(payload, data + ROV_WIRE_HDR_LEN, hdr.len);
-        check_hello(payload, hdr.len);
+        check_hello(data, payload, hdr.len);
         free(payload);
     }
 }
@@ -186,6 +247,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_frame(data, size, UINT32_MAX);
     check_addr(data, size);
     /* A HELLO payload may also be the input as a whole. */
-    check_hello(data, size);
+    check_hello(NULL, data, size);
     return 0;
 }

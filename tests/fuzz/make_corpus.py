@@ -5,16 +5,21 @@ endpoint address blobs in the layout of transport/wire.h.
 Usage: make_corpus.py [DIR]   (default: the corpus/ directory next to this file)
 The files are checked in; rerun this after a wire format change.
 """
+import hashlib
+import hmac
 import os
 import struct
 import sys
 
 WIRE_MAGIC = 0x5652
-WIRE_VERSION = 1
+WIRE_VERSION = 2
 ADDR_MAGIC = 0x41564F52
 FT_DATA, FT_ACK, FT_HELLO, FT_HELLO_ACK, FT_SWITCH, FT_RESEND, FT_CLOSE = range(1, 8)
 HF_SWITCH, HF_REPLY = 1, 2
 EP_ID = bytes(range(0x10, 0x20))
+KEY = bytes(range(0x40, 0x60))      # an address blob's endpoint key
+FUZZ_KEY = b"railover fuzz endpoint key 0123\0"  # fuzz_wire.c's FUZZ_KEY
+MAC_LEN = 32
 
 
 def frame(ftype, payload=b"", seq=0, ack=0, tag=0):
@@ -23,12 +28,22 @@ def frame(ftype, payload=b"", seq=0, ack=0, tag=0):
     return hdr + payload
 
 
-def hello(conn_id, peer_conn_id=0, rail=0, addr=b""):
-    return EP_ID + struct.pack("<QQHH", conn_id, peer_conn_id, rail, len(addr)) + addr
+def hello(conn_id, peer_conn_id=0, rail=0, addr=b"", max_msg=1 << 20, ctr=0,
+          nonce=bytes(range(16))):
+    """A HELLO payload with its MAC left zero (wire.h)."""
+    return (EP_ID + struct.pack("<QQHHQQ", conn_id, peer_conn_id, rail, len(addr), max_msg, ctr)
+            + nonce + addr + bytes(MAC_LEN))
+
+
+def sealed_hello_frame(key, payload, tag=0):
+    """A HELLO frame whose MAC is key's (auth.c: rov_auth_hello_mac)."""
+    hdr = frame(FT_HELLO, payload, tag=tag)[:32]
+    mac = hmac.new(key, b"railover hello\0" + hdr + payload[:-MAC_LEN], hashlib.sha256).digest()
+    return hdr + payload[:-MAC_LEN] + mac
 
 
 def addr_blob(rails):
-    out = struct.pack("<IBB", ADDR_MAGIC, WIRE_VERSION, len(rails)) + EP_ID
+    out = struct.pack("<IBB", ADDR_MAGIC, WIRE_VERSION, len(rails)) + EP_ID + KEY
     for index, kind, addr in rails:
         out += struct.pack("<BB", index, len(kind)) + kind + struct.pack("<H", len(addr)) + addr
     return out
@@ -56,6 +71,8 @@ def main():
         "frame-close": frame(FT_CLOSE, ack=2**64 - 1),
         "stream-data-ack": frame(FT_DATA, b"x" * 40, seq=2, ack=1) + frame(FT_ACK, ack=2),
         "hello-payload": hello(0x0102030405060708, 77, 3, one_rail),
+        "frame-hello-authentic": sealed_hello_frame(FUZZ_KEY, hello(5, 3, 0, ctr=9),
+                                                    tag=HF_SWITCH | HF_REPLY),
         "addr-one-rail": one_rail,
         "addr-two-rails": two_rails,
     }

@@ -72,6 +72,8 @@ static struct {
     struct rawconn raw;
     struct sockaddr_storage rail_addr;
     socklen_t rail_addr_len;
+    uint8_t a_key[ROV_KEY_LEN];   /* A's address key (from its blob) */
+    uint8_t a_ep_id[ROV_EP_ID_LEN];
     uint64_t rng;
     unsigned failures;
     unsigned cases, cases_failed;
@@ -273,13 +275,15 @@ static uint64_t traffic_since(const uint64_t mark[2 * NGOOD])
 
 /* ---- raw sockets ---------------------------------------------------------- */
 
-static int find_rail_addr(void)
+/* The tcp rail address of side's endpoint into g.rail_addr (where
+ * raw_connect() goes); returns the rail's index. */
+static int find_rail_addr(enum side side)
 {
     uint8_t blob[1024];
     size_t len = sizeof(blob);
     struct rov_wire_addr wa;
     const char *why = "";
-    rov_status_t st = rov_endpoint_address(g.ep[SIDE_A], blob, &len);
+    rov_status_t st = rov_endpoint_address(g.ep[side], blob, &len);
 
     if (st != ROV_OK) {
         failf("rov_endpoint_address: %s", rov_status_str(st));
@@ -288,6 +292,10 @@ static int find_rail_addr(void)
     if (rov_wire_addr_decode(blob, len, &wa, &why) != ROV_OK) {
         failf("own address blob does not decode: %s", why);
         return -1;
+    }
+    if (side == SIDE_A) {
+        memcpy(g.a_key, wa.key, ROV_KEY_LEN);
+        memcpy(g.a_ep_id, wa.ep_id, ROV_EP_ID_LEN);
     }
     for (unsigned i = 0; i < wa.nrails; i++) {
         const uint8_t *p = wa.rails[i].addr;
@@ -325,8 +333,8 @@ static int find_rail_addr(void)
                       ? (const void *)&((struct sockaddr_in *)&g.rail_addr)->sin_addr
                       : (const void *)&((struct sockaddr_in6 *)&g.rail_addr)->sin6_addr,
                   ip, sizeof(ip));
-        fprintf(stderr, "garbage: endpoint A's tcp rail (index %u) listens on %s port %u\n",
-                wa.rails[i].index, ip, port);
+        fprintf(stderr, "garbage: endpoint %c's tcp rail (index %u) listens on %s port %u\n",
+                side == SIDE_A ? 'A' : 'B', wa.rails[i].index, ip, port);
         return (int)wa.rails[i].index;
     }
     failf("endpoint A has no tcp rail in its address");
@@ -443,6 +451,19 @@ static void random_bytes(uint8_t *buf, size_t len)
         buf[i] = (uint8_t)it_rand(&g.rng);
 }
 
+/* A HELLO frame into b (header and payload, MAC under key); returns its
+ * length. */
+static size_t hello_frame(uint8_t *b, const struct rov_wire_hello *h, uint32_t tag,
+                          const uint8_t *key)
+{
+    size_t hl = rov_wire_hello_encode(b + ROV_WIRE_HDR_LEN, h);
+
+    header(b, ROV_FT_HELLO, (uint32_t)hl, 0, 0, tag);
+    rov_auth_hello_mac(key, NULL, b, b + ROV_WIRE_HDR_LEN, hl, b + ROV_WIRE_HDR_LEN + hl -
+                       ROV_MAC_LEN);
+    return ROV_WIRE_HDR_LEN + hl;
+}
+
 /* ---- sub-cases on a fresh, unauthenticated socket -------------------------- */
 
 static void send_bad_magic(int fd)
@@ -524,23 +545,19 @@ static void send_truncated_hello(int fd)
 static void send_hello_without_address(int fd)
 {
     uint8_t b[ROV_WIRE_HDR_LEN + ROV_WIRE_HELLO_FIXED];
-    struct rov_wire_hello h = {.conn_id = 77, .peer_conn_id = 0, .rail = 0};
+    struct rov_wire_hello h = {.conn_id = 77, .peer_conn_id = 0, .rail = 0, .max_msg = 1 << 20};
 
     random_bytes(h.ep_id, sizeof(h.ep_id));
-    rov_wire_hello_encode(b + ROV_WIRE_HDR_LEN, &h);
-    header(b, ROV_FT_HELLO, ROV_WIRE_HELLO_FIXED, 0, 0, 0);
-    raw_send(fd, b, sizeof(b));
+    raw_send(fd, b, hello_frame(b, &h, 0, g.a_key));
 }
 
 static void send_hello_unknown_conn(int fd)
 {
     uint8_t b[ROV_WIRE_HDR_LEN + ROV_WIRE_HELLO_FIXED];
-    struct rov_wire_hello h = {.conn_id = 78, .peer_conn_id = 0x7fffffffffffull, .rail = 0};
+    struct rov_wire_hello h = {.conn_id = 78, .peer_conn_id = 0x7fffffffffffull, .rail = 0, .max_msg = 1 << 20};
 
     random_bytes(h.ep_id, sizeof(h.ep_id));
-    rov_wire_hello_encode(b + ROV_WIRE_HDR_LEN, &h);
-    header(b, ROV_FT_HELLO, ROV_WIRE_HELLO_FIXED, 0, 0, 0);
-    raw_send(fd, b, sizeof(b));
+    raw_send(fd, b, hello_frame(b, &h, 0, g.a_key));
 }
 
 /* A HELLO naming connection 1 of the listener (its first accepted, one of
@@ -549,12 +566,31 @@ static void send_hello_unknown_conn(int fd)
 static void send_hello_live_conn_other_peer(int fd)
 {
     uint8_t b[ROV_WIRE_HDR_LEN + ROV_WIRE_HELLO_FIXED];
-    struct rov_wire_hello h = {.conn_id = 79, .peer_conn_id = 1, .rail = 0};
+    struct rov_wire_hello h = {.conn_id = 79, .peer_conn_id = 1, .rail = 0, .max_msg = 1 << 20};
 
     random_bytes(h.ep_id, sizeof(h.ep_id));
-    rov_wire_hello_encode(b + ROV_WIRE_HDR_LEN, &h);
-    header(b, ROV_FT_HELLO, ROV_WIRE_HELLO_FIXED, 0, 0, ROV_HF_SWITCH);
-    raw_send(fd, b, sizeof(b));
+    raw_send(fd, b, hello_frame(b, &h, ROV_HF_SWITCH, g.a_key));
+}
+
+/* A first HELLO, well formed, with a valid address, under a key that is not
+ * A's: a stranger who knows where A listens but was not given its blob. */
+static void send_hello_wrong_key(int fd)
+{
+    uint8_t b[ROV_WIRE_HDR_LEN + ROV_WIRE_HELLO_FIXED + 256], blob[256], key[ROV_KEY_LEN];
+    uint8_t fake_addr[7] = {4, 0, 9, 127, 0, 0, 1};
+    struct rov_wire_addr wa = {0};
+    struct rov_wire_hello h = {.conn_id = 80, .peer_conn_id = 0, .rail = 0, .max_msg = 1 << 20};
+
+    random_bytes(wa.ep_id, sizeof(wa.ep_id));
+    wa.nrails = 1;
+    strcpy(wa.rails[0].kind, "tcp");
+    wa.rails[0].addr = fake_addr;
+    wa.rails[0].addr_len = sizeof(fake_addr);
+    memcpy(h.ep_id, wa.ep_id, sizeof(h.ep_id));
+    h.addr = blob;
+    h.addr_len = rov_wire_addr_encode(blob, sizeof(blob), &wa);
+    random_bytes(key, sizeof(key));
+    raw_send(fd, b, hello_frame(b, &h, 0, key));
 }
 
 struct raw_case {
@@ -574,6 +610,7 @@ static const struct raw_case raw_cases[] = {
     {"hello_without_address", send_hello_without_address},
     {"hello_for_unknown_connection", send_hello_unknown_conn},
     {"hello_for_live_connection_of_another_peer", send_hello_live_conn_other_peer},
+    {"hello_with_wrong_key", send_hello_wrong_key},
 };
 
 /* Let traffic flow until every good flow has made progress since mark. */
@@ -731,8 +768,8 @@ static int raw_establish(int rail_index)
     h.rail = (uint16_t)rail_index;
     h.addr = blob;
     h.addr_len = blob_len;
-    hl = rov_wire_hello_encode(frame + ROV_WIRE_HDR_LEN, &h);
-    header(frame, ROV_FT_HELLO, (uint32_t)hl, 0, 0, 0);
+    h.max_msg = 1 << 20;
+    hl = hello_frame(frame, &h, 0, g.a_key) - ROV_WIRE_HDR_LEN;
 
     memset(&g.raw, 0, sizeof(g.raw));
     g.expect_raw_accept = true;
@@ -1078,13 +1115,69 @@ static int finish(void)
     return 0;
 }
 
+/* Issue 19's takeover: a stranger who holds A's address blob (its key
+ * included) and sees B's listening port sends B a reconnect HELLO naming
+ * A's endpoint and the live connection (A's id 1, B's id 1) with the switch
+ * flag.  Before handshakes were authenticated, B adopted it as A's new
+ * channel, moved its traffic there and took the stranger's acks.  The
+ * connection's secret is agreed from nonces the stranger never saw: B must
+ * close the socket, and neither side of the good connection may switch. */
+static void run_hijack_case(void)
+{
+    struct sockaddr_storage a_addr = g.rail_addr;
+    socklen_t a_len = g.rail_addr_len;
+    uint8_t b[ROV_WIRE_HDR_LEN + ROV_WIRE_HELLO_FIXED];
+    uint64_t mark[2 * NGOOD], switches0[2 * NGOOD], switches1;
+    unsigned f0;
+    int rail, fd;
+
+    case_begin("takeover_with_listener_blob", mark, &f0);
+    for (int i = 0; i < NGOOD; i++) {
+        rov_conn_stats_t st;
+
+        rov_conn_stats(g.a[i].flow.conn, &st);
+        switches0[2 * i] = st.switches;
+        rov_conn_stats(g.b[i].flow.conn, &st);
+        switches0[2 * i + 1] = st.switches;
+    }
+    rail = find_rail_addr(SIDE_B);
+    for (uint64_t id = 1; rail >= 0 && id <= NGOOD; id++) {
+        for (uint64_t ctr = 1; ctr <= 3; ctr++) {
+            struct rov_wire_hello h = {.conn_id = id, .peer_conn_id = id, .rail = (uint16_t)rail,
+                                       .max_msg = 1 << 20, .ctr = ctr};
+
+            memcpy(h.ep_id, g.a_ep_id, ROV_EP_ID_LEN);
+            fd = raw_connect();
+            if (fd < 0)
+                continue;
+            raw_send(fd, b, hello_frame(b, &h, ROV_HF_SWITCH | ROV_HF_REPLY, g.a_key));
+            wait_raw_closed(fd, g.case_name);
+            close(fd);
+        }
+    }
+    g.rail_addr = a_addr;
+    g.rail_addr_len = a_len;
+    for (int i = 0; i < NGOOD; i++) {
+        rov_conn_stats_t st;
+
+        rov_conn_stats(g.a[i].flow.conn, &st);
+        switches1 = st.switches;
+        rov_conn_stats(g.b[i].flow.conn, &st);
+        if (switches1 != switches0[2 * i] || st.switches != switches0[2 * i + 1])
+            failf("good connection %d switched during the takeover attempt (A %" PRIu64
+                  " -> %" PRIu64 ", B %" PRIu64 " -> %" PRIu64 ")", i + 1, switches0[2 * i],
+                  switches1, switches0[2 * i + 1], st.switches);
+    }
+    case_end(mark, f0);
+}
+
 int main(void)
 {
     int rail_index, rc = 0;
 
     setvbuf(stderr, NULL, _IOLBF, 0);
     g.rng = 0x6172626167ull; /* fixed: the garbage is reproducible */
-    if (setup() || (rail_index = find_rail_addr()) < 0) {
+    if (setup() || (rail_index = find_rail_addr(SIDE_A)) < 0) {
         rc = 2;
         goto out;
     }
@@ -1094,6 +1187,7 @@ int main(void)
         run_raw_case(&raw_cases[i]);
     run_flood_case();
     run_connect_close_case();
+    run_hijack_case();
 
     {
         uint8_t bad[ROV_WIRE_HDR_LEN];

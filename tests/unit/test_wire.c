@@ -459,12 +459,16 @@ static struct rov_wire_hello sample_hello(const void *addr, size_t addr_len)
         .conn_id = UINT64_MAX,
         .peer_conn_id = 0x0123456789abcdefull,
         .rail = 0xfffe,
+        .max_msg = UINT32_MAX,
+        .ctr = UINT64_MAX - 1,
         .addr = addr,
         .addr_len = addr_len,
     };
 
     for (int i = 0; i < ROV_EP_ID_LEN; i++)
         h.ep_id[i] = (uint8_t)(0xf0 + i);
+    for (int i = 0; i < ROV_NONCE_LEN; i++)
+        h.nonce[i] = (uint8_t)(0x30 + i);
     return h;
 }
 
@@ -490,10 +494,17 @@ START_TEST(test_hello_roundtrip)
         ck_assert_uint_eq(out.conn_id, in.conn_id);
         ck_assert_uint_eq(out.peer_conn_id, in.peer_conn_id);
         ck_assert_uint_eq(out.rail, in.rail);
+        ck_assert_uint_eq(out.max_msg, in.max_msg);
+        ck_assert_uint_eq(out.ctr, in.ctr);
+        ck_assert_mem_eq(out.nonce, in.nonce, ROV_NONCE_LEN);
         ck_assert_uint_eq(out.addr_len, addr_lens[k]);
+        /* The MAC is left zero, at the end, for the caller to fill in. */
+        ck_assert_ptr_eq(out.mac, buf + n - ROV_MAC_LEN);
+        for (int i = 0; i < ROV_MAC_LEN; i++)
+            ck_assert_uint_eq(out.mac[i], 0);
         if (addr_lens[k]) {
             /* Points into the decoded buffer, not at the caller's source. */
-            ck_assert_ptr_eq(out.addr, buf + ROV_WIRE_HELLO_FIXED);
+            ck_assert_ptr_eq(out.addr, buf + ROV_WIRE_HELLO_MAC_OFF);
             ck_assert_mem_eq(out.addr, addr, addr_lens[k]);
         } else {
             ck_assert_ptr_null(out.addr);
@@ -511,12 +522,99 @@ START_TEST(test_hello_small_values)
     in.conn_id = 1;
     in.peer_conn_id = UINT64_MAX;
     in.rail = 0;
+    in.max_msg = 1;
+    in.ctr = 0;
     memset(in.ep_id, 0, sizeof(in.ep_id));
     ck_assert_uint_eq(rov_wire_hello_encode(buf, &in), ROV_WIRE_HELLO_FIXED);
     ck_assert_int_eq(rov_wire_hello_decode(buf, sizeof(buf), &out, &why), ROV_OK);
     ck_assert_uint_eq(out.conn_id, 1);
     ck_assert_uint_eq(out.peer_conn_id, UINT64_MAX);
     ck_assert_uint_eq(out.rail, 0);
+    ck_assert_uint_eq(out.max_msg, 1);
+}
+END_TEST
+
+/* A largest message of 0, or beyond what a frame's 32-bit length can
+ * carry, is refused. */
+START_TEST(test_hello_max_msg_range)
+{
+    struct rov_wire_hello in = sample_hello(NULL, 0), out;
+    uint8_t buf[ROV_WIRE_HELLO_FIXED];
+    const char *why = NULL;
+
+    in.max_msg = 0;
+    rov_wire_hello_encode(buf, &in);
+    ck_assert_int_eq(rov_wire_hello_decode(buf, sizeof(buf), &out, &why), ROV_ERR_PROTO);
+    in.max_msg = (uint64_t)UINT32_MAX + 1;
+    rov_wire_hello_encode(buf, &in);
+    ck_assert_int_eq(rov_wire_hello_decode(buf, sizeof(buf), &out, &why), ROV_ERR_PROTO);
+}
+END_TEST
+
+/* The handshake MAC (auth.c): a HELLO's and a HELLO_ACK's differ, every
+ * byte of header and payload counts, the MAC itself does not, and another
+ * key gives another MAC. */
+START_TEST(test_hello_mac)
+{
+    uint8_t key[ROV_KEY_LEN], other[ROV_KEY_LEN], nonce[ROV_NONCE_LEN] = {7};
+    uint8_t hdr[ROV_WIRE_HDR_LEN], payload[ROV_WIRE_HELLO_FIXED];
+    uint8_t mac[ROV_MAC_LEN], mac2[ROV_MAC_LEN];
+    struct rov_wire_hello in = sample_hello(NULL, 0);
+    struct rov_wire_hdr h = {.type = ROV_FT_HELLO, .len = ROV_WIRE_HELLO_FIXED, .tag = 1};
+
+    for (int i = 0; i < ROV_KEY_LEN; i++) {
+        key[i] = (uint8_t)i;
+        other[i] = (uint8_t)(i + 1);
+    }
+    rov_wire_encode(hdr, &h);
+    rov_wire_hello_encode(payload, &in);
+    rov_auth_hello_mac(key, NULL, hdr, payload, sizeof(payload), mac);
+    rov_auth_hello_mac(key, NULL, hdr, payload, sizeof(payload), mac2);
+    ck_assert(rov_auth_mac_equal(mac, mac2));
+    rov_auth_hello_mac(other, NULL, hdr, payload, sizeof(payload), mac2);
+    ck_assert(!rov_auth_mac_equal(mac, mac2));
+    rov_auth_hello_mac(key, nonce, hdr, payload, sizeof(payload), mac2);
+    ck_assert(!rov_auth_mac_equal(mac, mac2));
+    payload[sizeof(payload) - 1] ^= 1; /* in the MAC field: not covered */
+    rov_auth_hello_mac(key, NULL, hdr, payload, sizeof(payload), mac2);
+    ck_assert(rov_auth_mac_equal(mac, mac2));
+    for (size_t i = 0; i < sizeof(payload) - ROV_MAC_LEN; i += 7) {
+        payload[i] ^= 0x40;
+        rov_auth_hello_mac(key, NULL, hdr, payload, sizeof(payload), mac2);
+        ck_assert_msg(!rov_auth_mac_equal(mac, mac2), "payload byte %zu not covered", i);
+        payload[i] ^= 0x40;
+    }
+    for (size_t i = 0; i < sizeof(hdr); i++) {
+        hdr[i] ^= 0x01;
+        rov_auth_hello_mac(key, NULL, hdr, payload, sizeof(payload), mac2);
+        ck_assert_msg(!rov_auth_mac_equal(mac, mac2), "header byte %zu not covered", i);
+        hdr[i] ^= 0x01;
+    }
+}
+END_TEST
+
+/* Reconnect counters are accepted once, in any order within 64. */
+START_TEST(test_replay_window)
+{
+    struct rov_replay r = {0, 0};
+
+    ck_assert(!rov_replay_fresh(&r, 0));
+    ck_assert(rov_replay_fresh(&r, 1));
+    rov_replay_accept(&r, 1);
+    ck_assert(!rov_replay_fresh(&r, 1));
+    ck_assert(rov_replay_fresh(&r, 3));
+    rov_replay_accept(&r, 3);
+    ck_assert(rov_replay_fresh(&r, 2)); /* late, still in the window */
+    rov_replay_accept(&r, 2);
+    ck_assert(!rov_replay_fresh(&r, 2));
+    ck_assert(!rov_replay_fresh(&r, 3));
+    rov_replay_accept(&r, 100);
+    ck_assert(!rov_replay_fresh(&r, 36)); /* older than the window */
+    ck_assert(rov_replay_fresh(&r, 37));
+    ck_assert(!rov_replay_fresh(&r, 100));
+    rov_replay_accept(&r, 1000);
+    ck_assert(!rov_replay_fresh(&r, 100));
+    ck_assert(rov_replay_fresh(&r, 999));
 }
 END_TEST
 
@@ -591,6 +689,8 @@ static struct rov_wire_addr sample_addr(void)
     memset(&a, 0, sizeof(a));
     for (int i = 0; i < ROV_EP_ID_LEN; i++)
         a.ep_id[i] = (uint8_t)(i + 1);
+    for (int i = 0; i < ROV_KEY_LEN; i++)
+        a.key[i] = (uint8_t)(0x80 + i);
     a.nrails = 3;
     a.rails[0].index = 0;
     strcpy(a.rails[0].kind, "verbs");
@@ -620,6 +720,7 @@ static void assert_addr_eq(const struct rov_wire_addr *got, const struct rov_wir
                            const uint8_t *blob, size_t blob_len)
 {
     ck_assert_mem_eq(got->ep_id, want->ep_id, ROV_EP_ID_LEN);
+    ck_assert_mem_eq(got->key, want->key, ROV_KEY_LEN);
     ck_assert_uint_eq(got->nrails, want->nrails);
     for (unsigned i = 0; i < want->nrails; i++) {
         ck_assert_uint_eq(got->rails[i].index, want->rails[i].index);
@@ -645,7 +746,7 @@ START_TEST(test_addr_roundtrip)
     const char *why = NULL;
 
     ck_assert_ptr_nonnull(buf);
-    ck_assert_uint_eq(size, 4 + 1 + 1 + ROV_EP_ID_LEN + (2 + 5 + 2 + sizeof(verbs_addr)) +
+    ck_assert_uint_eq(size, 4 + 1 + 1 + ROV_EP_ID_LEN + ROV_KEY_LEN + (2 + 5 + 2 + sizeof(verbs_addr)) +
                                 (2 + 3 + 2 + sizeof(tcp_addr)) + (2 + 15 + 2));
     buf[size] = 0xee;
     ck_assert_uint_eq(rov_wire_addr_encode(buf, size, &in), size);
@@ -804,7 +905,7 @@ END_TEST
 START_TEST(test_addr_kind_len)
 {
     /* Offset of the first rail's kind length byte. */
-    const size_t kl_off = 4 + 1 + 1 + ROV_EP_ID_LEN + 1;
+    const size_t kl_off = 4 + 1 + 1 + ROV_EP_ID_LEN + ROV_KEY_LEN + 1;
     const char *why;
 
     ck_assert_int_eq(decode_modified(kl_off, 0, &why), ROV_ERR_INVAL);
@@ -821,7 +922,7 @@ END_TEST
 START_TEST(test_addr_rail_addr_len)
 {
     /* The first rail's address length (after "verbs"), made to overrun. */
-    const size_t al_off = 4 + 1 + 1 + ROV_EP_ID_LEN + 2 + 5;
+    const size_t al_off = 4 + 1 + 1 + ROV_EP_ID_LEN + ROV_KEY_LEN + 2 + 5;
     uint8_t buf[256];
     size_t n = encode_sample(buf, sizeof(buf));
     struct rov_wire_addr out;
@@ -875,6 +976,9 @@ static Suite *wire_suite(void)
     tcase_set_timeout(tc, 10);
     tcase_add_test(tc, test_addr_roundtrip);
     tcase_add_test(tc, test_addr_reencode);
+    tcase_add_test(tc, test_hello_max_msg_range);
+    tcase_add_test(tc, test_hello_mac);
+    tcase_add_test(tc, test_replay_window);
     tcase_add_test(tc, test_addr_encode_cap);
     tcase_add_test(tc, test_addr_one_and_max_rails);
     tcase_add_test(tc, test_addr_every_prefix);
