@@ -1,20 +1,26 @@
 /*
  * railover status|force|release|ctl: clients of the per-process control
  * sockets.  They speak only the socket protocol (one request line; answer
- * lines ending in "ok" or "error: ..."); the one thing shared with the
- * library is the run-directory resolution (rov_ctl_run_dir), so that the tool
- * looks where the processes put their sockets.
+ * lines ending in "ok" or "error: ..."); what they share with the library is
+ * the run directory: where it is (rov_ctl_run_dir), so that the tool looks
+ * where the processes put their sockets, and whether it is safe
+ * (rov_ctl_run_dir_check), so that the tool trusts only sockets that only
+ * its user could have made.  Each server's uid is checked as well, and what
+ * a server sends is printed with its control characters escaped.
  */
+#define _GNU_SOURCE /* struct ucred */
 #include "ctl.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,6 +58,10 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* Resolve the run directory and check it as the library does: sockets in a
+ * directory another user can write to may be anyone's.  A directory that
+ * does not exist yet is fine (no process has made it: there are no
+ * sockets). */
 static int run_dir(char *dir, size_t len)
 {
     char err[512] = "";
@@ -69,20 +79,26 @@ static int run_dir(char *dir, size_t len)
                 "(check RAILOVER_RUN_DIR and XDG_RUNTIME_DIR)\n");
         return -1;
     }
+    st = rov_ctl_run_dir_check(dir, err, sizeof(err));
+    if (st != ROV_OK && st != ROV_ERR_NOT_FOUND) {
+        fprintf(stderr, "railover: %s; not trusting the control sockets in it\n", err);
+        return -1;
+    }
     return 0;
 }
 
 /* Strict decimal; false for anything else (sign, spaces, overflow). */
-static bool parse_ulong(const char *s, const char *end, unsigned long max, unsigned long *out)
+static bool parse_dec(const char *s, const char *end, unsigned long long max,
+                        unsigned long long *out)
 {
-    unsigned long v = 0;
+    unsigned long long v = 0;
 
     if (s == end)
         return false;
     for (; s < end; s++) {
-        if (*s < '0' || *s > '9' || v > (max - (unsigned long)(*s - '0')) / 10)
+        if (*s < '0' || *s > '9' || v > (max - (unsigned long long)(*s - '0')) / 10)
             return false;
-        v = v * 10 + (unsigned long)(*s - '0');
+        v = v * 10 + (unsigned long long)(*s - '0');
     }
     *out = v;
     return true;
@@ -90,9 +106,9 @@ static bool parse_ulong(const char *s, const char *end, unsigned long max, unsig
 
 static bool parse_pid(const char *s, long *pid_p)
 {
-    unsigned long v;
+    unsigned long long v;
 
-    if (!parse_ulong(s, s + strlen(s), 0x7fffffff, &v) || v == 0)
+    if (!parse_dec(s, s + strlen(s), 0x7fffffff, &v) || v == 0)
         return false;
     *pid_p = (long)v;
     return true;
@@ -102,14 +118,14 @@ static bool parse_pid(const char *s, long *pid_p)
 static bool parse_sock_name(const char *name, long *pid_p, unsigned *n_p)
 {
     const char *dot = strchr(name, '.'), *suffix;
-    unsigned long pid, n;
+    unsigned long long pid, n;
     size_t len = strlen(name);
 
     if (!dot || len < 5 || strcmp(name + len - 5, ".sock") != 0)
         return false;
     suffix = name + len - 5;
-    if (suffix <= dot || !parse_ulong(name, dot, 0x7fffffff, &pid) || pid == 0 ||
-        !parse_ulong(dot + 1, suffix, 0xffffffff, &n))
+    if (suffix <= dot || !parse_dec(name, dot, 0x7fffffff, &pid) || pid == 0 ||
+        !parse_dec(dot + 1, suffix, 0xffffffff, &n))
         return false;
     *pid_p = (long)pid;
     *n_p = (unsigned)n;
@@ -262,6 +278,28 @@ static bool ctl_connect(int fd, const struct target *t, uint64_t deadline,
     return false;
 }
 
+/* Only a process of our own user may answer for one: a socket another user
+ * put where we look (the directory check rules out the usual ways) must not
+ * make us print its lines or report its success.  The credentials are the
+ * listening process's, taken when it called listen(). */
+static bool server_trusted(int fd, const struct target *t)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+        fprintf(stderr, "railover: %s: SO_PEERCRED: %s; not trusting it\n", t->path,
+                strerror(errno));
+        return false;
+    }
+    if (cred.uid != geteuid()) {
+        fprintf(stderr, "railover: %s is served by uid %u, not by us (uid %u); not trusting "
+                "it\n", t->path, (unsigned)cred.uid, (unsigned)geteuid());
+        return false;
+    }
+    return true;
+}
+
 /* Send line (without its newline) to t and collect the answer. */
 static enum req_result ctl_request(const struct target *t, const char *line, char **answer_p,
                                    size_t *len_p)
@@ -283,6 +321,10 @@ static enum req_result ctl_request(const struct target *t, const char *line, cha
         close(fd);
         return r;
     }
+    if (!server_trusted(fd, t)) {
+        close(fd);
+        return REQ_FAILED;
+    }
     req = malloc(req_len);
     if (!req) {
         fprintf(stderr, "railover: out of memory\n");
@@ -301,6 +343,8 @@ static enum req_result ctl_request(const struct target *t, const char *line, cha
                 report_timeout(t);
                 goto fail;
             }
+        } else if (errno == EPIPE || errno == ECONNRESET) {
+            break; /* it closed before reading the request; its answer may say why */
         } else if (errno != EINTR) {
             fprintf(stderr, "railover: send to process %s: %s\n", t->label, strerror(errno));
             goto fail;
@@ -360,6 +404,20 @@ fail:
     return REQ_FAILED;
 }
 
+/* Write n bytes a process sent to f, each byte that is not printable ASCII
+ * (or a tab) as \xHH: a process's answer must not drive the terminal. */
+static void put_escaped(FILE *f, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+
+        if ((c >= 0x20 && c < 0x7f) || c == '\t')
+            putc(c, f);
+        else
+            fprintf(f, "\\x%02x", c);
+    }
+}
+
 /*
  * Print an answer: its lines before the verdict to stdout, each after
  * prefix; the verdict "ok" to stdout only when print_ok; an error to stderr.
@@ -380,7 +438,9 @@ static int print_answer(const struct target *t, const char *answer, size_t len,
     for (p = answer; p < last;) {
         const char *nl = strchr(p, '\n');
 
-        printf("%s%.*s\n", prefix, (int)(nl - p), p);
+        fputs(prefix, stdout);
+        put_escaped(stdout, p, (size_t)(nl - p));
+        putchar('\n');
         p = nl + 1;
     }
     if (strcmp(last, "ok\n") == 0) {
@@ -389,10 +449,10 @@ static int print_answer(const struct target *t, const char *answer, size_t len,
         return 0;
     }
     fflush(stdout);
-    if (strncmp(last, "error: ", 7) == 0)
-        fprintf(stderr, "railover: process %s: %s", t->label, last);
-    else
-        fprintf(stderr, "railover: process %s: malformed answer: %s", t->label, last);
+    fprintf(stderr, "railover: process %s: %s", t->label,
+            strncmp(last, "error: ", 7) == 0 ? "" : "malformed answer: ");
+    put_escaped(stderr, last, strlen(last) - 1);
+    putc('\n', stderr);
     return 1;
 }
 
@@ -525,6 +585,17 @@ int rov_tool_force(int argc, char **argv)
         fprintf(stderr, "railover %s: expected 'conn ID' or 'peer EPID', not '%s'\n", verb,
                 argv[2]);
         return force_usage(verb);
+    }
+    /* Checked here as well as by the process: strtoull() there reads "-1" as
+     * 2^64-1. */
+    if (argc == 4 && strcmp(argv[2], "conn") == 0) {
+        unsigned long long id;
+
+        if (!parse_dec(argv[3], argv[3] + strlen(argv[3]), ULLONG_MAX, &id)) {
+            fprintf(stderr, "railover %s: '%s' is not a connection id (a decimal number, as "
+                    "'railover status' shows after 'conn id=')\n", verb, argv[3]);
+            return 1;
+        }
     }
     /* The request names the connections; the process is chosen by socket. */
     if (argc == 4) {

@@ -40,8 +40,10 @@ static void usage(FILE *stream)
             "  help                     this text\n"
             "\n"
             "status, force, release and ctl reach processes through their control sockets in\n"
-            "RAILOVER_RUN_DIR (default $XDG_RUNTIME_DIR/railover or /tmp/railover-UID); a\n"
-            "process answers while it calls rov_progress.  Exit status 0 when every answer\n"
+            "RAILOVER_RUN_DIR (default $XDG_RUNTIME_DIR/railover or /tmp/railover-UID), a\n"
+            "directory that must be this user's alone (mode 700); only processes of this\n"
+            "user are trusted, and what they send is shown with control characters escaped.\n"
+            "A process answers while it calls rov_progress.  Exit status 0 when every answer\n"
             "was 'ok'.\n");
 }
 

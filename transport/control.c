@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -110,16 +111,56 @@ rov_status_t rov_ctl_run_dir(const rov_config_t *config, char *buf, size_t len)
         n = snprintf(buf, len, "/tmp/railover-%u", (unsigned)geteuid());
     if (n < 0 || (size_t)n >= len || (size_t)n >= ROV_CTL_RUN_DIR_MAX)
         return ROV_ERR_INVAL;
+    /* lstat("/x/link/") follows the link; "/x/link" does not. */
+    while (n > 1 && buf[n - 1] == '/')
+        buf[--n] = '\0';
     return ROV_OK;
 }
 
-/* Create the run directory if needed and check that it is safe: a real
- * directory, ours, with no group or other access.  Sockets are protected by
- * the directory alone (connect() needs search permission on it), so this is
- * the whole access control besides SO_PEERCRED. */
+rov_status_t rov_ctl_run_dir_check(const char *dir, char *why, size_t why_len)
+{
+    const char *base = strrchr(dir, '/');
+    struct stat st;
+
+    base = base ? base + 1 : dir;
+    /* Each of these makes lstat() resolve a symbolic link in the last
+     * component, which the check below exists to refuse. */
+    if (!dir[0] || (base[0] == '\0' && base != dir + 1) || strcmp(base, ".") == 0 ||
+        strcmp(base, "..") == 0) {
+        snprintf(why, why_len, "run directory '%s' does not end in a directory name (no "
+                 "trailing '/', '.' or '..')", dir);
+        return ROV_ERR_INVAL;
+    }
+    if (lstat(dir, &st) < 0) {
+        int err = errno;
+
+        snprintf(why, why_len, "run directory %s: %s", dir, strerror(err));
+        return err == ENOENT ? ROV_ERR_NOT_FOUND : ROV_ERR_IO;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(why, why_len, "run directory %s is not a directory%s", dir,
+                 S_ISLNK(st.st_mode) ? " (a symbolic link)" : "");
+        return ROV_ERR_INVAL;
+    }
+    if (st.st_uid != geteuid()) {
+        snprintf(why, why_len, "run directory %s belongs to uid %u, not to us (uid %u)", dir,
+                 (unsigned)st.st_uid, (unsigned)geteuid());
+        return ROV_ERR_INVAL;
+    }
+    if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+        snprintf(why, why_len, "run directory %s has mode %03o; it must be accessible by its "
+                 "owner only (chmod 700)", dir, (unsigned)(st.st_mode & 0777));
+        return ROV_ERR_INVAL;
+    }
+    return ROV_OK;
+}
+
+/* Create the run directory if needed and check that it is safe.  Sockets are
+ * protected by the directory alone (connect() needs search permission on
+ * it), so this is the whole access control besides SO_PEERCRED. */
 static bool run_dir_ready(const char *dir)
 {
-    struct stat st;
+    char why[256];
 
     if (mkdir(dir, 0700) == 0) {
         /* The umask may have taken bits we need; it cannot have added any. */
@@ -132,24 +173,8 @@ static bool run_dir_ready(const char *dir)
                  dir);
         return false;
     }
-    if (lstat(dir, &st) < 0) {
-        rov_warn("ctl", "run directory %s: %m; running without a control socket", dir);
-        return false;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        rov_warn("ctl", "run directory %s is not a directory%s; running without a control "
-                 "socket", dir, S_ISLNK(st.st_mode) ? " (a symbolic link)" : "");
-        return false;
-    }
-    if (st.st_uid != geteuid()) {
-        rov_warn("ctl", "run directory %s belongs to uid %u, not to us (uid %u); running "
-                 "without a control socket", dir, (unsigned)st.st_uid, (unsigned)geteuid());
-        return false;
-    }
-    if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-        rov_warn("ctl", "run directory %s has mode %03o; it must be accessible by its owner "
-                 "only (chmod 700); running without a control socket", dir,
-                 (unsigned)(st.st_mode & 0777));
+    if (rov_ctl_run_dir_check(dir, why, sizeof(why)) != ROV_OK) {
+        rov_warn("ctl", "%s; running without a control socket", why);
         return false;
     }
     return true;
@@ -342,8 +367,10 @@ static void client_cb(struct rov_watch *w, uint32_t events)
     client_free(c, true);
 }
 
-/* With a full table, drop the oldest client that has been sitting on an
- * unfinished request for too long; returns the freed slot or -1. */
+/* With a full table, drop the oldest client that has held its slot for too
+ * long, whether it has not finished its request or does not read its
+ * answer: either way it is not a client that will complete.  Returns the
+ * freed slot or -1. */
 static int evict_idle(struct rov_ctl *ctl)
 {
     uint64_t now = rov_now_ns();
@@ -353,17 +380,46 @@ static int evict_idle(struct rov_ctl *ctl)
     for (int i = 0; i < CTL_MAX_CLIENTS; i++) {
         struct ctl_client *c = ctl->clients[i];
 
-        if (c && !c->answering && now - c->since_ns > CTL_CLIENT_IDLE_NS &&
+        if (c && now - c->since_ns > CTL_CLIENT_IDLE_NS &&
             (!oldest || c->since_ns < oldest->since_ns))
             oldest = c;
     }
     if (!oldest)
         return -1;
-    rov_debug("ctl", "client fd %d: no request after %" PRIu64 " s; dropped for a new client",
-              oldest->watch.fd, (now - oldest->since_ns) / UINT64_C(1000000000));
+    rov_debug("ctl", "client fd %d: %s after %" PRIu64 " s; dropped for a new client",
+              oldest->watch.fd, oldest->answering ? "answer not read" : "no request",
+              (now - oldest->since_ns) / UINT64_C(1000000000));
     slot = oldest->slot;
     client_free(oldest, false);
     return slot;
+}
+
+/* Tell a client we will not serve why, then close.  Best effort and never
+ * blocking: the line fits in an empty socket buffer.  The request, if it came
+ * already, is read first so that the close does not reset the connection
+ * under the reason. */
+static void __attribute__((format(printf, 2, 3))) client_refuse(int fd, const char *fmt, ...)
+{
+    char msg[256], sink[4096];
+    size_t total = 0;
+    va_list ap;
+    ssize_t n;
+    int len;
+
+    va_start(ap, fmt);
+    len = vsnprintf(msg, sizeof(msg) - 1, fmt, ap);
+    va_end(ap);
+    if (len > 0) {
+        if ((size_t)len > sizeof(msg) - 2)
+            len = (int)sizeof(msg) - 2;
+        msg[len++] = '\n';
+        if (send(fd, msg, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+            rov_debug("ctl", "client fd %d: send: %m; reason for the refusal dropped", fd);
+    }
+    shutdown(fd, SHUT_WR);
+    while (total < CTL_DRAIN_MAX && (n = read(fd, sink, sizeof(sink))) > 0)
+        total += (size_t)n;
+    close(fd);
 }
 
 static void client_new(struct rov_ctl *ctl, int fd)
@@ -381,7 +437,9 @@ static void client_new(struct rov_ctl *ctl, int fd)
     if (cred.uid != geteuid()) {
         rov_debug("ctl", "client pid %d uid %u refused: not our uid %u", (int)cred.pid,
                   (unsigned)cred.uid, (unsigned)geteuid());
-        close(fd);
+        client_refuse(fd, "error: permission denied: only uid %u, which runs this process, "
+                      "may use its control socket (you are uid %u)", (unsigned)geteuid(),
+                      (unsigned)cred.uid);
         return;
     }
     for (int i = 0; i < CTL_MAX_CLIENTS && slot < 0; i++)
@@ -392,7 +450,8 @@ static void client_new(struct rov_ctl *ctl, int fd)
     if (slot < 0) {
         rov_debug("ctl", "client pid %d refused: %d clients already", (int)cred.pid,
                   CTL_MAX_CLIENTS);
-        close(fd);
+        client_refuse(fd, "error: busy: %d control clients already; try again later",
+                      CTL_MAX_CLIENTS);
         return;
     }
     c = malloc(sizeof(*c));

@@ -1,0 +1,144 @@
+# shellcheck shell=bash
+# Shared by the control_*.sh hostile tests (sourced, not run): a work
+# directory removed on exit, pass/fail bookkeeping, processes killed on exit,
+# and acting as another user.  Each test sources it after setting $railover
+# (the tool) and, when it runs processes, $stream (rov_stream).
+
+export RAILOVER_RAILS=${RAILOVER_RAILS:-tcp@lo,tcp@127.0.0.1}
+export RAILOVER_LOG=${RAILOVER_LOG:-warn}
+unset RAILOVER_CONTROL RAILOVER_JOBID XDG_RUNTIME_DIR
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+fake_server=$here/control_fake_server.py
+other_uid=65534 # the other user (nobody); the tests run as root
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/rov_hostile.XXXXXX") || exit 2
+# Other users must reach the directories made for them below.
+chmod 711 "$work"
+pids=()
+cleanup_extra=()
+failures=0
+
+cleanup() {
+    local p f
+    for p in "${pids[@]}"; do
+        kill -TERM "$p" 2>/dev/null
+    done
+    for p in "${pids[@]}"; do
+        wait "$p" 2>/dev/null
+    done
+    for f in "${cleanup_extra[@]}"; do
+        rm -rf "$f"
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+
+pass() {
+    echo "ok: $*"
+}
+
+# skip REASON: the test cannot run here; said, and reported to CTest as a
+# skip (SKIP_RETURN_CODE 77), never as a pass.
+skip() {
+    echo "SKIP: $*"
+    exit 77
+}
+
+need_root() {
+    [ "$(id -u)" = 0 ] || skip "needs root to act as uid $other_uid (setpriv, setuid)"
+    command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
+}
+
+# as_other COMMAND...: run COMMAND as uid/gid $other_uid.
+as_other() {
+    setpriv --reuid "$other_uid" --regid "$other_uid" --clear-groups "$@"
+}
+
+# wait_for SECONDS COMMAND...: poll until COMMAND succeeds.
+wait_for() {
+    local end=$(( $(date +%s) + $1 ))
+    shift
+    until "$@"; do
+        [ "$(date +%s)" -ge "$end" ] && return 1
+        sleep 0.1
+    done
+}
+
+# run NAME COMMAND...: run, keeping stdout/stderr in $work/NAME.{out,err}.
+run() {
+    local name=$1
+    shift
+    "$@" >"$work/$name.out" 2>"$work/$name.err"
+    echo $? >"$work/$name.rc"
+}
+
+rc_of() { cat "$work/$1.rc"; }
+
+show() {
+    echo "--- $1: exit $(rc_of "$1")"
+    sed 's/^/  out: /' "$work/$1.out"
+    sed 's/^/  err: /' "$work/$1.err"
+}
+
+# has_ctl_bytes FILE: FILE holds a control character other than newline and
+# tab, or a byte outside ASCII.
+has_ctl_bytes() {
+    LC_ALL=C grep -q '[^[:print:]	]' "$1"
+}
+
+# start_fake NAME SOCKET UID ANSWER: a fake control server (see
+# control_fake_server.py) on SOCKET, listening as UID; the requests it gets
+# go to $work/NAME.requests.
+start_fake() {
+    local name=$1 sock=$2 uid=$3 answer=$4
+    python3 "$fake_server" "$sock" "$uid" "$work/$name.requests" "$answer" \
+        >"$work/$name.log" 2>&1 &
+    pids+=($!)
+    if ! wait_for 10 test -s "$work/$name.requests.ready"; then
+        fail "fake server $name did not start"
+        cat "$work/$name.log" >&2
+        exit 1
+    fi
+}
+
+# start_pair DIR ARGS...: a rov_stream pair ($stream) with RAILOVER_RUN_DIR=DIR; sets
+# lpid, cpid, lsock, csock.
+start_pair() {
+    local dir=$1
+    shift
+    rm -f "$work/addr"
+    RAILOVER_RUN_DIR=$dir "$stream" --listen "$work/addr" "$@" >"$work/listener.log" 2>&1 &
+    lpid=$!
+    pids+=("$lpid")
+    if ! wait_for 20 test -s "$work/addr"; then
+        fail "listener wrote no address file"
+        tail -n 15 "$work/listener.log" >&2
+        exit 1
+    fi
+    RAILOVER_RUN_DIR=$dir "$stream" --connect "$work/addr" "$@" >"$work/connector.log" 2>&1 &
+    cpid=$!
+    pids+=("$cpid")
+    lsock=$dir/$lpid.0.sock
+    csock=$dir/$cpid.0.sock
+    if ! wait_for 20 test -S "$csock" || ! test -S "$lsock"; then
+        fail "control sockets $lsock and $csock did not appear"
+        ls -la "$dir" >&2
+        tail -n 15 "$work/listener.log" "$work/connector.log" >&2
+        exit 1
+    fi
+}
+
+finish() {
+    if [ "$failures" -ne 0 ]; then
+        echo "$failures check(s) failed" >&2
+        exit 1
+    fi
+    echo "all checks passed"
+    exit 0
+}
