@@ -598,7 +598,7 @@ static void print_conn(FILE *out, const struct rov_conn *conn, uint64_t now)
                         (long long)((int64_t)(r->retry_ns - now) / (int64_t)MS));
             continue;
         }
-        if (chan->rail->ops.chan_str && chan->state == ROV_CHAN_OPEN)
+        if (chan->state == ROV_CHAN_OPEN)
             chan->rail->ops.chan_str(chan, where, sizeof(where));
         fprintf(out, "  chan rail=%s(%d) state=%s tx=%s health=", rov_context_rail_name(ctx, i), i,
                 chan->state == ROV_CHAN_CONNECTING ? "connecting"

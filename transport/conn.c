@@ -968,7 +968,7 @@ static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_h
         conn->tx_chan_serial = chan->serial;
         conn->chans[rail] = chan;
         chan->conn = conn;
-        chan->authed = 1;
+        rov_ctx_chan_authed(chan);
         chan->handshaken = 1;
         conn_set_state(conn, ROV_CONN_ESTABLISHED, "accepted");
         send_hello(chan, ROV_FT_HELLO_ACK, 0, nonce_l);
@@ -998,7 +998,7 @@ static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_h
         return protocol_error(chan, "hello replayed: its counter was used before");
     rov_replay_accept(&conn->hello_rx, h.ctr);
     memcpy(chan->nonce, h.nonce, ROV_NONCE_LEN);
-    chan->authed = 1;
+    rov_ctx_chan_authed(chan);
     if (conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CLOSING) {
         rov_ctx_chan_close(chan);
         return;
@@ -1230,10 +1230,15 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
 
     if (chan->state == ROV_CHAN_CLOSED)
         return;
-    if (status == ROV_ERR_PROTO)
-        rov_warn("conn", "closing %s channel%s: protocol error: %s", chan->rail->spec->name,
-                 conn ? "" : " (no connection yet)", why);
-    else
+    if (status == ROV_ERR_PROTO) {
+        /* Rate-limited: anyone who reaches a port can cause it. */
+        char where[128];
+
+        chan->rail->ops.chan_str(chan, where, sizeof(where));
+        rov_log_ratelimited(ROV_LOG_WARN, "conn", "closing %s channel %s%s: protocol error: %s",
+                            chan->rail->spec->name, where,
+                            conn ? "" : " (no connection yet)", why);
+    } else
         /* At debug level: the switch it causes, or the connection's
          * failure, is the one line an operator sees. */
         rov_debug("conn", "%s channel of conn %llu closed: %s (%s)", chan->rail->spec->name,

@@ -27,6 +27,13 @@
  * call can take long), every CLOCK_EVERY_IDLE-th one that found nothing
  * (a few microseconds apart at most): a read costs 25 ns and, after a
  * system call, the two pages of the vDSO (transport/compiler.h). */
+/* An accepted channel whose peer has not authenticated within
+ * HELLO_TIMEOUT_NS (or twice the connect timeout, if longer) is closed, and
+ * at most HELLO_PENDING_MAX wait at once (the oldest goes first): a peer's
+ * HELLO follows its connect at once, so only a stranger or a broken peer
+ * holds a channel open without one (half-open connections, slowloris). */
+#define HELLO_TIMEOUT_NS (5ull * 1000000000ull)
+#define HELLO_PENDING_MAX 512
 #define CLOCK_EVERY 4
 #define CLOCK_EVERY_IDLE 16
 /* Powers of two, so that choosing between them costs a mask, not a
@@ -97,15 +104,54 @@ void rov_ctx_event(rov_context_t *ctx, rov_event_type_t type, struct rov_conn *c
  * (arm_timer()).  A process that busy-polls takes no timer interrupts from
  * the library: noise on its core, and under emulation (a VM without
  * hardware virtualisation) tens of microseconds each. */
+static uint64_t hello_timeout_ns(const rov_context_t *ctx)
+{
+    uint64_t t = 2 * ctx->config.connect_timeout_ns;
+
+    return t > HELLO_TIMEOUT_NS ? t : HELLO_TIMEOUT_NS;
+}
+
+/* Close chan, which has not authenticated its peer; why names the bound. */
+static void drop_unauthed(struct rov_chan *chan, const char *why)
+{
+    char where[128];
+
+    chan->rail->ops.chan_str(chan, where, sizeof(where));
+    rov_log_ratelimited(ROV_LOG_WARN, "core", "closing %s channel %s: %s",
+                        chan->rail->spec->name, where, why);
+    rov_ctx_chan_close(chan);
+}
+
+/* Accepted channels still without an authenticated HELLO: close those past
+ * the timeout, and learn when the next one is due. */
+static void sweep_unauthed(rov_context_t *ctx, uint64_t now)
+{
+    uint64_t timeout = hello_timeout_ns(ctx), due = 0;
+    struct rov_chan *c = ctx->chans, *next;
+
+    for (; c && ctx->awaiting_hello; c = next) {
+        next = c->next;
+        if (!c->awaiting_hello)
+            continue;
+        if (now - c->born_ns >= timeout)
+            drop_unauthed(c, "no authenticated hello within the handshake timeout");
+        else if (due == 0 || c->born_ns + timeout < due)
+            due = c->born_ns + timeout;
+    }
+    ctx->hello_due_ns = due;
+}
+
 static void timer_cb(struct rov_watch *w, uint32_t events)
 {
     rov_context_t *ctx = rov_container_of(w, rov_context_t, timer);
-    uint64_t expirations;
+    uint64_t expirations, now = rov_now_ns();
 
     (void)events;
     (void)!read(w->fd, &expirations, sizeof(expirations));
     ctx->timer_set_ns = 0;
-    rov_fo_poll(ctx, rov_now_ns()); /* progress() sends the due acks next */
+    if (ctx->awaiting_hello && now >= ctx->hello_due_ns)
+        sweep_unauthed(ctx, now);
+    rov_fo_poll(ctx, now); /* progress() sends the due acks next */
 }
 
 static void stamp_acks(rov_context_t *ctx, uint64_t now)
@@ -163,6 +209,8 @@ static void arm_timer(rov_context_t *ctx)
     uint64_t now = rov_now_ns(), due = rov_fo_due_ns(ctx);
     struct itimerspec its = {{0, 0}, {0, 0}};
 
+    if (ctx->awaiting_hello && (due == 0 || ctx->hello_due_ns < due))
+        due = ctx->hello_due_ns;
     if (ctx->ack_head) {
         stamp_acks(ctx, now);
         if (due == 0 || ctx->ack_head->ack_deadline_ns < due)
@@ -202,6 +250,8 @@ static void epoll_check(rov_context_t *ctx, int timeout_ms, int polled)
     if (timeout_ms == 0 && polled != 0 && now < ctx->epoll_due_ns)
         return;
     ctx->epoll_due_ns = now + EPOLL_GAP_NS;
+    if (__builtin_expect(ctx->awaiting_hello != 0, 0) && now >= ctx->hello_due_ns)
+        sweep_unauthed(ctx, now);
     rov_fo_poll(ctx, now);
     if (ctx->frames || ctx->events || ctx->push_pending ||
         (timeout_ms != 0 && arm_sleep(ctx) != ROV_OK))
@@ -518,6 +568,10 @@ void rov_ctx_chan_close(struct rov_chan *chan)
     }
     if (conn && conn->chans[chan->rail->index] == chan)
         conn->chans[chan->rail->index] = NULL;
+    if (chan->awaiting_hello) {
+        chan->awaiting_hello = 0;
+        ctx->awaiting_hello--;
+    }
     chan->state = ROV_CHAN_CLOSED;
     chan->conn = NULL;
     chan->rail->ops.chan_close(chan);
@@ -535,6 +589,7 @@ struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, s
     chan->state = ROV_CHAN_CONNECTING;
     chan->conn = NULL;
     chan->outbound = 1;
+    chan->awaiting_hello = 0;
     chan->authed = 0;
     chan->born_ns = rov_now_ns();
     chan->handshaken = 0;
@@ -544,8 +599,33 @@ struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, s
     return chan;
 }
 
+void rov_ctx_chan_authed(struct rov_chan *chan)
+{
+    chan->authed = 1;
+    if (chan->awaiting_hello) {
+        chan->awaiting_hello = 0;
+        chan->rail->ctx->awaiting_hello--;
+    }
+}
+
+/* Over the cap: the oldest channel still waiting for its HELLO goes (the
+ * list is newest first). */
+static void drop_oldest_unauthed(rov_context_t *ctx)
+{
+    struct rov_chan *oldest = NULL;
+
+    for (struct rov_chan *c = ctx->chans; c; c = c->next)
+        if (c->awaiting_hello)
+            oldest = c;
+    if (oldest)
+        drop_unauthed(oldest, "too many channels waiting for their handshake (the oldest "
+                              "is closed)");
+}
+
 void rov_rail_accepted(struct rov_rail *rail, struct rov_chan *chan)
 {
+    rov_context_t *ctx = rail->ctx;
+
     chan->rail = rail;
     chan->state = ROV_CHAN_OPEN;
     chan->conn = NULL;
@@ -555,7 +635,12 @@ void rov_rail_accepted(struct rov_rail *rail, struct rov_chan *chan)
     chan->handshaken = 0;
     chan->parked = 0;
     chan->silent = 0;
-    chan_track(rail->ctx, chan);
+    if (ctx->awaiting_hello == HELLO_PENDING_MAX)
+        drop_oldest_unauthed(ctx);
+    chan_track(ctx, chan);
+    chan->awaiting_hello = 1;
+    if (ctx->awaiting_hello++ == 0)
+        ctx->hello_due_ns = chan->born_ns + hello_timeout_ns(ctx);
 }
 
 void rov_rail_connected(struct rov_chan *chan)

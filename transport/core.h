@@ -105,6 +105,8 @@ struct rov_context {
     struct rov_fo_ctx fo;             /* failover engine */
     struct rov_fault fault;           /* RAILOVER_FAULT */
     struct rov_ctl *ctl;              /* control endpoint (control.c), NULL: none */
+    unsigned awaiting_hello;          /* accepted channels not yet authenticated */
+    uint64_t hello_due_ns;            /* check them for the timeout then */
 };
 
 /* conn.c: the connection protocol */
@@ -149,6 +151,9 @@ void rov_conn_free(struct rov_conn *conn);
 
 /* context.c: channel bookkeeping */
 void rov_ctx_chan_close(struct rov_chan *chan);
+/* The peer of an accepted channel proved its key (handshake timeout and cap
+ * no longer apply to it). */
+void rov_ctx_chan_authed(struct rov_chan *chan);
 /* Connect a new outbound channel on rail; NULL with *st_p set on failure. */
 struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, size_t len,
                                       rov_status_t *st_p);

@@ -30,6 +30,11 @@ static rov_status_t stub_chan_flush(struct rov_chan *chan)
     return ROV_ERR_UNSUPPORTED;
 }
 
+static void stub_chan_str(struct rov_chan *chan, char *buf, size_t len)
+{
+    snprintf(buf, len, "?");
+}
+
 static void stub_addr_str(const void *addr, size_t len, char *buf, size_t buf_len)
 {
     snprintf(buf, buf_len, "<%zu bytes>", len);
@@ -61,6 +66,8 @@ void rov_rail_register(const struct rov_rail_ops *ops)
         r->ready = stub_ready;
     if (!r->chan_flush)
         r->chan_flush = stub_chan_flush;
+    if (!r->chan_str)
+        r->chan_str = stub_chan_str;
     if (!r->addr_str)
         r->addr_str = stub_addr_str;
 }

@@ -57,6 +57,8 @@ struct rov_chan {
     unsigned parked : 1;       /* lost a connect race; kept in reserve */
     unsigned authed : 1;       /* the peer proved its key (HELLO or HELLO_ACK
                                 * MAC): frames up to RAILOVER_MAX_MSG accepted */
+    unsigned awaiting_hello : 1; /* accepted, peer not yet authenticated
+                                  * (handshake timeout and cap: context.c) */
     unsigned silent : 1;       /* RAILOVER_FAULT: drops every frame both ways */
     uint64_t silent_since_ns;
     uint32_t hello_flags;      /* parked: the HELLO that came on it */
@@ -156,7 +158,8 @@ struct rov_rail_ops {
     rov_status_t (*chan_health)(struct rov_chan *chan, struct rov_chan_health *h);
 
     /** Local and remote address of a channel ("192.0.2.1:40000>192.0.2.2:
-     * 5000"), for status output.  Optional. */
+     * 5000"), for status output and for log lines about a peer.  Optional
+     * (stub: "?"). */
     void (*chan_str)(struct rov_chan *chan, char *buf, size_t len);
 
     /** Human-readable form of a rail address, for logs.  Optional. */

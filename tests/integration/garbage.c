@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -41,6 +42,13 @@
 #define MIN_CASE_NS (100ull * 1000000ull) /* and traffic flows this long around it */
 #define PUMP_BATCH 32
 #define FLOOD_SOCKETS 64
+/* Half-open sockets that never send a HELLO: more than the library keeps
+ * waiting at once (context.c: HELLO_PENDING_MAX 512), each tenth a
+ * slowloris sending a partial header; all must be gone after its handshake
+ * timeout (5 s). */
+#define HALF_OPEN 600
+#define HALF_OPEN_KEPT_MAX 512
+#define HALF_OPEN_GONE_NS (12ull * 1000000000ull)
 
 enum side { SIDE_A, SIDE_B };
 
@@ -1115,6 +1123,84 @@ static int finish(void)
     return 0;
 }
 
+static unsigned count_open(const int *fds, int n)
+{
+    unsigned open_now = 0;
+
+    for (int i = 0; i < n; i++) {
+        if (fds[i] < 0)
+            continue;
+        if (raw_poll(fds[i], NULL, 0, NULL) == RAW_OPEN) {
+            open_now++;
+        } else {
+            close(fds[i]);
+            ((int *)fds)[i] = -1;
+        }
+    }
+    return open_now;
+}
+
+/* Issue 19, part 3: half-open connections and slowloris senders were kept
+ * for ever.  Now at most HALF_OPEN_KEPT_MAX wait at once (the oldest is
+ * closed), a legitimate connection still gets in meanwhile, and every one
+ * is closed once the handshake timeout has passed. */
+static void run_half_open_case(int rail_index)
+{
+    static int fds[HALF_OPEN];
+    struct rlimit rl;
+    uint64_t mark[2 * NGOOD], t0;
+    uint8_t partial[ROV_WIRE_HDR_LEN];
+    unsigned f0, open_now = 0;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4 * HALF_OPEN) {
+        rl.rlim_cur = rl.rlim_max < 4 * HALF_OPEN ? rl.rlim_max : 4 * HALF_OPEN;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    header(partial, ROV_FT_HELLO, ROV_WIRE_HELLO_FIXED, 0, 0, 0);
+    case_begin("half_open_flood", mark, &f0);
+    for (int i = 0; i < HALF_OPEN; i++) {
+        fds[i] = raw_connect();
+        if (fds[i] >= 0 && i % 10 == 0)
+            raw_send(fds[i], partial, 10);
+        if (i % 32 == 0)
+            spin(-1);
+    }
+    t0 = it_now_ns();
+    while (it_now_ns() - t0 < 300ull * 1000000ull)
+        spin(-1);
+    open_now = count_open(fds, HALF_OPEN);
+    fprintf(stderr, "[%s]: %u of %d half-open sockets still open after the flood\n",
+            g.case_name, open_now, HALF_OPEN);
+    if (open_now > HALF_OPEN_KEPT_MAX)
+        failf("%u half-open sockets kept open, want at most %d", open_now, HALF_OPEN_KEPT_MAX);
+    case_end(mark, f0);
+
+    /* A real connection during the flood. */
+    {
+        uint8_t bad[ROV_WIRE_HDR_LEN];
+
+        header(bad, ROV_FT_ACK, 0, 0, 1000, 0);
+        run_established_case("established_during_half_open_flood", rail_index, bad,
+                             sizeof(bad));
+    }
+
+    case_begin("half_open_timed_out", mark, &f0);
+    t0 = it_now_ns();
+    while ((open_now = count_open(fds, HALF_OPEN)) != 0 &&
+           it_now_ns() - t0 < HALF_OPEN_GONE_NS)
+        spin(-1);
+    if (open_now)
+        failf("%u half-open sockets still open %.0f s after the flood", open_now,
+              (double)HALF_OPEN_GONE_NS / 1e9);
+    else
+        fprintf(stderr, "[%s]: every half-open socket closed by the library %.1f s after "
+                "the flood\n", g.case_name, (double)(it_now_ns() - t0) / 1e9);
+    for (int i = 0; i < HALF_OPEN; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    case_end(mark, f0);
+}
+
 /* Issue 19's takeover: a stranger who holds A's address blob (its key
  * included) and sees B's listening port sends B a reconnect HELLO naming
  * A's endpoint and the live connection (A's id 1, B's id 1) with the switch
@@ -1188,6 +1274,7 @@ int main(void)
     run_flood_case();
     run_connect_close_case();
     run_hijack_case();
+    run_half_open_case(rail_index);
 
     {
         uint8_t bad[ROV_WIRE_HDR_LEN];
