@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <poll.h>
@@ -26,6 +27,7 @@
 #include <linux/sockios.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -44,6 +46,9 @@
 #define TCP_READS_PER_POLL 16
 #define TCP_FLUSH_IOV 64
 #define TCP_PAGE 4096 /* large frames: payload alignment */
+/* Staging buffer of a channel whose peer has not authenticated: one whole
+ * handshake frame, the largest it may send (rov_chan_rx_max_payload()). */
+#define TCP_PREAUTH_BUF (ROV_WIRE_HDR_LEN + ROV_WIRE_HELLO_MAX)
 
 struct tcp_txq {
     struct tcp_txq *next;
@@ -63,6 +68,7 @@ struct tcp_chan {
     bool ending;            /* chan_flush: the stream ends after the txq */
     bool quiet;             /* out of epoll: polled directly (TCP_QUIET_AFTER) */
     bool expect_big;        /* last frame was large: read the next header alone */
+    bool preauth;           /* buf is TCP_PREAUTH_BUF until the peer authenticates */
     uint8_t *buf;           /* receive staging: [off, len) unparsed */
     size_t cap, off, len;
     size_t big_need;        /* size of the large frame being read, else 0 */
@@ -87,6 +93,8 @@ struct tcp_rail {
     socklen_t local_len;
     char ifname[IF_NAMESIZE];
     int listen_fd;
+    int spare_fd;           /* kept in reserve for accept() out of descriptors */
+    bool accept_paused;     /* listener out of epoll: no descriptor, no reserve */
     struct rov_watch lwatch;
     uint8_t addr[ROV_RAIL_ADDR_MAX];
     size_t addr_len;
@@ -110,6 +118,23 @@ static const char *errno_why(int err)
     }
 }
 
+/* Out of descriptors: a local limit, named with the limit, not the peer's
+ * or the path's fault. */
+static ROV_COLD const char *nofile_why(int err, char *buf, size_t len)
+{
+    struct rlimit rl;
+
+    if (err == ENFILE)
+        return "out of file descriptors (ENFILE: the system's file table is full, "
+               "fs.file-max)";
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        snprintf(buf, len, "out of file descriptors (EMFILE: RLIMIT_NOFILE %llu reached)",
+                 (unsigned long long)rl.rlim_cur);
+    else
+        snprintf(buf, len, "out of file descriptors (EMFILE)");
+    return buf;
+}
+
 /* Addresses ------------------------------------------------------------------ */
 
 static void tcp_addr_str(const void *addr, size_t len, char *buf, size_t buf_len)
@@ -121,6 +146,7 @@ static void tcp_addr_str(const void *addr, size_t len, char *buf, size_t buf_len
 
 static void chan_cb(struct rov_watch *w, uint32_t events);
 static ROV_COLD void fail(struct tcp_chan *c, rov_status_t st, const char *why);
+static ROV_COLD void accept_resume(struct tcp_rail *r);
 
 static void set_events(struct tcp_chan *c, uint32_t events)
 {
@@ -169,7 +195,9 @@ static struct tcp_chan *chan_new(struct tcp_rail *r, int fd, bool connecting)
 
     if (!c)
         return NULL;
-    c->buf = malloc(r->rxbuf);
+    /* Nothing more is buffered for a peer that has not authenticated: the
+     * buffer grows to RAILOVER_TCP_RXBUF once it has (rx_grow()). */
+    c->buf = malloc(TCP_PREAUTH_BUF);
     if (!c->buf) {
         free(c);
         return NULL;
@@ -179,7 +207,8 @@ static struct tcp_chan *chan_new(struct tcp_rail *r, int fd, bool connecting)
      * socket that vanished (its reset lost) must still show as an error. */
     rov_net_keepalive(fd, r->keepalive_ns);
     c->rail = r;
-    c->cap = r->rxbuf;
+    c->cap = TCP_PREAUTH_BUF;
+    c->preauth = true;
     c->connecting = connecting;
     c->watch.fd = fd;
     c->watch.cb = chan_cb;
@@ -235,6 +264,8 @@ static void tcp_chan_close(struct rov_chan *chan)
     /* Freed later: an epoll batch or a read loop may still point at it. */
     c->next = r->graveyard;
     r->graveyard = c;
+    if (__builtin_expect(r->accept_paused, 0))
+        accept_resume(r); /* a descriptor is free again */
 }
 
 static ROV_COLD void bury(struct tcp_rail *r)
@@ -468,12 +499,26 @@ static bool big_reserve(struct tcp_chan *c, size_t flen)
     return true;
 }
 
+/* The peer has authenticated: the staging buffer grows from one handshake
+ * frame to RAILOVER_TCP_RXBUF (what it holds, [off, len), stays). */
+static ROV_COLD bool rx_grow(struct tcp_chan *c)
+{
+    uint8_t *nb = realloc(c->buf, c->rail->rxbuf);
+
+    if (!nb) {
+        fail(c, ROV_ERR_NOMEM, "tcp: no memory for a receive buffer");
+        return false;
+    }
+    c->buf = nb;
+    c->cap = c->rail->rxbuf;
+    c->preauth = false;
+    return true;
+}
+
 /* Hand up every whole frame in [off, len).  Returns false if the channel
  * died (protocol error or closed by the transport during an upcall). */
 static ROV_HOT bool parse_frames(struct tcp_chan *c)
 {
-    size_t max_payload = c->rail->base.max_frame - ROV_WIRE_HDR_LEN;
-
     while (c->len > c->off) {
         size_t flen, avail = c->len - c->off;
         const char *why = "";
@@ -491,13 +536,17 @@ static ROV_HOT bool parse_frames(struct tcp_chan *c)
             c->off += flen;
             continue;
         }
-        st = rov_wire_peek(c->buf + c->off, avail, max_payload, &flen, &why);
+        /* Per frame: the handshake frame before it may have raised it. */
+        st = rov_wire_peek(c->buf + c->off, avail, rov_chan_rx_max_payload(&c->base), &flen,
+                           &why);
         if (st == ROV_INPROGRESS)
             break;
         if (st != ROV_OK) {
             fail(c, ROV_ERR_PROTO, why);
             return false;
         }
+        if (__builtin_expect(c->preauth, 0) && c->base.authed && !rx_grow(c))
+            return false;
         /* A whole header and a frame not yet whole (else handed up above). */
         if (flen > c->cap) {
             /* Too large for the staging buffer: read the rest in place. */
@@ -518,6 +567,8 @@ static ROV_HOT bool parse_frames(struct tcp_chan *c)
         c->len -= c->off;
         c->off = 0;
     }
+    if (__builtin_expect(c->preauth, 0) && c->base.authed)
+        return rx_grow(c);
     return true;
 }
 
@@ -642,25 +693,83 @@ static rov_status_t tcp_open(rov_context_t *ctx, const struct rov_rail_spec *spe
     }
     r->base.ctx = ctx;
     r->listen_fd = -1;
+    r->spare_fd = -1;
     r->rxbuf = config->tcp_rxbuf;
     r->keepalive_ns = config->keepalive_ns;
     *rail_p = &r->base;
     return ROV_OK;
 }
 
+/* The listener back in epoll once a descriptor is free (one of the rail's
+ * channels closed), with its reserve taken again first. */
+static void accept_resume(struct tcp_rail *r)
+{
+    if (r->spare_fd < 0)
+        r->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (r->spare_fd < 0 || r->listen_fd < 0)
+        return;
+    if (rov_ctx_watch(r->base.ctx, &r->lwatch, EPOLLIN) == ROV_OK) {
+        r->accept_paused = false;
+        rov_debug("tcp", "rail %s: accepting connections again", r->base.spec->name);
+    }
+}
+
+/* accept() found no descriptor for a waiting connection (EMFILE, ENFILE).
+ * The connection stays in the backlog and the listener readable, so the
+ * accept loop would spin at full CPU, and a failover reconnect would wait
+ * behind whatever fills the backlog.  The descriptor kept in reserve makes
+ * room to accept the connection and close it at once (its peer sees it end
+ * and retries through its backoff); then the reserve is taken again.
+ * Without a reserve, the listener leaves epoll until one of the rail's
+ * channels closes.  Returns whether to accept on. */
+static ROV_COLD bool accept_shed(struct tcp_rail *r, int err)
+{
+    char why[96];
+    int fd = -1, aerr = EMFILE;
+
+    rov_log_ratelimited(ROV_LOG_WARN, "tcp",
+                        "rail %s: %s: incoming connections are closed at once until "
+                        "descriptors are free", r->base.spec->name,
+                        nofile_why(err, why, sizeof(why)));
+    if (r->spare_fd >= 0) {
+        close(r->spare_fd);
+        fd = accept4(r->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        aerr = fd < 0 ? errno : 0;
+        if (fd >= 0)
+            close(fd);
+        r->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (r->spare_fd >= 0 && aerr != EMFILE && aerr != ENFILE)
+            return aerr != EAGAIN; /* EAGAIN: the backlog is empty */
+    }
+    rov_debug("tcp", "rail %s: no descriptor in reserve: listener paused until a channel closes",
+              r->base.spec->name);
+    rov_ctx_unwatch(r->base.ctx, &r->lwatch);
+    r->accept_paused = true;
+    return false;
+}
+
 static void accept_cb(struct rov_watch *w, uint32_t events)
 {
     struct tcp_rail *r = rov_container_of(w, struct tcp_rail, lwatch);
 
+    (void)events;
     for (;;) {
         int fd = accept4(r->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         struct tcp_chan *c;
 
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                rov_log_ratelimited(ROV_LOG_WARN, "tcp", "accept on %s: %m", r->base.spec->name);
-            if (errno == EINTR || errno == ECONNABORTED)
+            int err = errno;
+
+            if (err == EINTR || err == ECONNABORTED)
                 continue;
+            if (err == EMFILE || err == ENFILE) {
+                if (accept_shed(r, err))
+                    continue;
+                return;
+            }
+            if (err != EAGAIN)
+                rov_log_ratelimited(ROV_LOG_WARN, "tcp", "accept on %s: %s", r->base.spec->name,
+                                    strerror(err));
             return;
         }
         c = chan_new(r, fd, false);
@@ -697,6 +806,9 @@ static rov_status_t tcp_listen(struct rov_rail *rail, void *addr, size_t *len_p)
         r->listen_fd = fd;
         r->lwatch.fd = fd;
         r->lwatch.cb = accept_cb;
+        /* A descriptor in reserve for accept() (accept_shed()); without
+         * one, the listener pauses instead. */
+        r->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (rov_ctx_watch(rail->ctx, &r->lwatch, EPOLLIN) != ROV_OK) {
             close(fd);
             r->listen_fd = -1;
@@ -721,9 +833,14 @@ static void tcp_unlisten(struct rov_rail *rail)
 
     if (r->listen_fd < 0)
         return;
-    rov_ctx_unwatch(rail->ctx, &r->lwatch);
+    if (!r->accept_paused)
+        rov_ctx_unwatch(rail->ctx, &r->lwatch);
+    r->accept_paused = false;
     close(r->listen_fd);
     r->listen_fd = -1;
+    if (r->spare_fd >= 0)
+        close(r->spare_fd);
+    r->spare_fd = -1;
 }
 
 static rov_status_t tcp_connect(struct rov_rail *rail, const void *addr, size_t len,
@@ -745,8 +862,16 @@ static rov_status_t tcp_connect(struct rov_rail *rail, const void *addr, size_t 
     }
     fd = socket(peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        rov_error("tcp", "socket: %m");
-        return ROV_ERR_IO;
+        int err = errno;
+        char why[96];
+
+        /* A local limit, not an unreachable peer; repeats per attempt. */
+        if (err == EMFILE || err == ENFILE)
+            rov_log_ratelimited(ROV_LOG_ERROR, "tcp", "cannot connect rail %s: %s",
+                                rail->spec->name, nofile_why(err, why, sizeof(why)));
+        else
+            rov_error("tcp", "socket: %s", strerror(err));
+        return err == EMFILE || err == ENFILE ? ROV_ERR_RESOURCE : ROV_ERR_IO;
     }
     /* Leave through the rail's own interface address. */
     if (bind(fd, (struct sockaddr *)&r->local, r->local_len) < 0) {

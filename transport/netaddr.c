@@ -27,6 +27,8 @@ rov_status_t rov_net_errno_status(int err)
     case EPIPE: return ROV_ERR_RESET;
     case ENOMEM:
     case ENOBUFS: return ROV_ERR_NOMEM;
+    case EMFILE:
+    case ENFILE: return ROV_ERR_RESOURCE;
     default: return ROV_ERR_IO;
     }
 }
@@ -132,22 +134,30 @@ const char *rov_net_literal_unusable(const char *arg)
     return parse_literal(arg, &ss, &len) ? rov_net_addr_unusable(&ss) : NULL;
 }
 
+static bool same_in4(const struct sockaddr *sa, const struct sockaddr_storage *ss)
+{
+    return sa && sa->sa_family == AF_INET &&
+           memcmp(&((const struct sockaddr_in *)sa)->sin_addr,
+                  &((const struct sockaddr_in *)ss)->sin_addr, 4) == 0;
+}
+
 /* The broadcast address of an interface that is up (192.0.2.255 on a /24):
- * a literal one would be advertised to peers as if it were ours. */
+ * a literal one would be advertised to peers as if it were ours.  An
+ * address of our own is never one: an address added without "brd" has no
+ * broadcast, and getifaddrs() then reports the address itself there. */
 static bool is_if_broadcast(const struct sockaddr_storage *ss)
 {
     struct ifaddrs *ifs;
-    bool found = false;
+    bool bcast = false, own = false;
 
     if (ss->ss_family != AF_INET || getifaddrs(&ifs) < 0)
         return false;
-    for (struct ifaddrs *ifa = ifs; ifa && !found; ifa = ifa->ifa_next)
-        found = (ifa->ifa_flags & IFF_BROADCAST) && ifa->ifa_broadaddr &&
-                ifa->ifa_broadaddr->sa_family == AF_INET &&
-                memcmp(&((const struct sockaddr_in *)ifa->ifa_broadaddr)->sin_addr,
-                       &((const struct sockaddr_in *)ss)->sin_addr, 4) == 0;
+    for (struct ifaddrs *ifa = ifs; ifa; ifa = ifa->ifa_next) {
+        own = own || same_in4(ifa->ifa_addr, ss);
+        bcast = bcast || ((ifa->ifa_flags & IFF_BROADCAST) && same_in4(ifa->ifa_broadaddr, ss));
+    }
     freeifaddrs(ifs);
-    return found;
+    return bcast && !own;
 }
 
 /* Pick the local address: an IP literal, or an interface's first address

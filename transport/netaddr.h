@@ -56,7 +56,8 @@ const char *rov_net_literal_unusable(const char *arg);
  * peer's socket, is gone. */
 void rov_net_keepalive(int fd, uint64_t idle_ns);
 
-/** Map a socket errno to a status (ECONNREFUSED: ROV_ERR_REFUSED, ...). */
+/** Map a socket errno to a status (ECONNREFUSED: ROV_ERR_REFUSED, EMFILE:
+ * ROV_ERR_RESOURCE, ...). */
 rov_status_t rov_net_errno_status(int err);
 
 #endif

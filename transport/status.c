@@ -25,6 +25,7 @@ const char *rov_status_str(rov_status_t status)
     case ROV_ERR_UNSUPPORTED: return "not supported";
     case ROV_ERR_BUSY: return "busy";
     case ROV_ERR_CANCELED: return "canceled";
+    case ROV_ERR_RESOURCE: return "out of a local resource (file descriptors)";
     }
     return "unknown status";
 }

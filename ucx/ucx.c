@@ -633,9 +633,9 @@ static rov_status_t ucx_send(struct rov_chan *chan, const struct iovec *iov, int
 /* Check a whole frame as a stream rail would, then hand it up. */
 static void deliver(struct ucx_chan *c, const void *frame, size_t len)
 {
-    size_t max_payload = c->rail->base.max_frame - ROV_WIRE_HDR_LEN, flen = 0;
+    size_t flen = 0;
     const char *why = "";
-    rov_status_t st = rov_wire_peek(frame, len, max_payload, &flen, &why);
+    rov_status_t st = rov_wire_peek(frame, len, rov_chan_rx_max_payload(&c->base), &flen, &why);
 
     c->rx_seq++;
     c->n_heard++;
@@ -755,6 +755,13 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, v
         fail(c, ROV_ERR_PROTO, length < ROV_WIRE_HDR_LEN ?
              "ucx: message shorter than a frame header" :
              "ucx: message longer than RAILOVER_MAX_MSG allows");
+        return UCS_OK;
+    }
+    /* Nothing is copied or fetched for a peer that has not authenticated:
+     * its handshake frames are small and come eagerly, first in sequence,
+     * so they are handed up in place (above) before anything is held. */
+    if (length > ROV_WIRE_HDR_LEN + rov_chan_rx_max_payload(&c->base)) {
+        fail(c, ROV_ERR_PROTO, "ucx: large message before authentication");
         return UCS_OK;
     }
     op = op_get(r, c);

@@ -530,8 +530,7 @@ static bool check_frame(struct vb_chan *c, const uint8_t *buf, size_t len)
     size_t flen;
     const char *why = "verbs: frame length does not match the message";
 
-    if (rov_wire_peek(buf, len, c->rail->base.max_frame - ROV_WIRE_HDR_LEN, &flen, &why) !=
-            ROV_OK ||
+    if (rov_wire_peek(buf, len, rov_chan_rx_max_payload(&c->base), &flen, &why) != ROV_OK ||
         flen != len) {
         rov_warn(VB, "qp %u: bad frame from peer (%s); closing the channel", c->qp->qp_num, why);
         fail(c, ROV_ERR_PROTO, why);
@@ -601,6 +600,14 @@ static void accept_rts(struct vb_chan *c, const uint8_t *msg, size_t len)
     if (inl != len - sizeof(rts) || inl + wlen > c->rail->base.max_frame ||
         inl + wlen <= ROV_WIRE_HDR_LEN) {
         fail(c, ROV_ERR_PROTO, "verbs: RTS from peer with impossible lengths");
+        return;
+    }
+    /* Nothing is staged for a peer that has not authenticated: its frames
+     * are handshake frames, which fit a receive buffer. */
+    if (inl + wlen > ROV_WIRE_HDR_LEN + rov_chan_rx_max_payload(&c->base)) {
+        rov_warn(VB, "qp %u: large frame (%zu bytes) from a peer that has not authenticated; "
+                 "closing the channel", c->qp->qp_num, inl + wlen);
+        fail(c, ROV_ERR_PROTO, "verbs: large frame before authentication");
         return;
     }
     if (inl + wlen > st->cap && !stage_grow(c, st, inl + wlen)) {

@@ -79,6 +79,8 @@ enum {
     ROV_ERR_UNSUPPORTED = -13, /* not built in or not available here */
     ROV_ERR_BUSY = -14,        /* object in a state that forbids the call */
     ROV_ERR_CANCELED = -15,    /* operation canceled by close/destroy */
+    ROV_ERR_RESOURCE = -16,    /* a local limit was reached (file descriptors: EMFILE,
+                                * ENFILE); says nothing about the peer or the path */
 };
 
 /** Static, human readable name of a status ("ok", "window full", ...). */
@@ -256,7 +258,8 @@ void rov_endpoint_destroy(rov_endpoint_t *endpoint);
 /** Start connecting to the peer endpoint whose address blob is given.  Does
  * not block: sends may be posted at once and are sent when the connection is
  * established (ROV_EVENT_CONN_ESTABLISHED).  ROV_ERR_INVAL for a malformed
- * blob, ROV_ERR_UNREACHABLE when the blob shares no rail with this context. */
+ * blob, ROV_ERR_UNREACHABLE when the blob shares no rail with this context,
+ * ROV_ERR_RESOURCE when this process is out of file descriptors. */
 rov_status_t rov_conn_connect(rov_endpoint_t *endpoint, const void *addr, size_t addr_len,
                               rov_conn_t **conn_p);
 

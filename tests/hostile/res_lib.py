@@ -1,0 +1,172 @@
+"""Shared by the res_*.py hostile tests (resources held for, or taken by,
+hostile peers): live rov_stream processes, their listening port, their CPU
+time and memory read from /proc, and raw frames built from transport/wire.h.
+"""
+import os
+import re
+import resource
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+FAILURES = []
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    FAILURES.append(msg)
+
+
+def note(msg):
+    print(msg, flush=True)
+
+
+def finish(name):
+    if FAILURES:
+        print("%s: %d failure(s)" % (name, len(FAILURES)), flush=True)
+        sys.exit(1)
+    print("%s: PASS" % name, flush=True)
+    sys.exit(0)
+
+
+def wire_consts(src_dir):
+    """Magic, version and DATA type as transport/wire.h defines them now."""
+    text = open(os.path.join(src_dir, "transport", "wire.h")).read()
+    version = int(re.search(r"#define ROV_WIRE_VERSION (\d+)", text).group(1))
+    data = int(re.search(r"ROV_FT_DATA = (\d+)", text).group(1))
+    return 0x5652, version, data
+
+
+def frame_header(src_dir, ftype_name, length, seq=1, ack=0, tag=0):
+    magic, version, data = wire_consts(src_dir)
+    ftype = {"DATA": data}[ftype_name]
+    return struct.pack("<HBBIQQII", magic, version, ftype, length, seq, ack, tag, 0)
+
+
+class Proc:
+    """A rov_stream side with its log in a file; killed at exit."""
+
+    all = []
+
+    def __init__(self, argv, env, nofile=None, log=None):
+        self.log_path = log or tempfile.mktemp(prefix="rov_res_", suffix=".log")
+        self.log = open(self.log_path, "w")
+
+        def pre():
+            if nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+        self.p = subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                  preexec_fn=pre)
+        Proc.all.append(self)
+
+    @property
+    def pid(self):
+        return self.p.pid
+
+    def text(self):
+        self.log.flush()
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def wait(self, timeout):
+        try:
+            return self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def kill(self):
+        if self.alive():
+            self.p.send_signal(signal.SIGKILL)
+            self.p.wait()
+
+    @staticmethod
+    def kill_all():
+        for p in Proc.all:
+            p.kill()
+
+
+def wait_file(path, proc, timeout=20):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            return True
+        if not proc.alive():
+            return False
+        time.sleep(0.05)
+    return False
+
+
+def cpu_s(pid):
+    """utime + stime of pid, in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def nfds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def listen_ports(pid):
+    """TCP ports pid listens on (IPv4 and IPv6), from its socket inodes."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if f[3] == "0A" and f[9] in inodes:  # LISTEN
+                ports.append(int(f[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def stream_env(rails="tcp@127.0.0.1", **extra):
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("RAILOVER_"):
+            del env[k]
+    env["RAILOVER_RAILS"] = rails
+    env["RAILOVER_LOG"] = "warn"
+    env.update(extra)
+    return env
+
+
+def closed_by_peer(sock, timeout):
+    """Whether the peer ends (EOF or reset) the connection within timeout."""
+    sock.settimeout(timeout)
+    try:
+        while True:
+            b = sock.recv(65536)
+            if not b:
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
