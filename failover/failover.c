@@ -25,6 +25,12 @@
 #define TICK_MAX_NS (5 * MS)
 #define FLAPS_MAX 4         /* the dwell grows to 16x on a flapping path */
 #define STABLE_DWELLS 8     /* this many dwells on the rail: forgive its past */
+/* Reconnects per process: a burst as large as a big job's connection count
+ * (a switch that dies under every connection at once), then 500 a second.
+ * Each connection's own rails back off (RAILOVER_FAILBACK_RETRY doubling
+ * to _RETRY_MAX) besides. */
+#define ROV_FO_CONNECT_BURST 1024
+#define ROV_FO_CONNECT_INTERVAL_NS (2 * MS)
 
 /* Classification ------------------------------------------------------------ */
 
@@ -121,6 +127,19 @@ static int next_rail(const struct rov_conn *conn, int from, uint64_t now, bool a
     return -1;
 }
 
+/* Of the other rails both sides have (all failed), the one whose retry
+ * comes first, or -1. */
+static int first_retry(const struct rov_conn *conn, int from)
+{
+    int best = -1;
+
+    for (int i = 0; i < conn->ctx->nrails; i++)
+        if (i != from && rov_conn_peer_has_rail(conn, i) &&
+            (best < 0 || conn->fo.rails[i].retry_ns < conn->fo.rails[best].retry_ns))
+            best = i;
+    return best;
+}
+
 static uint64_t dwell_ns(const struct rov_conn *conn)
 {
     unsigned f = conn->fo.flaps < FLAPS_MAX ? conn->fo.flaps : FLAPS_MAX;
@@ -151,6 +170,67 @@ static void mark_down(struct rov_conn *conn, int rail, uint64_t now)
     forget_chan(r, 0);
 }
 
+/* Whether a new channel may be connected now, from the context's reconnect
+ * budget; if not, *when_p says when. */
+static bool connect_allowed(rov_context_t *ctx, uint64_t now, uint64_t *when_p)
+{
+    const uint64_t burst = ROV_FO_CONNECT_BURST * ROV_FO_CONNECT_INTERVAL_NS;
+    uint64_t tat = ctx->fo.connect_tat_ns > now ? ctx->fo.connect_tat_ns : now;
+
+    if (tat - now >= burst) {
+        *when_p = tat - burst + ROV_FO_CONNECT_INTERVAL_NS;
+        if (!ctx->fo.connects_limited++)
+            rov_warn("failover", "reconnects limited to %llu a second after a burst of %d: "
+                     "connections wait their turn", 1000000000ull / ROV_FO_CONNECT_INTERVAL_NS,
+                     ROV_FO_CONNECT_BURST);
+        return false;
+    }
+    ctx->fo.connect_tat_ns = tat + ROV_FO_CONNECT_INTERVAL_NS;
+    return true;
+}
+
+/* Move conn to rail `to`, leaving `failed` (or -1).  A move that needs a
+ * new channel goes through the backoff of the target rail (a rail that
+ * failed is retried no sooner than its retry time) and through the
+ * context's reconnect budget; until then the connection waits (sends are
+ * retained, check_conn() makes the move when it is due).  Without this, a
+ * peer that drops every new channel before its handshake had a connection
+ * bounce between two rails tens of thousands of times a second.  False when
+ * the move failed. */
+static bool move_or_wait(struct rov_conn *conn, int to, rov_reason_t reason, const char *why,
+                         int failed, uint64_t now)
+{
+    struct rov_fo_rail *r = &conn->fo.rails[to];
+    struct rov_chan *chan = conn->chans[to];
+    uint64_t when = 0;
+    rov_status_t st;
+
+    if (!chan || chan->state == ROV_CHAN_CLOSED) {
+        if (r->state == ROV_FO_DOWN && now < r->retry_ns)
+            when = r->retry_ns;
+        else
+            connect_allowed(conn->ctx, now, &when);
+    }
+    if (when) {
+        rov_debug("failover", "conn %llu: moves to %s in %.1f ms (backoff)",
+                  (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, to),
+                  (double)(when - now) / 1e6);
+        conn->fo.wait_to = (uint8_t)(to + 1);
+        conn->fo.wait_failed = (uint8_t)(failed + 1);
+        conn->fo.wait_reason = reason;
+        conn->fo.wait_ns = when;
+        return true;
+    }
+    conn->fo.wait_to = 0;
+    st = rov_conn_move(conn, to, reason, why, failed >= 0 ? ROV_HF_FAILED : 0, failed);
+    if (st != ROV_OK && st != ROV_INPROGRESS) {
+        rov_warn("failover", "conn %llu: cannot move to %s: %s", (unsigned long long)conn->id,
+                 rov_context_rail_name(conn->ctx, to), rov_status_str(st));
+        return false;
+    }
+    return true;
+}
+
 /* Tick ------------------------------------------------------------------------- */
 
 /* The engine runs every tick_ns while it watches a connection: from the
@@ -172,7 +252,6 @@ bool rov_fo_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,
 {
     uint64_t now = rov_now_ns();
     int to;
-    rov_status_t st;
 
     if (!cfg(conn)->failover)
         return false;
@@ -199,17 +278,11 @@ bool rov_fo_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,
                  (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, rail));
         return false;
     }
-    if (to < 0) /* other failures may be passing: try the others again */
-        to = next_rail(conn, rail, now, true);
+    if (to < 0) /* other failures may be passing: the first retry due */
+        to = first_retry(conn, rail);
     if (to < 0)
         return false;
-    st = rov_conn_move(conn, to, reason, why, ROV_HF_FAILED, rail);
-    if (st != ROV_OK && st != ROV_INPROGRESS) {
-        rov_warn("failover", "conn %llu: cannot move to %s: %s", (unsigned long long)conn->id,
-                 rov_context_rail_name(conn->ctx, to), rov_status_str(st));
-        return false;
-    }
-    return true;
+    return move_or_wait(conn, to, reason, why, rail, now);
 }
 
 void rov_fo_peer_failed(struct rov_conn *conn, int rail)
@@ -357,8 +430,14 @@ static void retry_rail(struct rov_conn *conn, int rail, uint64_t now)
     struct rov_fo_rail *r = &conn->fo.rails[rail];
     rov_status_t st;
 
+    uint64_t when;
+
     if (r->state == ROV_FO_DOWN && now < r->retry_ns)
         return;
+    if (!connect_allowed(conn->ctx, now, &when)) {
+        r->retry_ns = when;
+        return;
+    }
     rov_debug("failover", "conn %llu: retrying %s", (unsigned long long)conn->id,
               rov_context_rail_name(conn->ctx, rail));
     st = rov_conn_open_rail(conn, rail);
@@ -393,6 +472,21 @@ static void maybe_failback(struct rov_conn *conn, uint64_t now)
 
 static void check_conn(struct rov_conn *conn, uint64_t now)
 {
+    if (conn->fo.wait_to) {
+        int to = conn->fo.wait_to - 1;
+
+        if (conn->chans[conn->tx_rail]) {
+            conn->fo.wait_to = 0; /* moved meanwhile (the peer's move) */
+        } else if (now < conn->fo.wait_ns) {
+            return;
+        } else {
+            conn->fo.wait_to = 0;
+            if (!move_or_wait(conn, to, conn->fo.wait_reason, "retry after backoff",
+                              conn->fo.wait_failed - 1, now))
+                rov_conn_fail(conn, ROV_ERR_UNREACHABLE, "no rail reaches the peer");
+            return;
+        }
+    }
     if (!conn->chans[conn->tx_rail]) {
         /* Every path that closes the transmit channel moves the connection;
          * this is the net under them. */

@@ -57,6 +57,12 @@ struct rov_fo_conn {
     bool peer_hold;           /* the peer's operator holds it */
     unsigned flaps;           /* failures soon after a failback: longer dwell */
     uint64_t back_ns;         /* when we last moved to a better rail */
+    /* A move that must wait for the target rail's retry time or for the
+     * context's reconnect budget: to that rail + 1 at wait_ns (0: none). */
+    uint8_t wait_to;
+    uint8_t wait_failed;      /* the rail it leaves, failed */
+    rov_reason_t wait_reason;
+    uint64_t wait_ns;
 };
 
 struct rov_fo_ctx {
@@ -64,6 +70,11 @@ struct rov_fo_ctx {
     uint64_t next_ns;         /* when the next tick is due (active) */
     uint64_t tick_ns;
     bool hold_all;            /* operator: every connection, present and future */
+    /* Reconnect budget (a token bucket as a theoretical arrival time): at
+     * most ROV_FO_CONNECT_BURST at once, then one per
+     * ROV_FO_CONNECT_INTERVAL_NS, whatever the connections and rails. */
+    uint64_t connect_tat_ns;
+    uint64_t connects_limited; /* reconnects that waited for the budget */
 };
 
 /* Context life cycle and progress (context.c). */

@@ -512,6 +512,11 @@ static void conn_fail(struct rov_conn *conn, rov_status_t status, const char *wh
     rov_ctx_event(conn->ctx, ROV_EVENT_CONN_ERROR, conn, status, conn->tx_rail, -1, why);
 }
 
+void rov_conn_fail(struct rov_conn *conn, rov_status_t status, const char *why)
+{
+    conn_fail(conn, status, why);
+}
+
 void rov_conn_free(struct rov_conn *conn)
 {
     rov_context_t *ctx = conn->ctx;

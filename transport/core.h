@@ -147,6 +147,8 @@ int rov_conn_ep_cmp(const struct rov_conn *conn);
 void rov_conn_push(struct rov_conn *conn);
 void rov_conn_send_ack(struct rov_conn *conn);
 void rov_conn_abort(struct rov_conn *conn, rov_status_t status);
+/* The connection failed for good (ROV_EVENT_CONN_ERROR). */
+void rov_conn_fail(struct rov_conn *conn, rov_status_t status, const char *why);
 void rov_conn_free(struct rov_conn *conn);
 
 /* context.c: channel bookkeeping */
