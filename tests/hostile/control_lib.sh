@@ -70,6 +70,14 @@ wait_for() {
     done
 }
 
+# up_or_gone PID TEST-ARGS...: `test TEST-ARGS` holds, or process PID has
+# exited (for wait_for: a process that died is not waited for).
+up_or_gone() {
+    local p=$1
+    shift
+    test "$@" || ! kill -0 "$p" 2>/dev/null
+}
+
 # run NAME COMMAND...: run, keeping stdout/stderr in $work/NAME.{out,err}.
 run() {
     local name=$1
@@ -116,7 +124,8 @@ start_pair() {
     RAILOVER_RUN_DIR=$dir "$stream" --listen "$work/addr" "$@" >"$work/listener.log" 2>&1 &
     lpid=$!
     pids+=("$lpid")
-    if ! wait_for 20 test -s "$work/addr"; then
+    wait_for 20 up_or_gone "$lpid" -s "$work/addr"
+    if ! test -s "$work/addr"; then
         fail "listener wrote no address file"
         tail -n 15 "$work/listener.log" >&2
         exit 1
@@ -126,7 +135,8 @@ start_pair() {
     pids+=("$cpid")
     lsock=$dir/$lpid.0.sock
     csock=$dir/$cpid.0.sock
-    if ! wait_for 20 test -S "$csock" || ! test -S "$lsock"; then
+    wait_for 20 up_or_gone "$cpid" -S "$csock"
+    if ! test -S "$csock" || ! test -S "$lsock"; then
         fail "control sockets $lsock and $csock did not appear"
         ls -la "$dir" >&2
         tail -n 15 "$work/listener.log" "$work/connector.log" >&2

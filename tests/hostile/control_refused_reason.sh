@@ -29,7 +29,8 @@ RAILOVER_RUN_DIR=$theirs setpriv --reuid "$other_uid" --regid "$other_uid" --cle
 p=$!
 pids+=("$p")
 sock=$theirs/$p.0.sock
-if ! wait_for 20 test -S "$sock"; then
+wait_for 20 up_or_gone "$p" -S "$sock"
+if ! test -S "$sock"; then
     fail "the process of uid $other_uid made no control socket $sock"
     cat "$work/proc.log" >&2
     finish

@@ -30,7 +30,8 @@ for dir in "$work/link" "$work/link/" "$work/link//" "$work/link/."; do
         --quiet-status >"$work/proc$i.log" 2>&1 &
     p=$!
     pids+=("$p")
-    if ! wait_for 20 test -s "$work/addr$i"; then
+    wait_for 20 up_or_gone "$p" -s "$work/addr$i"
+    if ! test -s "$work/addr$i"; then
         fail "RAILOVER_RUN_DIR=$dir: the process did not start"
         tail -n 5 "$work/proc$i.log" >&2
         continue
