@@ -593,6 +593,11 @@ rov_status_t rov_conn_connect(rov_endpoint_t *ep, const void *addr, size_t addr_
         goto err;
     }
     st = open_first_rail(conn, 0);
+    if (st == ROV_ERR_RESOURCE) {
+        /* Our own limit, not the peer's reachability: the rail said which. */
+        rov_error("conn", "cannot connect: out of local resources (%s)", rov_status_str(st));
+        goto err;
+    }
     if (st != ROV_OK) {
         rov_error("conn", "cannot connect: no rail of this context reaches the peer (%s)",
                   rov_status_str(st));
