@@ -749,24 +749,25 @@ static int cmd_force(rov_context_t *ctx, int argc, char **argv, FILE *out, char 
             return 1;
         }
     } else if (argc == 3 && strcmp(argv[1], "conn") == 0) {
-        char *end;
-        unsigned long long id = strtoull(argv[2], &end, 10);
+        char why[128];
+        uint64_t id;
         struct rov_conn *conn = NULL;
 
-        if (*end || !*argv[2]) {
-            snprintf(err, err_len, "'%s' is not a connection id", argv[2]);
+        /* Digits only: strtoull() alone read "-1" as 2^64-1. */
+        if (rov_parse_u64(argv[2], 1, UINT64_MAX, &id, why, sizeof(why)) != ROV_OK) {
+            snprintf(err, err_len, "not a connection id: %s", why);
             return 1;
         }
         for (conn = ctx->conns; conn && conn->id != id; conn = conn->next)
             ;
         if (!conn || conn->state == ROV_CONN_DEAD) {
-            snprintf(err, err_len, "no connection %llu", id);
+            snprintf(err, err_len, "no connection %llu", (unsigned long long)id);
             return 1;
         }
         rov_status_t st = force(conn, on);
 
         if (st == ROV_ERR_UNREACHABLE) {
-            snprintf(err, err_len, "connection %llu has no other rail to go to", id);
+            snprintf(err, err_len, "connection %llu has no other rail to go to", (unsigned long long)id);
             return 1;
         }
         n = 1;

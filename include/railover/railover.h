@@ -246,7 +246,11 @@ rov_status_t rov_endpoint_create(rov_context_t *context, rov_endpoint_t **endpoi
 
 /** Copy the address blob into buf.  *len_p is the buffer size on entry and the
  * blob size on return; ROV_ERR_MSGSIZE (with *len_p set) if buf is too small.
- * The blob is opaque, position independent and safe to send to any peer. */
+ * The blob is opaque and position independent, and it holds the endpoint's
+ * key: whoever has it can open connections to this endpoint (not take over
+ * existing ones).  Give it to the job's peers only, over a channel others
+ * cannot read (a file only the job's user can read, PMIx, the MPI modex);
+ * never log or publish it.  Each context's key is new and random. */
 rov_status_t rov_endpoint_address(const rov_endpoint_t *endpoint, void *buf, size_t *len_p);
 
 /** Stop listening.  Connections already made stay up. */
@@ -259,7 +263,10 @@ void rov_endpoint_destroy(rov_endpoint_t *endpoint);
  * not block: sends may be posted at once and are sent when the connection is
  * established (ROV_EVENT_CONN_ESTABLISHED).  ROV_ERR_INVAL for a malformed
  * blob, ROV_ERR_UNREACHABLE when the blob shares no rail with this context,
- * ROV_ERR_RESOURCE when this process is out of file descriptors. */
+ * ROV_ERR_RESOURCE when this process is out of file descriptors.  The
+ * connection is established only with the endpoint that holds the blob's
+ * key (its HELLO_ACK proves it); a listener whose key does not match fails
+ * it with ROV_ERR_PROTO. */
 rov_status_t rov_conn_connect(rov_endpoint_t *endpoint, const void *addr, size_t addr_len,
                               rov_conn_t **conn_p);
 
