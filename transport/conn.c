@@ -290,8 +290,8 @@ static void send_hello(struct rov_chan *chan, uint8_t type, uint32_t flags, cons
     len = rov_wire_hello_encode(buf, &h);
     ctrl_hdr(chan, type, flags, len, hdrbuf);
     rov_auth_hello_mac(first ? conn->peer.key : conn->secret,
-              type == ROV_FT_HELLO_ACK ? chan->nonce : NULL, hdrbuf, buf, len,
-              buf + len - ROV_MAC_LEN);
+                       type == ROV_FT_HELLO_ACK ? chan->nonce : NULL, hdrbuf, buf, len,
+                       buf + len - ROV_MAC_LEN);
     ctrl_send(chan, hdrbuf, buf, len);
 }
 
@@ -492,6 +492,8 @@ static void conn_finish_close(struct rov_conn *conn)
 
 static void conn_fail(struct rov_conn *conn, rov_status_t status, const char *why)
 {
+    struct rov_chan *chan;
+
     if (conn->state == ROV_CONN_FAILED || conn->state == ROV_CONN_DEAD)
         return;
     if (conn->state == ROV_CONN_CLOSING && conn->peer_closed && !conn->tx.count &&
@@ -508,6 +510,13 @@ static void conn_fail(struct rov_conn *conn, rov_status_t status, const char *wh
     rov_warn("conn", "conn %llu failed: %s (%s)", (unsigned long long)conn->id, why,
              rov_status_str(status));
     conn_set_state(conn, ROV_CONN_FAILED, why);
+    conn->fail_status = status;
+    /* Tell the peer, on a channel that still works, rather than leave it
+     * reconnecting to a connection that is gone (best effort: a HELLO of
+     * its later gets the same answer, abort_hello()). */
+    chan = conn->peer_aborted ? NULL : any_ready_chan(conn);
+    if (chan)
+        send_ctrl(chan, ROV_FT_CLOSE, rov_close_abort(status), NULL, 0);
     rov_conn_abort(conn, ROV_ERR_CLOSED);
     rov_ctx_event(conn->ctx, ROV_EVENT_CONN_ERROR, conn, status, conn->tx_rail, -1, why);
 }
@@ -926,6 +935,38 @@ static void adopt(struct rov_conn *conn, struct rov_chan *chan, uint32_t flags, 
     peer_request_done(conn, chan, flags);
 }
 
+/* Answer a HELLO for a connection that failed or ended here with its
+ * status (CLOSE|ABORT), and close the channel: the peer stops reconnecting
+ * to it.  The peer sends nothing after its HELLO until it is answered, so
+ * the close leaves no unread input behind, and the answer is not lost to a
+ * reset. */
+static void abort_hello(struct rov_chan *chan, rov_status_t status)
+{
+    if (send_ctrl(chan, ROV_FT_CLOSE, rov_close_abort(status), NULL, 0) == ROV_OK)
+        rov_ctx_chan_close(chan);
+}
+
+/* The peer's CLOSE|ABORT: the connection failed there (or no longer
+ * exists).  Fail it here too, naming what the peer said and, for a message
+ * the peer could not send us, our own limit. */
+static ROV_COLD void peer_aborted(struct rov_conn *conn, uint32_t tag)
+{
+    rov_status_t st = rov_close_status(tag);
+    char why[192];
+
+    if (st == ROV_ERR_MSGSIZE)
+        snprintf(why, sizeof(why), "the peer failed the connection: a message queued there "
+                 "is larger than our RAILOVER_MAX_MSG (%zu; the peer's is %llu)",
+                 conn->ctx->config.max_msg, (unsigned long long)conn->peer_max_msg);
+    else
+        snprintf(why, sizeof(why), "the peer failed or ended the connection (%s)",
+                 rov_status_str(st));
+    if (st >= 0)
+        st = ROV_ERR_RESET;
+    conn->peer_aborted = true;
+    conn_fail(conn, st, why);
+}
+
 /* HELLO on an accepted channel: a new connection, or a new channel (switch,
  * reconnect) of an existing one. */
 static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
@@ -967,9 +1008,7 @@ static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_h
             return protocol_error(chan, why[0] ? why : "hello address of another endpoint");
         }
         conn->peer_id = h.conn_id;
-        conn->peer_max_msg = h.max_msg;
-        if (h.max_msg < conn->max_send)
-            conn->max_send = (size_t)h.max_msg;
+        learn_peer_max(conn, h.max_msg); /* nothing queued yet: cannot fail */
         derive_secret(ctx->ep_key, h.nonce, nonce_l, h.ep_id, h.conn_id, ctx->ep_id, conn->id,
                       conn->secret);
         conn->has_secret = true;
@@ -990,14 +1029,15 @@ static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_h
     conn = find_conn(ctx, h.peer_conn_id);
     if (!conn && h.peer_conn_id >= ctx->next_conn_id)
         return protocol_error(chan, "hello for a connection never made here");
-    if (!conn) {
+    if (!conn || conn->state == ROV_CONN_FAILED || conn->state == ROV_CONN_DEAD) {
         /* A connection that ended here: the peer, closing too, lost our
-         * answer to its CLOSE and sends it again.  Its channel's end tells
-         * it we are done (rov_conn_chan_failed()); not a protocol error. */
-        rov_info("conn", "hello on %s for connection %llu, which has ended here: channel closed",
-                 chan->rail->spec->name, (unsigned long long)h.peer_conn_id);
-        rov_ctx_chan_close(chan);
-        return;
+         * answer to its CLOSE and sends it again, or it did not learn of
+         * the failure (not a protocol error). */
+        rov_info("conn", "hello on %s for connection %llu, which has %s here: answered and "
+                 "closed", chan->rail->spec->name, (unsigned long long)h.peer_conn_id,
+                 conn && conn->state == ROV_CONN_FAILED ? "failed" : "ended");
+        return abort_hello(chan, conn && conn->state == ROV_CONN_FAILED ? conn->fail_status
+                                                                         : ROV_ERR_CLOSED);
     }
     if (conn->peer_id != h.conn_id || memcmp(conn->peer.ep_id, h.ep_id, ROV_EP_ID_LEN) != 0)
         return protocol_error(chan, "hello for a connection of another peer");
@@ -1056,7 +1096,7 @@ static ROV_COLD void handle_hello_ack(struct rov_conn *conn, struct rov_chan *ch
         return protocol_error(chan, "hello ack not authenticated: the peer does not hold the "
                                     "connection's secret");
     }
-    chan->authed = 1;
+    rov_ctx_chan_authed(chan);
     if (!learn_peer_max(conn, h.max_msg))
         return;
     chan->handshaken = 1;
@@ -1180,6 +1220,9 @@ ROV_HOT void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr 
         return;
     if (hdr->type == ROV_FT_HELLO)
         return protocol_error(chan, "second hello on a channel");
+    if (__builtin_expect(hdr->type == ROV_FT_CLOSE && (hdr->tag & ROV_CLOSE_ABORT), 0) &&
+        (chan->handshaken || chan->outbound))
+        return peer_aborted(conn, hdr->tag); /* also the answer to our HELLO */
     if (hdr->type != ROV_FT_HELLO_ACK && !chan->handshaken)
         return protocol_error(chan, "frame before the handshake");
 

@@ -68,6 +68,8 @@ struct rov_conn {
     struct rov_replay hello_rx;       /* counters of the peer's we accepted */
     uint64_t peer_max_msg;            /* the peer's RAILOVER_MAX_MSG, 0 until known */
     bool msgsize_said;                /* a send refused for it was logged */
+    bool peer_aborted;                /* the peer's CLOSE|ABORT failed it */
+    rov_status_t fail_status;         /* FAILED: why (the answer to a HELLO for it) */
 };
 
 /* Hot fields first (the progress call, the per-message paths).  Allocated

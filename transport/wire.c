@@ -62,7 +62,9 @@ rov_status_t rov_wire_decode(const void *buf, size_t avail, size_t max_payload,
         *why_p = "unknown switch reason";
         return ROV_ERR_PROTO;
     }
-    if (hdr->type == ROV_FT_CLOSE && (hdr->tag & ~(uint32_t)ROV_CLOSE_ACKED)) {
+    if (hdr->type == ROV_FT_CLOSE &&
+        ((hdr->tag & ~(uint32_t)(ROV_CLOSE_ACKED | ROV_CLOSE_ABORT | ROV_CLOSE_STATUS_MASK_)) ||
+         ((hdr->tag & ROV_CLOSE_STATUS_MASK_) && !(hdr->tag & ROV_CLOSE_ABORT)))) {
         *why_p = "unknown close flags";
         return ROV_ERR_PROTO;
     }

@@ -62,10 +62,23 @@ enum {
 
 /* CLOSE flags, in the tag field.  ROV_CLOSE_ACKED: the answer to the
  * peer's CLOSE from a side that had sent its own; the peer may finish (the
- * close handshake, conn.c). */
+ * close handshake, conn.c).  ROV_CLOSE_ABORT: the connection failed at the
+ * sender, or no longer exists there (the answer to a HELLO for it); bits
+ * 8-15 carry the status, negated (rov_close_abort()). */
 enum {
     ROV_CLOSE_ACKED = 1u << 0,
+    ROV_CLOSE_ABORT = 1u << 2,
+    ROV_CLOSE_STATUS_MASK_ = 0xffu << 8,
 };
+
+static inline uint32_t rov_close_abort(rov_status_t status)
+{
+    return ROV_CLOSE_ABORT | ((uint32_t)-status & 0xffu) << 8;
+}
+static inline rov_status_t rov_close_status(uint32_t tag)
+{
+    return -(rov_status_t)((tag >> 8) & 0xffu);
+}
 
 static inline uint32_t rov_hf_make(uint32_t flags, unsigned reason, unsigned failed_rail)
 {

@@ -18,6 +18,7 @@
  * Exit status: 0 pass, 1 failure, 2 setup error.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -1123,6 +1124,21 @@ static int finish(void)
     return 0;
 }
 
+/* Descriptors this process holds (both ends of every raw socket and the
+ * library's own). */
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+
+    if (!d)
+        return -1;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
 static unsigned count_open(const int *fds, int n)
 {
     unsigned open_now = 0;
@@ -1151,6 +1167,7 @@ static void run_half_open_case(int rail_index)
     uint64_t mark[2 * NGOOD], t0;
     uint8_t partial[ROV_WIRE_HDR_LEN];
     unsigned f0, open_now = 0;
+    int fds0 = count_fds(), fds1;
 
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4 * HALF_OPEN) {
         rl.rlim_cur = rl.rlim_max < 4 * HALF_OPEN ? rl.rlim_max : 4 * HALF_OPEN;
@@ -1198,6 +1215,16 @@ static void run_half_open_case(int rail_index)
     for (int i = 0; i < HALF_OPEN; i++)
         if (fds[i] >= 0)
             close(fds[i]);
+    /* The library's ends are closed too: back to where the flood began (the
+     * raw connection of the case in between is closed as well). */
+    t0 = it_now_ns();
+    while ((fds1 = count_fds()) > fds0 && it_now_ns() - t0 < CASE_TIMEOUT_NS)
+        spin(-1);
+    if (fds1 > fds0)
+        failf("%d descriptors open after the flood, %d before it", fds1, fds0);
+    else
+        fprintf(stderr, "[%s]: descriptors back to %d (were %d before the flood)\n",
+                g.case_name, fds1, fds0);
     case_end(mark, f0);
 }
 

@@ -418,10 +418,17 @@ START_TEST(test_control_flags)
         ck_assert_int_eq(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &h, &why), ROV_ERR_PROTO);
         ck_assert_str_eq(why, "unknown switch reason");
     }
-    /* CLOSE knows one flag; the tag of ACK and RESEND is unused, not checked. */
+    /* CLOSE knows two flags, and a status with ABORT only; the tag of ACK
+     * and RESEND is unused, not checked. */
     encode(buf, ROV_FT_CLOSE, 0, 0, 0, ROV_CLOSE_ACKED);
     expect_ok(buf, MAXP, &h);
     ck_assert_uint_eq(h.tag, ROV_CLOSE_ACKED);
+    encode(buf, ROV_FT_CLOSE, 0, 0, 0, rov_close_abort(ROV_ERR_MSGSIZE));
+    expect_ok(buf, MAXP, &h);
+    ck_assert_int_eq(rov_close_status(h.tag), ROV_ERR_MSGSIZE);
+    encode(buf, ROV_FT_CLOSE, 0, 0, 0, rov_close_abort(ROV_ERR_MSGSIZE) & ~ROV_CLOSE_ABORT);
+    ck_assert_int_eq(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &h, &why), ROV_ERR_PROTO);
+    ck_assert_str_eq(why, "unknown close flags");
     for (size_t j = 0; j < sizeof(bad) / sizeof(bad[0]); j++) {
         encode(buf, ROV_FT_CLOSE, 0, 0, 0, bad[j] | 2u);
         ck_assert_int_eq(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &h, &why), ROV_ERR_PROTO);
