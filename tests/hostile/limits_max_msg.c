@@ -33,6 +33,7 @@ static struct {
     size_t delivered_bytes;
 } g;
 
+static void failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void failf(const char *fmt, ...)
 {
     va_list ap;
