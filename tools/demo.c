@@ -10,6 +10,7 @@
  *   railover-demo --connect FILE [--seconds N] [--switch-ms MS]
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -126,14 +127,22 @@ static int read_file(const char *path, void *buf, size_t *len_p, double timeout_
     return -1;
 }
 
+/* The address blob holds the endpoint's key: readable by its owner only. */
 static int write_file(const char *path, const void *buf, size_t len)
 {
     char tmp[4096];
     FILE *f;
+    int fd;
 
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    f = fopen(tmp, "wb");
-    if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0)
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    f = fd < 0 ? NULL : fdopen(fd, "wb");
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (fwrite(buf, 1, len, f) != len || fclose(f) != 0)
         return -1;
     return rename(tmp, path);
 }

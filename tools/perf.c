@@ -18,7 +18,11 @@
  * Raw mode then carries the tests on the bootstrap socket itself.  Railover
  * mode connects to the blob and sends HELLO(token), so that the server can
  * tell its client's connection from strays, and waits for READY; the
- * bootstrap socket stays open only to notice a peer that dies.
+ * bootstrap socket stays open only to notice a peer that dies.  The blob
+ * holds the server endpoint's key (docs/architecture.md, "Who may join a
+ * connection"): a benchmark server hands it to whoever connects to
+ * ADDR:PORT, so anyone who can reach that port can open connections to it.
+ * Serve benchmarks on loopback or a network you trust.
  *
  * Both sides then walk the same plan.  Per size: lat_warmup + lat_iters
  * ping-pongs (the first and last 8 bytes of each message carry the size, the

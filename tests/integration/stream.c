@@ -64,6 +64,7 @@
  * connection alone would give.  Only the public API is used.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -867,6 +868,7 @@ static int write_address(struct app *app)
     size_t len = sizeof(blob);
     char tmp[4096];
     FILE *f;
+    int fd;
     rov_status_t st = rov_endpoint_address(app->ep, blob, &len);
 
     if (st != ROV_OK) {
@@ -874,8 +876,12 @@ static int write_address(struct app *app)
         return -1;
     }
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", app->file, (long)getpid());
-    f = fopen(tmp, "wb");
+    /* The blob holds the endpoint's key: readable by its owner only. */
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    f = fd < 0 ? NULL : fdopen(fd, "wb");
     if (!f) {
+        if (fd >= 0)
+            close(fd);
         fprintf(stderr, "rov_stream: cannot create %s: %s\n", tmp, strerror(errno));
         return -1;
     }
