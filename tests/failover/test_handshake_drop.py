@@ -9,7 +9,9 @@ tens of thousands of times a second (33,141 switches in 4.5 s), whatever
 RAILOVER_FAILBACK_RETRY said.  Claims: while the rule holds (4 s), each
 connection switches no more often than its rails' backoff allows (each
 of two rails retried at most every 200 ms, RAILOVER_FAILBACK_RETRY_MAX:
-at most 60 switches per side and connection); once the rule is gone
+at most 60 switches per side and connection), and neither process spends
+more than a quarter of a core meanwhile (CPU time from /proc, not wall
+clock; the livelock kept one busy); once the rule is gone
 every connection recovers within a few backoffs and the stream ends with
 zero loss, no duplicate, in order.
 """
@@ -22,6 +24,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netfault as nf  # noqa: E402
 
 HOLD_S = 4.0
+MAX_CPU_SHARE = 0.25  # of one core, per process, while the rule holds
+
+
+def cpu_s(pid):
+    """utime + stime of a process, in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 MAX_SWITCHES = 60  # per side and connection: two rails, each retried every 200 ms at most
 
 
@@ -34,11 +44,19 @@ def test():
         try:
             pair.start()
             time.sleep(1.0)
+            pids = {role: pair.procs[role].pid for role in nf.SIDES}
+            cpu0 = {role: cpu_s(pid) for role, pid in pids.items()}
             t_fault = pair.mark("fault")
             rule = topo.nft_add("A", "input",
                                 "meta l4proto tcp ip length > 80 counter reject with tcp reset",
                                 "reset every TCP segment with data")
             time.sleep(HOLD_S)
+            for role, pid in pids.items():
+                used = cpu_s(pid) - cpu0[role]
+                nf.log("%s: %.2f s of CPU in %.0f s of reset handshakes" % (role, used, HOLD_S))
+                ck.check(used <= MAX_CPU_SHARE * HOLD_S, "%s used %.2f s of CPU in %.0f s (at "
+                         "most %.2f: no reconnect storm)" % (role, used, HOLD_S,
+                                                              MAX_CPU_SHARE * HOLD_S))
             pair.check_alive("while every handshake is reset")
             for role in nf.SIDES:
                 for i in range(args.conns):
