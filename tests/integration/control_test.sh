@@ -15,61 +15,9 @@ if [ $# -ne 2 ]; then
 fi
 railover=$1
 stream=$2
-export RAILOVER_RAILS=${RAILOVER_RAILS:-tcp@lo,tcp@127.0.0.1}
-export RAILOVER_LOG=${RAILOVER_LOG:-warn}
-unset RAILOVER_CONTROL RAILOVER_JOBID
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/rov_control.XXXXXX") || exit 2
-chmod 700 "$work"
-pids=()
-failures=0
-
-cleanup() {
-    local p
-    for p in "${pids[@]}"; do
-        kill -TERM "$p" 2>/dev/null
-    done
-    for p in "${pids[@]}"; do
-        wait "$p" 2>/dev/null
-    done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-
-pass() {
-    echo "ok: $*"
-}
-
-# wait_for SECONDS COMMAND...: poll until COMMAND succeeds.
-wait_for() {
-    local end=$(( $(date +%s) + $1 ))
-    shift
-    until "$@"; do
-        [ "$(date +%s)" -ge "$end" ] && return 1
-        sleep 0.1
-    done
-}
-
-# run NAME COMMAND...: run, keeping stdout/stderr in $work/NAME.{out,err}.
-run() {
-    local name=$1
-    shift
-    "$@" >"$work/$name.out" 2>"$work/$name.err"
-    echo $? >"$work/$name.rc"
-}
-
-rc_of() { cat "$work/$1.rc"; }
-
-show() {
-    echo "--- $1: exit $(rc_of "$1")"
-    sed 's/^/  out: /' "$work/$1.out"
-    sed 's/^/  err: /' "$work/$1.err"
-}
+# The work directory, cleanup, pass/fail, wait_for, run/rc_of/show and
+# start_pair are the hostile tier's (tests/hostile/control_lib.sh).
+. "$(dirname "$0")/../hostile/control_lib.sh"
 
 # Tail of the stream logs, for a failure's context.
 dump_logs() {
@@ -88,25 +36,7 @@ mkdir -m 700 "$run_dir"
 export RAILOVER_RUN_DIR=$run_dir
 
 stream_args=(--count 2000000 --stall 60)
-"$stream" --listen "$work/addr" "${stream_args[@]}" >"$work/listener.log" 2>&1 &
-lpid=$!
-pids+=("$lpid")
-if ! wait_for 20 test -s "$work/addr"; then
-    fail "listener wrote no address file"
-    dump_logs
-    exit 1
-fi
-"$stream" --connect "$work/addr" "${stream_args[@]}" >"$work/connector.log" 2>&1 &
-cpid=$!
-pids+=("$cpid")
-lsock=$run_dir/$lpid.0.sock
-csock=$run_dir/$cpid.0.sock
-if ! wait_for 20 test -S "$csock" || ! test -S "$lsock"; then
-    fail "control sockets $lsock and $csock did not appear"
-    ls -la "$run_dir" >&2
-    dump_logs
-    exit 1
-fi
+start_pair "$run_dir" "${stream_args[@]}"
 pass "control sockets created"
 
 mode=$(stat -c %a "$lsock")
