@@ -9,6 +9,7 @@
 #include <openssl/hmac.h>
 
 #include "transport/log.h"
+#include "transport/wire.h"
 
 /* Largest input of one MAC: a label, a nonce, a frame header and the
  * largest HELLO (wire.h); assembled in one buffer for the one-shot HMAC(). */
@@ -60,7 +61,7 @@ void rov_auth_hello_mac(const uint8_t key[ROV_KEY_LEN], const uint8_t *answered,
 {
     struct rov_auth_piece pieces[3] = {
         {answered, answered ? ROV_NONCE_LEN : 0},
-        {hdrbuf, 32}, /* ROV_WIRE_HDR_LEN */
+        {hdrbuf, ROV_WIRE_HDR_LEN},
         {payload, len >= ROV_MAC_LEN ? len - ROV_MAC_LEN : 0},
     };
 

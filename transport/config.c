@@ -362,6 +362,7 @@ static rov_status_t set_var(struct rov_config *c, const struct var *v, const cha
     char why[256] = "";
     void *field = (char *)c + v->offset;
     rov_status_t st = ROV_OK;
+    const char *bad;
 
     switch (v->type) {
     case V_RAILS: {
@@ -381,9 +382,8 @@ static rov_status_t set_var(struct rov_config *c, const struct var *v, const cha
                        strlen(value) >= ROV_RAIL_ARG_MAX)) {
             snprintf(why, sizeof(why), "'%s' is not an interface name", value);
             st = ROV_ERR_INVAL;
-        } else if (rov_net_literal_unusable(value)) {
-            snprintf(why, sizeof(why), "'%s' is %s, which peers cannot connect to", value,
-                     rov_net_literal_unusable(value));
+        } else if ((bad = rov_net_literal_unusable(value)) != NULL) {
+            snprintf(why, sizeof(why), "'%s' is %s, which peers cannot connect to", value, bad);
             st = ROV_ERR_INVAL;
         } else {
             snprintf(field, ROV_RAIL_ARG_MAX, "%s", value);

@@ -654,14 +654,15 @@ void rov_rail_connected(struct rov_chan *chan)
 ROV_HOT void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len)
 {
     rov_context_t *ctx = chan->rail->ctx;
+    size_t max_payload = rov_chan_rx_max_payload(chan);
     struct rov_wire_hdr hdr;
     const char *why = "";
 
     if (chan->state != ROV_CHAN_OPEN || __builtin_expect(chan->silent, 0))
         return;
     ctx->frames++;
-    if (!rov_wire_decode_data(frame, len, rov_chan_rx_max_payload(chan), &hdr) &&
-        (rov_wire_decode(frame, len, rov_chan_rx_max_payload(chan), &hdr, &why) != ROV_OK ||
+    if (!rov_wire_decode_data(frame, len, max_payload, &hdr) &&
+        (rov_wire_decode(frame, len, max_payload, &hdr, &why) != ROV_OK ||
          ROV_WIRE_HDR_LEN + (size_t)hdr.len != len)) {
         rov_conn_chan_failed(chan, ROV_ERR_PROTO, why[0] ? why : "frame length mismatch");
         return;
