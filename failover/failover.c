@@ -105,39 +105,25 @@ static int best_rail(const struct rov_conn *conn)
 }
 
 /* Where to go from rail `from`: the next rail in RAILOVER_RAILS order that
- * both sides have and that has not failed; else one that failed but whose
- * retry is due (or any, with `any`).  -1 when every other rail failed
- * within its backoff (the caller decides whether that means the peer is
- * gone). */
+ * both sides have and that is not down (never failed, or passed its probe
+ * since: a handshake on a new channel); with `any` (an operator's move),
+ * else one whose retry is due, else any.  -1 when none. */
 static int next_rail(const struct rov_conn *conn, int from, uint64_t now, bool any)
 {
     int n = conn->ctx->nrails;
 
-    for (int pass = 0; pass < 2; pass++) {
+    for (int pass = 0; pass < (any ? 3 : 1); pass++) {
         for (int k = 1; k < n; k++) {
             int i = (from + k) % n;
             const struct rov_fo_rail *r = &conn->fo.rails[i];
 
             if (!rov_conn_peer_has_rail(conn, i))
                 continue;
-            if (pass == 0 ? r->state != ROV_FO_DOWN : any || now >= r->retry_ns)
+            if (r->state != ROV_FO_DOWN || (pass == 1 && now >= r->retry_ns) || pass == 2)
                 return i;
         }
     }
     return -1;
-}
-
-/* Of the other rails both sides have (all failed), the one whose retry
- * comes first, or -1. */
-static int first_retry(const struct rov_conn *conn, int from)
-{
-    int best = -1;
-
-    for (int i = 0; i < conn->ctx->nrails; i++)
-        if (i != from && rov_conn_peer_has_rail(conn, i) &&
-            (best < 0 || conn->fo.rails[i].retry_ns < conn->fo.rails[best].retry_ns))
-            best = i;
-    return best;
 }
 
 static uint64_t dwell_ns(const struct rov_conn *conn)
@@ -271,17 +257,23 @@ bool rov_fo_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,
         return true;
     to = next_rail(conn, rail, now, false);
     if (to < 0 && status == ROV_ERR_REFUSED) {
-        /* Every other rail failed just now and this one refuses: nothing
-         * listens for us any more (the peer process is gone).  Moving on
-         * would only spin between refusing rails. */
+        /* Every other rail failed and this one refuses: nothing listens
+         * for us any more (the peer process is gone).  Moving on would
+         * only spin between refusing rails. */
         rov_warn("failover", "conn %llu: %s refused and no other rail reaches the peer",
                  (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, rail));
         return false;
     }
-    if (to < 0) /* other failures may be passing: the first retry due */
-        to = first_retry(conn, rail);
-    if (to < 0)
-        return false;
+    if (to < 0) {
+        /* Every other rail is down and has not passed a probe since: the
+         * connection never goes back to one of those (with a fallback
+         * rail wrongly judged stalled, connections bounced between it and
+         * a fabric still dead, ~1,150 switches per side in 32 s at 256
+         * connections).  It reconnects this rail after its backoff, a new
+         * channel; the leader keeps probing the better rails, and a rail
+         * whose probe passes is up again. */
+        return move_or_wait(conn, rail, reason, why, -1, now);
+    }
     return move_or_wait(conn, to, reason, why, rail, now);
 }
 
@@ -303,6 +295,25 @@ void rov_fo_peer_failed(struct rov_conn *conn, int rail)
 }
 
 /* Periodic checks -------------------------------------------------------------------- */
+
+/* A rail that was down for conn passed its probe (a new channel's
+ * handshake): the path to that peer works again, whatever the backoff of
+ * the peer's other connections says.  Their reconnects (the leader's) and
+ * their waiting moves are due now, so a thousand connections come back
+ * within one probe of the path, not each within its own doubled step. */
+static void path_up(struct rov_conn *conn, int rail, uint64_t now)
+{
+    for (struct rov_conn *c = conn->ctx->conns; c; c = c->next) {
+        struct rov_fo_rail *r = &c->fo.rails[rail];
+
+        if (c == conn || !c->peer_id || memcmp(c->peer.ep_id, conn->peer.ep_id, ROV_EP_ID_LEN))
+            continue;
+        if (r->state == ROV_FO_DOWN && r->retry_ns > now)
+            r->retry_ns = now;
+        if (c->fo.wait_to == rail + 1 && c->fo.wait_ns > now)
+            c->fo.wait_ns = now;
+    }
+}
 
 static rov_status_t health(struct rov_chan *chan, uint64_t now, struct rov_chan_health *h)
 {
@@ -384,6 +395,8 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
         r->connect_ns = (now - r->opened_ns) | 1; /* (0: none yet) */
         r->healthy_since_ns = now; /* passed its probe: the handshake */
         r->busy_since_ns = 0;
+        if (r->state == ROV_FO_DOWN)
+            path_up(conn, chan->rail->index, now);
         r->state = ROV_FO_UP;
     }
     st = health(chan, now, &h);

@@ -244,6 +244,7 @@ void rov_config_defaults(struct rov_config *c)
     c->log_level = ROV_LOG_WARN;
     c->window_msgs = 8192;
     c->window_bytes = 16 * MiB;
+    c->window_total = 256 * MiB;
     c->eager_limit = 8 * KiB;
     c->max_msg = 64 * MiB;
     c->reorder_msgs = 256;
@@ -293,6 +294,9 @@ static const struct var vars[] = {
      "unacknowledged messages per connection"},
     {"RAILOVER_WINDOW_BYTES", V_SIZE, OFF(window_bytes), 4 * KiB, 64 * GiB,
      "unacknowledged bytes per connection"},
+    {"RAILOVER_WINDOW_TOTAL", V_SIZE, OFF(window_total), 64 * KiB, 1024 * GiB,
+     "unacknowledged bytes of all connections together (one message always fits an "
+     "empty connection)"},
     {"RAILOVER_EAGER_LIMIT", V_SIZE, OFF(eager_limit), 0, 1 * MiB,
      "largest message copied at send; larger ones are zero-copy"},
     {"RAILOVER_MAX_MSG", V_SIZE, OFF(max_msg), 1 * KiB, 1 * GiB,

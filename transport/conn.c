@@ -23,6 +23,9 @@
  * (one sendmsg per frame), during which this side would not receive. */
 #define PUSH_BUDGET_BYTES (256u * 1024)
 #define PUSH_BUDGET_MSGS 64u
+/* A first connect retries rails that timed out for this long (or four times
+ * RAILOVER_CONNECT_TIMEOUT), first_connect_failed(). */
+#define FIRST_CONNECT_FOR_NS (10ull * 1000000000ull)
 
 static const char *const state_names[] = {
     [ROV_CONN_CONNECTING] = "connecting", [ROV_CONN_ESTABLISHED] = "established",
@@ -472,6 +475,7 @@ static void close_all_chans(struct rov_conn *conn)
 
 static void cancel_retained(struct rov_conn *conn, rov_status_t status)
 {
+    conn->ctx->tx_bytes -= conn->tx.bytes;
     rov_msg_release_list(rov_retain_drain(&conn->tx), status);
 }
 
@@ -563,19 +567,65 @@ rov_status_t rov_conn_open_rail(struct rov_conn *conn, int rail)
 }
 
 /* Open the first rail at or after `from` that both sides have. */
-static rov_status_t open_first_rail(struct rov_conn *conn, int from)
+/* The first connect on the first rail from `from` that opens; with
+ * `timed_out`, only on rails whose last attempt timed out. */
+static rov_status_t open_first_rail(struct rov_conn *conn, int from, bool timed_out)
 {
     rov_status_t st = ROV_ERR_UNREACHABLE;
 
     for (int i = from; i < conn->ctx->nrails; i++) {
+        if (!rov_conn_peer_has_rail(conn, i) ||
+            (timed_out && conn->tried[i] != ROV_ERR_TIMEDOUT))
+            continue;
         st = rov_conn_open_rail(conn, i);
         if (st == ROV_OK) {
             conn->tx_rail = i;
             conn->tx_sync = true;
             return ROV_OK;
         }
+        conn->tried[i] = st;
     }
     return st;
+}
+
+/* How long a connection's first connect goes on retrying rails that timed
+ * out: a storm of connects, or a lost SYN that TCP sends again after 1 s,
+ * makes a connect slow, not impossible. */
+static uint64_t first_connect_for_ns(const struct rov_conn *conn)
+{
+    uint64_t t = 4 * conn->ctx->config.connect_timeout_ns;
+
+    return t > FIRST_CONNECT_FOR_NS ? t : FIRST_CONNECT_FOR_NS;
+}
+
+/* The first connect failed on `rail` with `status`: the next rail; after
+ * the last, again from the first the rails that only timed out, until
+ * first_connect_for_ns() has passed since rov_conn_connect(); then the
+ * connection fails, naming each rail and its answer. */
+static ROV_COLD void first_connect_failed(struct rov_conn *conn, int rail, rov_status_t status)
+{
+    char why[256];
+    size_t off;
+
+    conn->tried[rail] = status;
+    if (open_first_rail(conn, rail + 1, false) == ROV_OK)
+        return;
+    if (rov_now_ns() - conn->connect_ns < first_connect_for_ns(conn) &&
+        open_first_rail(conn, 0, true) == ROV_OK) {
+        rov_debug("conn", "conn %llu: connecting again from %s (slow, not refused)",
+                  (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, conn->tx_rail));
+        return;
+    }
+    off = (size_t)snprintf(why, sizeof(why), "no rail reaches the peer (");
+    for (int i = 0; i < conn->ctx->nrails && off < sizeof(why); i++)
+        if (conn->tried[i])
+            off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s: %s",
+                                    why[off - 1] == '(' ? "" : ", ",
+                                    rov_context_rail_name(conn->ctx, i),
+                                    rov_status_str(conn->tried[i]));
+    if (off < sizeof(why))
+        snprintf(why + off, sizeof(why) - off, ")");
+    conn_fail(conn, ROV_ERR_UNREACHABLE, why);
 }
 
 rov_status_t rov_conn_connect(rov_endpoint_t *ep, const void *addr, size_t addr_len,
@@ -601,7 +651,8 @@ rov_status_t rov_conn_connect(rov_endpoint_t *ep, const void *addr, size_t addr_
         rov_error("conn", "cannot connect: %s", why);
         goto err;
     }
-    st = open_first_rail(conn, 0);
+    conn->connect_ns = rov_now_ns();
+    st = open_first_rail(conn, 0, false);
     if (st == ROV_ERR_RESOURCE) {
         /* Our own limit, not the peer's reachability: the rail said which. */
         rov_error("conn", "cannot connect: out of local resources (%s)", rov_status_str(st));
@@ -673,7 +724,12 @@ ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const v
         return ROV_ERR_INVAL;
     if (len && !buf)
         return ROV_ERR_INVAL;
-    if (!rov_retain_has_room(&conn->tx, len)) {
+    /* The per-context bound: a thousand connections times a 16 MiB
+     * window is more memory than a rank has (1,024 connecting connections
+     * filled with 2 GiB of queued sends took the process's CPU in page
+     * faults for seconds, and their handshakes timed out). */
+    if (!rov_retain_has_room(&conn->tx, len) ||
+        (conn->ctx->tx_bytes + len > cfg->window_total && conn->tx.count)) {
         conn->stats.window_full++;
         return ROV_ERR_AGAIN;
     }
@@ -688,6 +744,7 @@ ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const v
             m->flags |= ROV_MSG_NOTIFY;
     }
     rov_retain_push(&conn->tx, m);
+    conn->ctx->tx_bytes += len;
     conn->stats.msgs_sent++;
     conn->stats.bytes_sent += len;
     conn_push(conn);
@@ -753,9 +810,11 @@ rov_status_t rov_conn_move(struct rov_conn *conn, int rail, rov_reason_t reason,
         return ROV_ERR_BUSY;
     if (!rov_conn_peer_has_rail(conn, rail))
         return ROV_ERR_UNREACHABLE;
-    if (conn->tx_rail == rail)
-        return conn->tx_sync ? ROV_INPROGRESS : ROV_OK;
     chan = conn->chans[rail];
+    /* Onto the transmit rail itself: a no-op, unless its channel is gone
+     * (the engine reconnects the rail it was on when no other is up). */
+    if (conn->tx_rail == rail && chan && chan->state != ROV_CHAN_CLOSED)
+        return conn->tx_sync ? ROV_INPROGRESS : ROV_OK;
     if (!chan || chan->state == ROV_CHAN_CLOSED) {
         st = rov_conn_open_rail(conn, rail);
         if (st != ROV_OK)
@@ -891,6 +950,7 @@ static ROV_COLD void protocol_error(struct rov_chan *chan, const char *why)
  * connection is gone afterwards (protocol error, or a callback closed it). */
 static ROV_HOT bool apply_ack(struct rov_conn *conn, struct rov_chan *chan, uint64_t ack)
 {
+    uint64_t bytes = conn->tx.bytes;
     struct rov_msg *acked;
 
     if (ack <= rov_retain_acked(&conn->tx))
@@ -899,6 +959,7 @@ static ROV_HOT bool apply_ack(struct rov_conn *conn, struct rov_chan *chan, uint
         protocol_error(chan, "acknowledgement of data never sent");
         return false;
     }
+    conn->ctx->tx_bytes -= bytes - conn->tx.bytes;
     rov_msg_release_list(acked, ROV_OK);
     return conn->state != ROV_CONN_DEAD && chan->conn == conn;
 }
@@ -1331,8 +1392,7 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
         return;
     }
     if (!conn->peer_id && rail == conn->tx_rail) {
-        if (open_first_rail(conn, rail + 1) != ROV_OK)
-            conn_fail(conn, ROV_ERR_UNREACHABLE, "no rail reaches the peer");
+        first_connect_failed(conn, rail, status);
         return;
     }
     reason = rov_fo_classify(status, reason);

@@ -29,10 +29,18 @@
  * system call, the two pages of the vDSO (transport/compiler.h). */
 /* An accepted channel whose peer has not authenticated within
  * HELLO_TIMEOUT_NS (or twice the connect timeout, if longer) is closed, and
- * at most HELLO_PENDING_MAX wait at once (the oldest goes first): a peer's
- * HELLO follows its connect at once, so only a stranger or a broken peer
- * holds a channel open without one (half-open connections, slowloris). */
+ * at most HELLO_PENDING_MAX wait at once: a peer's HELLO follows its
+ * connect at once, so only a stranger or a broken peer holds a channel open
+ * without one (half-open connections, slowloris).  At the cap, a rail that
+ * asks (rov_rail_accept_ok()) leaves new connections in the kernel's
+ * backlog while the waiting ones are younger than HELLO_GRACE_NS, and those
+ * older go first: a storm of 1024 real connects (whose HELLOs are merely
+ * not read yet) is admitted as fast as it authenticates, a flood of
+ * strangers holds a slot for HELLO_GRACE_NS instead of the timeout.  (Drop
+ * the oldest at once, as before, and a storm of 1024 connects lost half its
+ * channels before their HELLOs were read.) */
 #define HELLO_TIMEOUT_NS (5ull * 1000000000ull)
+#define HELLO_GRACE_NS (1ull * 1000000000ull)
 #define HELLO_PENDING_MAX 512
 #define CLOCK_EVERY 4
 #define CLOCK_EVERY_IDLE 16
@@ -123,10 +131,11 @@ static void drop_unauthed(struct rov_chan *chan, const char *why)
 }
 
 /* Accepted channels still without an authenticated HELLO: close those past
- * the timeout, and learn when the next one is due. */
+ * the timeout (past the grace while a listener waits for a slot), and
+ * learn when the next one is due. */
 static void sweep_unauthed(rov_context_t *ctx, uint64_t now)
 {
-    uint64_t timeout = hello_timeout_ns(ctx), due = 0;
+    uint64_t timeout = ctx->accept_paused ? HELLO_GRACE_NS : hello_timeout_ns(ctx), due = 0;
     struct rov_chan *c = ctx->chans, *next;
 
     for (; c && ctx->awaiting_hello; c = next) {
@@ -134,11 +143,29 @@ static void sweep_unauthed(rov_context_t *ctx, uint64_t now)
         if (!c->awaiting_hello)
             continue;
         if (now - c->born_ns >= timeout)
-            drop_unauthed(c, "no authenticated hello within the handshake timeout");
+            drop_unauthed(c, ctx->accept_paused ? "no authenticated hello within 1 s while "
+                                                  "others wait to connect"
+                                                : "no authenticated hello within the "
+                                                  "handshake timeout");
         else if (due == 0 || c->born_ns + timeout < due)
             due = c->born_ns + timeout;
     }
     ctx->hello_due_ns = due;
+}
+
+/* A channel stopped waiting for its HELLO: listeners paused at the cap
+ * accept again. */
+static void unauthed_gone(rov_context_t *ctx)
+{
+    uint32_t paused = ctx->accept_paused;
+
+    ctx->awaiting_hello--;
+    if (__builtin_expect(paused == 0, 1))
+        return;
+    ctx->accept_paused = 0;
+    for (int i = 0; i < ctx->nrails; i++)
+        if (paused & (1u << i))
+            ctx->rails[i]->ops.accept_resume(ctx->rails[i]);
 }
 
 static void timer_cb(struct rov_watch *w, uint32_t events)
@@ -570,7 +597,7 @@ void rov_ctx_chan_close(struct rov_chan *chan)
         conn->chans[chan->rail->index] = NULL;
     if (chan->awaiting_hello) {
         chan->awaiting_hello = 0;
-        ctx->awaiting_hello--;
+        unauthed_gone(ctx);
     }
     chan->state = ROV_CHAN_CLOSED;
     chan->conn = NULL;
@@ -604,22 +631,53 @@ void rov_ctx_chan_authed(struct rov_chan *chan)
     chan->authed = 1;
     if (chan->awaiting_hello) {
         chan->awaiting_hello = 0;
-        chan->rail->ctx->awaiting_hello--;
+        unauthed_gone(chan->rail->ctx);
     }
 }
 
-/* Over the cap: the oldest channel still waiting for its HELLO goes (the
- * list is newest first). */
-static void drop_oldest_unauthed(rov_context_t *ctx)
+/* The channel that has waited longest for its HELLO (the list is newest
+ * first). */
+static struct rov_chan *oldest_unauthed(rov_context_t *ctx)
 {
     struct rov_chan *oldest = NULL;
 
     for (struct rov_chan *c = ctx->chans; c; c = c->next)
         if (c->awaiting_hello)
             oldest = c;
+    return oldest;
+}
+
+static void drop_oldest_unauthed(rov_context_t *ctx)
+{
+    struct rov_chan *oldest = oldest_unauthed(ctx);
+
     if (oldest)
         drop_unauthed(oldest, "too many channels waiting for their handshake (the oldest "
                               "is closed)");
+}
+
+bool rov_rail_accept_ok(struct rov_rail *rail)
+{
+    rov_context_t *ctx = rail->ctx;
+    struct rov_chan *oldest;
+    uint64_t now;
+
+    if (ctx->awaiting_hello < HELLO_PENDING_MAX)
+        return true;
+    oldest = oldest_unauthed(ctx);
+    now = rov_now_ns();
+    if (oldest && now - oldest->born_ns >= HELLO_GRACE_NS) {
+        drop_oldest_unauthed(ctx);
+        return true;
+    }
+    if (!(ctx->accept_paused & (1u << rail->index)))
+        rov_log_ratelimited(ROV_LOG_INFO, "core", "rail %s: %d channels wait for their "
+                            "handshake: new connections wait in the backlog",
+                            rail->spec->name, HELLO_PENDING_MAX);
+    ctx->accept_paused |= 1u << rail->index;
+    if (oldest && oldest->born_ns + HELLO_GRACE_NS < ctx->hello_due_ns)
+        ctx->hello_due_ns = oldest->born_ns + HELLO_GRACE_NS;
+    return false;
 }
 
 void rov_rail_accepted(struct rov_rail *rail, struct rov_chan *chan)

@@ -70,6 +70,8 @@ struct rov_conn {
     bool msgsize_said;                /* a send refused for it was logged */
     bool peer_aborted;                /* the peer's CLOSE|ABORT failed it */
     rov_status_t fail_status;         /* FAILED: why (the answer to a HELLO for it) */
+    uint64_t connect_ns;              /* rov_conn_connect() at */
+    rov_status_t tried[ROV_MAX_RAILS]; /* first connect: each rail's last answer */
 };
 
 /* Hot fields first (the progress call, the per-message paths).  Allocated
@@ -92,6 +94,7 @@ struct rov_context {
     struct rov_conn *ack_unstamped;   /* the list's tail from here: no deadline yet */
     unsigned ack_unstamped_poll;      /* poll_count when the first of those came */
     struct rov_msg_cache msg_cache;
+    uint64_t tx_bytes;                /* retained by every connection (window_total) */
     struct rov_config config;
     rov_event_cb_t event_cb;
     int epfd;
@@ -109,6 +112,7 @@ struct rov_context {
     struct rov_ctl *ctl;              /* control endpoint (control.c), NULL: none */
     unsigned awaiting_hello;          /* accepted channels not yet authenticated */
     uint64_t hello_due_ns;            /* check them for the timeout then */
+    uint32_t accept_paused;           /* rails whose listener waits for a slot */
 };
 
 /* conn.c: the connection protocol */

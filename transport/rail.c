@@ -15,6 +15,10 @@ static void stub_unlisten(struct rov_rail *rail)
 {
 }
 
+static void stub_accept_resume(struct rov_rail *rail)
+{
+}
+
 static int stub_progress(struct rov_rail *rail)
 {
     return 0;
@@ -60,6 +64,8 @@ void rov_rail_register(const struct rov_rail_ops *ops)
     *r = *ops;
     if (!r->unlisten)
         r->unlisten = stub_unlisten;
+    if (!r->accept_resume)
+        r->accept_resume = stub_accept_resume;
     if (!r->progress)
         r->progress = stub_progress;
     if (!r->ready)

@@ -76,7 +76,9 @@ struct rov_chan_health {
     uint64_t sent_ago_ns;  /* since the rail last transmitted anything on the channel */
     int peer_turn;         /* CONNECTING: the rail's setup waits for the peer's
                             * application (e.g. an out-of-band handshake that the
-                            * peer's kernel has acknowledged), not for the path */
+                            * peer's kernel has acknowledged), or for this process
+                            * to run a completion the path already delivered,
+                            * not for the path */
 };
 
 struct rov_rail_ops {
@@ -98,6 +100,10 @@ struct rov_rail_ops {
 
     /** Stop listening.  Optional. */
     void (*unlisten)(struct rov_rail *rail);
+
+    /** Accept connections again after rov_rail_accept_ok() refused one.
+     * Optional (a rail that never asks). */
+    void (*accept_resume)(struct rov_rail *rail);
 
     /** Start connecting to a peer address (from the peer's listen).  Never
      * blocks: completion is rov_rail_connected() or rov_rail_failed().
@@ -255,6 +261,12 @@ void rov_ctx_unwatch(rov_context_t *ctx, struct rov_watch *watch);
 
 /** New inbound channel, already OPEN.  The rail allocated it. */
 void rov_rail_accepted(struct rov_rail *rail, struct rov_chan *chan);
+/** Asked before taking a connection from the listen queue: false while as
+ * many accepted channels as the context keeps wait for their handshake.
+ * The rail then leaves connections in the queue and stops watching its
+ * listener until its accept_resume op is called.  (A rail that does not
+ * ask has the oldest waiting channel closed for each one it accepts.) */
+bool rov_rail_accept_ok(struct rov_rail *rail);
 /** Outbound connect completed. */
 void rov_rail_connected(struct rov_chan *chan);
 /** One whole frame (header + payload), valid during the call.  The frame has
