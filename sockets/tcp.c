@@ -1043,6 +1043,7 @@ static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_healt
     h->queued = notsent > 0 || c->txq_head != NULL;
     h->heard_ago_ns = (uint64_t)ti.tcpi_last_ack_recv * 1000000ull;
     h->sent_ago_ns = (uint64_t)ti.tcpi_last_data_sent * 1000000ull;
+    h->retransmits = 1;
     return ROV_OK;
 }
 

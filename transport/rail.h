@@ -74,6 +74,8 @@ struct rov_chan_health {
     int queued;            /* work accepted but not yet handed over (flow control) */
     uint64_t heard_ago_ns; /* since the remote transport last acknowledged anything */
     uint64_t sent_ago_ns;  /* since the rail last transmitted anything on the channel */
+    int retransmits;       /* the rail's transport retransmits by itself, and
+                            * sent_ago_ns counts its retransmissions (TCP) */
     int peer_turn;         /* CONNECTING: the rail's setup waits for the peer's
                             * application (e.g. an out-of-band handshake that the
                             * peer's kernel has acknowledged), or for this process
