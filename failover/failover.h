@@ -63,6 +63,7 @@ struct rov_fo_conn {
     uint8_t wait_failed;      /* the rail it leaves, failed */
     rov_reason_t wait_reason;
     uint64_t wait_ns;
+    uint64_t check_due_ns;    /* the tick checks it then (0: not yet placed) */
 };
 
 struct rov_fo_ctx {

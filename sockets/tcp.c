@@ -1036,10 +1036,13 @@ static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_healt
             h->peer_turn = 1;
         return ROV_OK;
     }
-    if (getsockopt(c->watch.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
-        ioctl(c->watch.fd, SIOCOUTQNSD, &notsent) < 0)
+    if (getsockopt(c->watch.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
         return rov_net_errno_status(errno);
     h->busy = ti.tcpi_unacked > 0 || ti.tcpi_probes >= 2;
+    /* Whether data waits is asked only of an idle channel (the engine's
+     * keepalive decision): one system call per busy channel, not two. */
+    if (!h->busy && ioctl(c->watch.fd, SIOCOUTQNSD, &notsent) < 0)
+        return rov_net_errno_status(errno);
     h->queued = notsent > 0 || c->txq_head != NULL;
     h->heard_ago_ns = (uint64_t)ti.tcpi_last_ack_recv * 1000000ull;
     h->sent_ago_ns = (uint64_t)ti.tcpi_last_data_sent * 1000000ull;
