@@ -198,23 +198,31 @@ static bool move_or_wait(struct rov_conn *conn, int to, rov_reason_t reason, con
         else
             connect_allowed(conn->ctx, now, &when);
     }
-    if (when) {
-        rov_debug("failover", "conn %llu: moves to %s in %.1f ms (backoff)",
-                  (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, to),
-                  (double)(when - now) / 1e6);
-        conn->fo.wait_to = (uint8_t)(to + 1);
-        conn->fo.wait_failed = (uint8_t)(failed + 1);
-        conn->fo.wait_reason = reason;
-        conn->fo.wait_ns = when;
-        return true;
+    if (!when) {
+        conn->fo.wait_to = 0;
+        st = rov_conn_move(conn, to, reason, why, failed >= 0 ? ROV_HF_FAILED : 0, failed);
+        if (st == ROV_OK || st == ROV_INPROGRESS)
+            return true;
+        if (!rov_conn_peer_has_rail(conn, to) || is_bug(st) || st == ROV_ERR_RESOURCE) {
+            rov_warn("failover", "conn %llu: cannot move to %s: %s",
+                     (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, to),
+                     rov_status_str(st));
+            return false;
+        }
+        /* The rail cannot even start a connect (its link is down here: no
+         * route): it failed; the move waits for its next retry. */
+        rov_debug("failover", "conn %llu: %s: %s", (unsigned long long)conn->id,
+                  rov_context_rail_name(conn->ctx, to), rov_status_str(st));
+        mark_down(conn, to, now);
+        when = r->retry_ns;
     }
-    conn->fo.wait_to = 0;
-    st = rov_conn_move(conn, to, reason, why, failed >= 0 ? ROV_HF_FAILED : 0, failed);
-    if (st != ROV_OK && st != ROV_INPROGRESS) {
-        rov_warn("failover", "conn %llu: cannot move to %s: %s", (unsigned long long)conn->id,
-                 rov_context_rail_name(conn->ctx, to), rov_status_str(st));
-        return false;
-    }
+    rov_debug("failover", "conn %llu: moves to %s in %.1f ms (backoff)",
+              (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, to),
+              (double)(when - now) / 1e6);
+    conn->fo.wait_to = (uint8_t)(to + 1);
+    conn->fo.wait_failed = (uint8_t)(failed + 1);
+    conn->fo.wait_reason = reason;
+    conn->fo.wait_ns = when;
     return true;
 }
 
