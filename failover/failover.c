@@ -203,7 +203,9 @@ static bool move_or_wait(struct rov_conn *conn, int to, rov_reason_t reason, con
         st = rov_conn_move(conn, to, reason, why, failed >= 0 ? ROV_HF_FAILED : 0, failed);
         if (st == ROV_OK || st == ROV_INPROGRESS)
             return true;
-        if (!rov_conn_peer_has_rail(conn, to) || is_bug(st) || st == ROV_ERR_RESOURCE) {
+        if (!rov_conn_peer_has_rail(conn, to) ||
+            (st != ROV_ERR_UNREACHABLE && st != ROV_ERR_REFUSED && st != ROV_ERR_RESET &&
+             st != ROV_ERR_TIMEDOUT && st != ROV_ERR_CLOSED)) {
             rov_warn("failover", "conn %llu: cannot move to %s: %s",
                      (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, to),
                      rov_status_str(st));

@@ -566,7 +566,6 @@ rov_status_t rov_conn_open_rail(struct rov_conn *conn, int rail)
     return ROV_OK;
 }
 
-/* Open the first rail at or after `from` that both sides have. */
 /* The first connect on the first rail from `from` that opens; with
  * `timed_out`, only on rails whose last attempt timed out. */
 static rov_status_t open_first_rail(struct rov_conn *conn, int from, bool timed_out)
