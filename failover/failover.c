@@ -514,6 +514,23 @@ static void maybe_failback(struct rov_conn *conn, uint64_t now)
     rov_conn_move(conn, best, ROV_REASON_FAILBACK, "preferred rail healthy for the dwell", 0, -1);
 }
 
+/* The leader also probes the rails below the best that failed: a failure
+ * moves a connection only onto a rail that is up, so a fallback rail that
+ * failed once must pass a probe again before it can take the traffic (the
+ * best rail is maybe_failback()'s).  Without it, a connection whose
+ * fallback had failed once reconnected its failing rail for ever. */
+static void probe_fallbacks(struct rov_conn *conn, uint64_t now)
+{
+    int best = best_rail(conn);
+
+    if (!leads(conn) || conn->state != ROV_CONN_ESTABLISHED)
+        return;
+    for (int i = 0; i < conn->ctx->nrails; i++)
+        if (i != best && i != conn->tx_rail && !conn->chans[i] &&
+            conn->fo.rails[i].state == ROV_FO_DOWN && rov_conn_peer_has_rail(conn, i))
+            retry_rail(conn, i, now);
+}
+
 static void check_conn(struct rov_conn *conn, uint64_t now)
 {
     if (conn->fo.wait_to) {
@@ -553,6 +570,7 @@ static void check_conn(struct rov_conn *conn, uint64_t now)
         conn->fo.back_ns = 0;
         conn->fo.rails[conn->tx_rail].backoff_ns = 0;
     }
+    probe_fallbacks(conn, now);
     maybe_failback(conn, now);
 }
 
