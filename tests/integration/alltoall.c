@@ -391,6 +391,7 @@ int main(int argc, char **argv)
         snprintf(path, sizeof(path), "%s/%d.addr", g.dir, r);
         unlink(path);
     }
+    free(pids);
     if (g.dir == tmpl)
         rmdir(tmpl);
     printf("rov_alltoall: %d ranks, %d connections per pair: %s\n", g.procs, g.per_peer,
