@@ -333,7 +333,7 @@ int main(int argc, char **argv)
     g.msgs = 100;
     g.size = 256;
     g.timeout_s = 60;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
         if (!v)
@@ -352,7 +352,6 @@ int main(int argc, char **argv)
             g.timeout_s = atoi(v);
         else
             goto usage;
-        i++;
     }
     if (g.procs < 2 || g.procs > 256 || g.per_peer < 1 || g.msgs < 0 || g.size < 1 ||
         g.timeout_s < 1)
