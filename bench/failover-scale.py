@@ -149,18 +149,7 @@ def parse_args():
             ap.error("unknown fault '%s' (%s)" % (f, ", ".join(FAULTS)))
     if args.runs < 1:
         ap.error("--runs must be positive")
-    for what, path in (("--rov-stream", args.rov_stream), ("--railover", args.railover)):
-        if not os.access(path, os.X_OK):
-            ap.error("%s %s is not executable: build first (see bench/README.md)" % (what, path))
-    for kv in args.env:
-        if not kv.startswith("RAILOVER_") or "=" not in kv:
-            ap.error("--env takes RAILOVER_NAME=VALUE, not '%s'" % kv)
-    args.timeout_ns = fobench.parse_duration_ns(args.timeout)
-    args.dwell_ns = fobench.parse_duration_ns(args.dwell)
-    if args.settle is None:
-        args.settle = 9 * args.dwell_ns / 1e9
-    if not args.out:
-        args.out = "failover-scale-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    fobench.check_common_args(ap, args, "failover-scale")
     args.keep = True
     return args
 
@@ -436,6 +425,16 @@ def settle(args, pair, since_ns, quiet_s):
         time.sleep(0.05)
 
 
+def arrived(sw, n, rail, since, seen):
+    """Record in seen[i] when both sides of connection i first switched to
+    `rail` after `since`, for those not seen yet."""
+    for i in range(n):
+        if i not in seen:
+            t = sw.both_to(i, rail, since)
+            if t:
+                seen[i] = t
+
+
 def episode(args, pair, topo, faults, kind, run):
     """Break the fabric, wait for every connection on rail 1, hold, heal,
     wait for every connection on rail 0.  Returns (row, per-connection rows)."""
@@ -454,11 +453,7 @@ def episode(args, pair, topo, faults, kind, run):
     moved = {}
 
     def all_moved():
-        for i in range(n):
-            if i not in moved:
-                m = sw.both_to(i, 1, t0)
-                if m:
-                    moved[i] = m
+        arrived(sw, n, 1, t0, moved)
         return len(moved) == n
 
     wait_for(pair, all_moved, t1 + wait_ns)
@@ -475,11 +470,7 @@ def episode(args, pair, topo, faults, kind, run):
     back = {}
 
     def all_back():
-        for i in range(n):
-            if i not in back:
-                b = sw.both_to(i, 0, h0)
-                if b:
-                    back[i] = b
+        arrived(sw, n, 0, h0, back)
         return sw.all_on(0, n)
 
     wait_for(pair, all_back, h1 + wait_ns)

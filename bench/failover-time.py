@@ -88,19 +88,8 @@ def parse_args():
     for f in args.faults:
         if f not in ("reset", "drop"):
             ap.error("unknown fault '%s' (reset, drop)" % f)
-    for what, path in (("--rov-stream", args.rov_stream), ("--railover", args.railover)):
-        if not os.access(path, os.X_OK):
-            ap.error("%s %s is not executable: build first (see bench/README.md)" % (what, path))
-    for kv in args.env:
-        if not kv.startswith("RAILOVER_") or "=" not in kv:
-            ap.error("--env takes RAILOVER_NAME=VALUE, not '%s'" % kv)
-    args.timeout_ns = fobench.parse_duration_ns(args.timeout)
-    args.dwell_ns = fobench.parse_duration_ns(args.dwell)
+    fobench.check_common_args(ap, args, "failover-time")
     args.retry_max_ns = fobench.parse_duration_ns(args.retry_max)
-    if args.settle is None:
-        args.settle = 9 * args.dwell_ns / 1e9
-    if not args.out:
-        args.out = "failover-time-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     return args
 
 

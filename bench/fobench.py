@@ -11,6 +11,7 @@ Only the Python standard library is used.
 """
 
 import ctypes
+import datetime
 import os
 import select
 import statistics
@@ -249,3 +250,22 @@ def load_note():
             return f.read().split()[0]
     except OSError:
         return "?"
+
+
+def check_common_args(ap, args, name):
+    """What failover-time.py and failover-scale.py check and derive alike:
+    the programs are executables, --env entries are RAILOVER_NAME=VALUE,
+    the timeout and dwell in ns, the settle (9 dwells) and the result
+    directory (NAME-YYYYmmdd-HHMMSS) when not given."""
+    for what, path in (("--rov-stream", args.rov_stream), ("--railover", args.railover)):
+        if not os.access(path, os.X_OK):
+            ap.error("%s %s is not executable: build first (see bench/README.md)" % (what, path))
+    for kv in args.env:
+        if not kv.startswith("RAILOVER_") or "=" not in kv:
+            ap.error("--env takes RAILOVER_NAME=VALUE, not '%s'" % kv)
+    args.timeout_ns = parse_duration_ns(args.timeout)
+    args.dwell_ns = parse_duration_ns(args.dwell)
+    if args.settle is None:
+        args.settle = 9 * args.dwell_ns / 1e9
+    if not args.out:
+        args.out = name + "-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
