@@ -24,6 +24,7 @@ Only the Python standard library is used.  Exit codes of the test scripts:
 import argparse
 import atexit
 import ctypes
+import functools
 import json
 import os
 import re
@@ -44,6 +45,8 @@ FAB_NET, ETH_NET = "192.0.2.0/24", "198.51.100.0/24"
 RAILS_A = "tcp@%s,tcp@%s" % (FAB_A, ETH_A)
 RAILS_B = "tcp@%s,tcp@%s" % (FAB_B, ETH_B)
 NFT_TABLE = "rovtest"
+# RAILOVER_RUN_DIR must be shorter than this (sun_path less the socket name).
+RUN_DIR_MAX = 76
 
 # Reason codes (names as they appear in events, status and results).
 FAILOVER_PREFIX = "failover."
@@ -831,7 +834,13 @@ class StreamPair:
         self.stop_file = wd.file("stop")
         self.addr_file = wd.file("addr")
         self.run_dir = wd.file("run")
-        os.mkdir(self.run_dir, 0o700)
+        if len(self.run_dir) < RUN_DIR_MAX:
+            os.mkdir(self.run_dir, 0o700)
+        else:
+            # A control socket's path must fit sun_path: a deep log directory
+            # (CI's clone) gets its run directory under /tmp instead.
+            self.run_dir = tempfile.mkdtemp(prefix="rov-run-")
+            at_cleanup(functools.partial(shutil.rmtree, self.run_dir, ignore_errors=True))
         self.events = {s: JsonLines(wd.file(s + ".events")) for s in SIDES}
         self.rate = {s: wd.file(s + ".rate.csv") for s in SIDES}
         self.results = None
