@@ -113,6 +113,44 @@ void rov_config_print(const rov_config_t *config, FILE *stream);
 
 void rov_config_free(rov_config_t *config);
 
+/*
+ * Every setting, for an embedder that offers them under its own names (the
+ * Open MPI BTL makes an MCA parameter of each: btl_railover_failover_timeout
+ * for RAILOVER_FAILOVER_TIMEOUT).  Values are text, in the form the
+ * environment takes; an embedder passes what its user gave to
+ * rov_config_set(), which refuses a bad value with the same message as for
+ * the environment variable.
+ */
+typedef enum rov_config_type {
+    ROV_CONFIG_STRING,   /* free text of a documented form (rails, paths, devices) */
+    ROV_CONFIG_BOOL,     /* on/off (also 1/0, yes/no, true/false) */
+    ROV_CONFIG_COUNT,    /* an integer in [min, max] */
+    ROV_CONFIG_SIZE,     /* bytes in [min, max], with an optional k/m/g suffix (KiB, MiB, GiB) */
+    ROV_CONFIG_DURATION, /* nanoseconds in [min, max], written with a unit: ns, us, ms, s */
+    ROV_CONFIG_CHOICE,   /* one word of `choices` */
+} rov_config_type_t;
+
+typedef struct rov_config_var {
+    const char *name;          /* "RAILOVER_FAILOVER_TIMEOUT" */
+    rov_config_type_t type;
+    const char *default_value; /* text form of the built-in default */
+    const char *help;          /* one line: what it does */
+    const char *units;         /* "bytes", "time", "messages", ... or "" */
+    const char *choices;       /* CHOICE (and the log level): "a|b|c", else "" */
+    uint64_t min, max;         /* COUNT, SIZE, DURATION (ns): the accepted range */
+} rov_config_var_t;
+
+/** Number of settings; rov_config_var(i) for i in [0, count) describes each,
+ * NULL out of range.  The descriptions are static. */
+int rov_config_var_count(void);
+const rov_config_var_t *rov_config_var(int index);
+
+/** The effective value of a setting, in its text form, into buf (at most len
+ * bytes, NUL-terminated).  ROV_ERR_NOT_FOUND for an unknown name,
+ * ROV_ERR_MSGSIZE if len is too small (buf then holds a truncated value). */
+rov_status_t rov_config_get(const rov_config_t *config, const char *name, char *buf,
+                            size_t len);
+
 /* ------------------------------------------------------------------------ */
 /* Context                                                                   */
 
@@ -235,13 +273,28 @@ int rov_context_wait(rov_context_t *context, int timeout_ms);
 
 /** Number of configured rails and the name of rail i ("tcp@lo", ...). */
 int rov_context_rail_count(const rov_context_t *context);
+
+/** Limits an embedder sizes its buffers against (from the context's
+ * configuration): the largest message rov_conn_send() accepts
+ * (RAILOVER_MAX_MSG; a peer with a smaller limit lowers it per connection),
+ * and the largest that is copied at send (RAILOVER_EAGER_LIMIT). */
+typedef struct rov_limits {
+    size_t max_msg;
+    size_t eager_limit;
+    size_t conn_data_max; /* rov_connect_params_t.data_len, at most */
+} rov_limits_t;
+
+void rov_context_limits(const rov_context_t *context, rov_limits_t *limits_p);
 const char *rov_context_rail_name(const rov_context_t *context, int rail);
 
 /* ------------------------------------------------------------------------ */
 /* Endpoint                                                                  */
 
 /** Listen on every rail.  Connections from peers are reported with
- * ROV_EVENT_CONN_ACCEPTED. */
+ * ROV_EVENT_CONN_ACCEPTED.  A context has one endpoint (ROV_ERR_BUSY for a
+ * second): it is the process's identity on every rail, and every
+ * connection, made or accepted, belongs to it; a process that needs two
+ * identities creates two contexts. */
 rov_status_t rov_endpoint_create(rov_context_t *context, rov_endpoint_t **endpoint_p);
 
 /** Copy the address blob into buf.  *len_p is the buffer size on entry and the
@@ -269,6 +322,28 @@ void rov_endpoint_destroy(rov_endpoint_t *endpoint);
  * it with ROV_ERR_PROTO. */
 rov_status_t rov_conn_connect(rov_endpoint_t *endpoint, const void *addr, size_t addr_len,
                               rov_conn_t **conn_p);
+
+/* Who is connecting, as the connector tells it (an MPI rank, a process
+ * name): carried in the connection's first handshake, under its MAC, and
+ * handed to the acceptor with the connection, before
+ * ROV_EVENT_CONN_ACCEPTED. */
+#define ROV_CONN_DATA_MAX 64
+
+typedef struct rov_connect_params {
+    const void *data;  /* connect-time data, may be NULL */
+    size_t data_len;   /* at most ROV_CONN_DATA_MAX */
+    void *user;        /* rov_conn_get_user()'s value from the start */
+} rov_connect_params_t;
+
+/** rov_conn_connect() with parameters (NULL: none).  ROV_ERR_INVAL also for
+ * data longer than ROV_CONN_DATA_MAX. */
+rov_status_t rov_conn_connect_ex(rov_endpoint_t *endpoint, const void *addr, size_t addr_len,
+                                 const rov_connect_params_t *params, rov_conn_t **conn_p);
+
+/** The connect-time data of a connection: for an accepted one what the peer
+ * gave, for one of ours what we gave; *len_p = 0 (and a non-NULL pointer)
+ * when there was none.  Valid as long as the connection. */
+const void *rov_conn_data(const rov_conn_t *conn, size_t *len_p);
 
 /** Send completion: called once per send that returned ROV_INPROGRESS, or
  * that asked for ROV_SEND_NOTIFY_DELIVERED, inside progress.  status is
