@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -603,6 +604,96 @@ void rov_config_print(const rov_config_t *config, FILE *f)
         print_value(config, &vars[i], f);
         fprintf(f, "  # %s\n", vars[i].help);
     }
+}
+
+/* Enumeration ---------------------------------------------------------------- */
+
+#define NVARS (sizeof(vars) / sizeof(vars[0]))
+#define DEFAULT_TEXT_MAX 256
+
+/* A value's text into buf: ROV_ERR_MSGSIZE when it does not fit. */
+static rov_status_t format_value(const struct rov_config *c, const struct var *v, char *buf,
+                                 size_t len)
+{
+    FILE *f;
+    long n;
+
+    if (len == 0)
+        return ROV_ERR_MSGSIZE;
+    memset(buf, 0, len);
+    f = fmemopen(buf, len, "w");
+    if (!f)
+        return ROV_ERR_NOMEM;
+    setvbuf(f, NULL, _IONBF, 0);
+    print_value(c, v, f);
+    n = ftell(f);
+    fclose(f);
+    buf[len - 1] = '\0';
+    return n >= 0 && (size_t)n < len ? ROV_OK : ROV_ERR_MSGSIZE;
+}
+
+static const struct {
+    rov_config_type_t type;
+    const char *units;
+} public_type[] = {
+    [V_RAILS] = {ROV_CONFIG_STRING, ""},          [V_IFNAME] = {ROV_CONFIG_STRING, ""},
+    [V_LOG] = {ROV_CONFIG_CHOICE, ""},            [V_COUNT] = {ROV_CONFIG_COUNT, "count"},
+    [V_SIZE] = {ROV_CONFIG_SIZE, "bytes"},        [V_DURATION] = {ROV_CONFIG_DURATION, "time"},
+    [V_BOOL] = {ROV_CONFIG_BOOL, ""},             [V_FAULT] = {ROV_CONFIG_STRING, ""},
+    [V_PATH] = {ROV_CONFIG_STRING, "path"},       [V_DEVLIST] = {ROV_CONFIG_STRING, ""},
+    [V_CHOICE] = {ROV_CONFIG_CHOICE, ""},         [V_INDEX] = {ROV_CONFIG_COUNT, "index"},
+};
+
+static rov_config_var_t public_vars[NVARS];
+static char default_text[NVARS][DEFAULT_TEXT_MAX];
+static pthread_once_t public_once = PTHREAD_ONCE_INIT;
+
+static void public_init(void)
+{
+    struct rov_config d;
+
+    rov_config_defaults(&d);
+    for (size_t i = 0; i < NVARS; i++) {
+        const struct var *v = &vars[i];
+        rov_config_var_t *p = &public_vars[i];
+
+        format_value(&d, v, default_text[i], sizeof(default_text[i]));
+        p->name = v->name;
+        p->type = public_type[v->type].type;
+        p->default_value = default_text[i];
+        p->help = v->help;
+        p->units = public_type[v->type].units;
+        /* Words accepted instead of a number, or the only words accepted. */
+        p->choices = v->type == V_LOG     ? "error|warn|info|debug|trace" :
+                     v->type == V_CHOICE  ? choices(v) :
+                     v->type == V_INDEX   ? "auto" : "";
+        if (v->type == V_COUNT || v->type == V_SIZE || v->type == V_DURATION ||
+            v->type == V_INDEX) {
+            p->min = v->min;
+            p->max = v->max;
+        }
+    }
+}
+
+int rov_config_var_count(void)
+{
+    return (int)NVARS;
+}
+
+const rov_config_var_t *rov_config_var(int index)
+{
+    if (index < 0 || (size_t)index >= NVARS)
+        return NULL;
+    pthread_once(&public_once, public_init);
+    return &public_vars[index];
+}
+
+rov_status_t rov_config_get(const rov_config_t *config, const char *name, char *buf, size_t len)
+{
+    for (size_t i = 0; i < NVARS; i++)
+        if (strcmp(vars[i].name, name) == 0)
+            return format_value(config, &vars[i], buf, len);
+    return ROV_ERR_NOT_FOUND;
 }
 
 void rov_config_free(rov_config_t *config)

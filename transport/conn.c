@@ -288,6 +288,8 @@ static void send_hello(struct rov_chan *chan, uint8_t type, uint32_t flags, cons
         } else if (ctx->endpoint) {
             h.addr = ctx->endpoint->pub_blob;
             h.addr_len = ctx->endpoint->blob_len;
+            h.data = conn->data;
+            h.data_len = conn->data_len;
         }
     }
     len = rov_wire_hello_encode(buf, &h);
@@ -630,6 +632,12 @@ static ROV_COLD void first_connect_failed(struct rov_conn *conn, int rail, rov_s
 rov_status_t rov_conn_connect(rov_endpoint_t *ep, const void *addr, size_t addr_len,
                               rov_conn_t **conn_p)
 {
+    return rov_conn_connect_ex(ep, addr, addr_len, NULL, conn_p);
+}
+
+rov_status_t rov_conn_connect_ex(rov_endpoint_t *ep, const void *addr, size_t addr_len,
+                                 const rov_connect_params_t *params, rov_conn_t **conn_p)
+{
     rov_context_t *ctx = ep->ctx;
     struct rov_conn *conn;
     const char *why = "";
@@ -637,9 +645,20 @@ rov_status_t rov_conn_connect(rov_endpoint_t *ep, const void *addr, size_t addr_
 
     if (!addr)
         return ROV_ERR_INVAL;
+    if (params && (params->data_len > ROV_CONN_DATA_MAX || (params->data_len && !params->data))) {
+        rov_error("conn", "cannot connect: connect-time data of %zu bytes (at most %d)",
+                  params->data_len, ROV_CONN_DATA_MAX);
+        return ROV_ERR_INVAL;
+    }
     conn = rov_conn_new(ctx);
     if (!conn)
         return ROV_ERR_NOMEM;
+    if (params) {
+        if (params->data_len)
+            memcpy(conn->data, params->data, params->data_len);
+        conn->data_len = (uint8_t)params->data_len;
+        conn->user = params->user;
+    }
     st = set_peer_addr(conn, addr, addr_len, &why);
     if (st == ROV_OK && rov_auth_key_is_zero(conn->peer.key)) {
         why = "the address blob has no key (a copy taken from a handshake? use the blob "
@@ -1068,6 +1087,9 @@ static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_h
             return protocol_error(chan, why[0] ? why : "hello address of another endpoint");
         }
         conn->peer_id = h.conn_id;
+        if (h.data_len)
+            memcpy(conn->data, h.data, h.data_len);
+        conn->data_len = (uint8_t)h.data_len;
         learn_peer_max(conn, h.max_msg); /* nothing queued yet: cannot fail */
         derive_secret(ctx->ep_key, h.nonce, nonce_l, h.ep_id, h.conn_id, ctx->ep_id, conn->id,
                       conn->secret);
@@ -1411,6 +1433,12 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
 int rov_conn_rail(const rov_conn_t *conn)
 {
     return conn->tx_rail;
+}
+
+const void *rov_conn_data(const rov_conn_t *conn, size_t *len_p)
+{
+    *len_p = conn->data_len;
+    return conn->data;
 }
 
 void rov_conn_set_user(rov_conn_t *conn, void *user)

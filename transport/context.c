@@ -381,6 +381,13 @@ int rov_context_rail_count(const rov_context_t *ctx)
     return ctx->nrails;
 }
 
+void rov_context_limits(const rov_context_t *ctx, rov_limits_t *limits)
+{
+    limits->max_msg = (size_t)ctx->config.max_msg;
+    limits->eager_limit = (size_t)ctx->config.eager_limit;
+    limits->conn_data_max = ROV_CONN_DATA_MAX;
+}
+
 const char *rov_context_rail_name(const rov_context_t *ctx, int rail)
 {
     return rail >= 0 && rail < ctx->nrails ? ctx->rails[rail]->spec->name : "none";

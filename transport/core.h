@@ -71,6 +71,8 @@ struct rov_conn {
     bool peer_aborted;                /* the peer's CLOSE|ABORT failed it */
     rov_status_t fail_status;         /* FAILED: why (the answer to a HELLO for it) */
     uint64_t connect_ns;              /* rov_conn_connect() at */
+    uint8_t data[ROV_CONN_DATA_MAX];  /* connect-time data: ours, or the connector's */
+    uint8_t data_len;
     rov_status_t tried[ROV_MAX_RAILS]; /* first connect: each rail's last answer */
 };
 

@@ -94,10 +94,15 @@ size_t rov_wire_hello_encode(void *buf, const struct rov_wire_hello *hello)
     rov_put64(p + 36, hello->max_msg);
     rov_put64(p + 44, hello->ctr);
     memcpy(p + 52, hello->nonce, ROV_NONCE_LEN);
+    rov_put16(p + 68, (uint16_t)hello->data_len);
+    p += ROV_WIRE_HELLO_ADDR_OFF;
     if (hello->addr_len)
-        memcpy(p + ROV_WIRE_HELLO_MAC_OFF, hello->addr, hello->addr_len);
-    memset(p + ROV_WIRE_HELLO_MAC_OFF + hello->addr_len, 0, ROV_MAC_LEN);
-    return ROV_WIRE_HELLO_FIXED + hello->addr_len;
+        memcpy(p, hello->addr, hello->addr_len);
+    p += hello->addr_len;
+    if (hello->data_len)
+        memcpy(p, hello->data, hello->data_len);
+    memset(p + hello->data_len, 0, ROV_MAC_LEN);
+    return ROV_WIRE_HELLO_FIXED + hello->addr_len + hello->data_len;
 }
 
 rov_status_t rov_wire_hello_decode(const void *buf, size_t len, struct rov_wire_hello *hello,
@@ -117,20 +122,27 @@ rov_status_t rov_wire_hello_decode(const void *buf, size_t len, struct rov_wire_
     hello->max_msg = rov_get64(p + 36);
     hello->ctr = rov_get64(p + 44);
     memcpy(hello->nonce, p + 52, ROV_NONCE_LEN);
+    hello->data_len = rov_get16(p + 68);
     if (hello->conn_id == 0) {
         *why_p = "hello with connection id 0";
         return ROV_ERR_PROTO;
     }
-    if (ROV_WIRE_HELLO_FIXED + hello->addr_len != len) {
-        *why_p = "hello address length does not match the frame";
+    if (hello->data_len > ROV_CONN_DATA_MAX) {
+        *why_p = "hello with connect-time data longer than ROV_CONN_DATA_MAX";
+        return ROV_ERR_PROTO;
+    }
+    if (ROV_WIRE_HELLO_FIXED + hello->addr_len + hello->data_len != len) {
+        *why_p = "hello address and data lengths do not match the frame";
         return ROV_ERR_PROTO;
     }
     if (hello->max_msg == 0 || hello->max_msg > UINT32_MAX) {
         *why_p = "hello with a largest message out of range";
         return ROV_ERR_PROTO;
     }
-    hello->addr = hello->addr_len ? p + ROV_WIRE_HELLO_MAC_OFF : NULL;
-    hello->mac = p + ROV_WIRE_HELLO_MAC_OFF + hello->addr_len;
+    p += ROV_WIRE_HELLO_ADDR_OFF;
+    hello->addr = hello->addr_len ? p : NULL;
+    hello->data = p + hello->addr_len;
+    hello->mac = p + hello->addr_len + hello->data_len;
     return ROV_OK;
 }
 

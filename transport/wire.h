@@ -35,7 +35,7 @@
 #include "transport/auth.h"
 
 #define ROV_WIRE_MAGIC 0x5652u
-#define ROV_WIRE_VERSION 2
+#define ROV_WIRE_VERSION 3
 #define ROV_WIRE_HDR_LEN 32
 #define ROV_EP_ID_LEN 16
 
@@ -111,7 +111,11 @@ struct rov_wire_hdr {
  *  44 u64 ctr           reconnect HELLO: the sender's handshake counter for
  *                       the connection (anti-replay, from 1); else 0
  *  52 nonce[16]         fresh random bytes
- *  68 addr[addr_len]
+ *  68 u16 data_len      first HELLO: the connector's connect-time data
+ *                       (rov_connect_params_t, at most ROV_CONN_DATA_MAX);
+ *                       else 0
+ *  70 addr[addr_len]
+ *  .. data[data_len]
  *  .. mac[32]           HMAC-SHA256 (auth.h) over a label, for a HELLO_ACK
  *                       the nonce of the HELLO it answers, the 32-byte
  *                       header and the payload before the MAC: under the
@@ -127,11 +131,13 @@ struct rov_wire_hello {
     uint8_t nonce[ROV_NONCE_LEN];
     const void *addr;             /* endpoint address blob, may be empty */
     size_t addr_len;
+    const void *data;             /* connect-time data, may be empty */
+    size_t data_len;
     const uint8_t *mac;           /* decode: points into the payload */
 };
 
-#define ROV_WIRE_HELLO_MAC_OFF 68
-#define ROV_WIRE_HELLO_FIXED (ROV_WIRE_HELLO_MAC_OFF + ROV_MAC_LEN)
+#define ROV_WIRE_HELLO_ADDR_OFF 70
+#define ROV_WIRE_HELLO_FIXED (ROV_WIRE_HELLO_ADDR_OFF + ROV_MAC_LEN)
 /* Largest HELLO/HELLO_ACK payload: what a rail accepts on a channel whose
  * peer has not authenticated yet (rov_chan_rx_max_payload()). */
 #define ROV_WIRE_HELLO_MAX 1024
@@ -151,7 +157,7 @@ rov_status_t rov_wire_peek(const void *buf, size_t avail, size_t max_payload,
                            size_t *frame_len_p, const char **why_p);
 
 /** Encode a HELLO payload but its MAC (left zero, in the last ROV_MAC_LEN
- * bytes); returns its length (ROV_WIRE_HELLO_FIXED + addr). */
+ * bytes); returns its length (ROV_WIRE_HELLO_FIXED + addr + data). */
 size_t rov_wire_hello_encode(void *buf, const struct rov_wire_hello *hello);
 /** Decode a HELLO payload; pointers refer into buf. */
 rov_status_t rov_wire_hello_decode(const void *buf, size_t len, struct rov_wire_hello *hello,

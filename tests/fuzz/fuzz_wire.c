@@ -93,12 +93,13 @@ static void check_hello(const uint8_t *hdr, const uint8_t *payload, size_t len)
     }
     CHECK(h.conn_id != 0);
     CHECK(h.max_msg != 0 && h.max_msg <= UINT32_MAX);
-    CHECK(ROV_WIRE_HELLO_FIXED + h.addr_len == len);
+    CHECK(h.data_len <= ROV_CONN_DATA_MAX);
+    CHECK(ROV_WIRE_HELLO_FIXED + h.addr_len + h.data_len == len);
     CHECK(h.mac == payload + len - ROV_MAC_LEN);
     if (h.addr_len) {
         const uint8_t *a = h.addr;
 
-        CHECK(a == payload + ROV_WIRE_HELLO_MAC_OFF);
+        CHECK(a == payload + ROV_WIRE_HELLO_ADDR_OFF);
     } else {
         CHECK(h.addr == NULL);
     }

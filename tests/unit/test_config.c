@@ -5,6 +5,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -980,6 +981,67 @@ START_TEST(test_print_roundtrip)
 }
 END_TEST
 
+/* The enumeration an embedder builds its own parameters from: every
+ * variable once, with its default
+ * that parses back, its help, a range for numbers, and
+ * rov_config_get() giving the effective value. */
+START_TEST(test_enumeration)
+{
+    struct rov_config *c = default_config(), *d = default_config();
+    char buf[256], err[512];
+    bool seen[NVARS] = {false};
+
+    ck_assert_int_eq(rov_config_var_count(), (int)NVARS);
+    ck_assert_ptr_null(rov_config_var(-1));
+    ck_assert_ptr_null(rov_config_var((int)NVARS));
+    for (int i = 0; i < rov_config_var_count(); i++) {
+        const rov_config_var_t *v = rov_config_var(i);
+
+        size_t k = 0;
+
+        ck_assert_ptr_nonnull(v);
+        while (k < NVARS && strcmp(all_vars[k], v->name) != 0)
+            k++;
+        ck_assert_msg(k < NVARS, "%s is not a known variable", v->name);
+        ck_assert_msg(!seen[k], "%s twice", v->name);
+        seen[k] = true;
+        ck_assert_msg(v->help[0] != '\0', "%s: no help", v->name);
+        ck_assert_ptr_nonnull(v->units);
+        ck_assert_ptr_nonnull(v->choices);
+        /* The default is the effective value of an untouched configuration... */
+        ck_assert_int_eq(rov_config_get(c, v->name, buf, sizeof(buf)), ROV_OK);
+        ck_assert_str_eq(buf, v->default_value);
+        /* ...and parses back to itself. */
+        ck_assert_msg(rov_config_set(d, v->name, v->default_value, err, sizeof(err)) == ROV_OK,
+                      "%s's default '%s' does not parse: %s", v->name, v->default_value, err);
+        switch (v->type) {
+        case ROV_CONFIG_COUNT:
+        case ROV_CONFIG_SIZE:
+        case ROV_CONFIG_DURATION:
+            ck_assert_msg(v->min <= v->max && v->max > 0, "%s: range [%" PRIu64 ", %" PRIu64 "]",
+                          v->name, v->min, v->max);
+            break;
+        case ROV_CONFIG_CHOICE:
+            ck_assert_msg(strstr(v->choices, v->default_value) != NULL, "%s: %s not in %s",
+                          v->name, v->default_value, v->choices);
+            break;
+        default:
+            break;
+        }
+    }
+    ck_assert_msg(config_equal(c, d), "the defaults do not give the default configuration");
+    /* Effective values, and what does not fit. */
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAILOVER_TIMEOUT", "1500ms", NULL, 0), ROV_OK);
+    ck_assert_int_eq(rov_config_get(c, "RAILOVER_FAILOVER_TIMEOUT", buf, sizeof(buf)), ROV_OK);
+    ck_assert_str_eq(buf, "1500ms");
+    ck_assert_int_eq(rov_config_get(c, "RAILOVER_FAILOVER_TIMEOUT", buf, 4), ROV_ERR_MSGSIZE);
+    ck_assert_str_eq(buf, "150");
+    ck_assert_int_eq(rov_config_get(c, "RAILOVER_NO_SUCH", buf, sizeof(buf)), ROV_ERR_NOT_FOUND);
+    rov_config_free(c);
+    rov_config_free(d);
+}
+END_TEST
+
 START_TEST(test_print_roundtrip_sub_us_duration)
 {
     /* The effective value must be printed exactly, even when RAILOVER_ACK_DELAY
@@ -1045,6 +1107,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_print_names);
     tcase_add_test(tc, test_print_roundtrip);
     tcase_add_test(tc, test_print_roundtrip_sub_us_duration);
+    tcase_add_test(tc, test_enumeration);
     suite_add_tcase(s, tc);
 #undef N
     return s;

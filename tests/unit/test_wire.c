@@ -482,18 +482,24 @@ static struct rov_wire_hello sample_hello(const void *addr, size_t addr_len)
 START_TEST(test_hello_roundtrip)
 {
     static const size_t addr_lens[] = {0, 1, 37, 300};
-    uint8_t addr[300], buf[ROV_WIRE_HELLO_FIXED + 300 + 1];
+    static const size_t data_lens[] = {0, 8, 0, ROV_CONN_DATA_MAX};
+    uint8_t addr[300], data[ROV_CONN_DATA_MAX];
+    uint8_t buf[ROV_WIRE_HELLO_FIXED + 300 + ROV_CONN_DATA_MAX + 1];
 
     for (size_t i = 0; i < sizeof(addr); i++)
         addr[i] = (uint8_t)(i * 7 + 1);
+    for (size_t i = 0; i < sizeof(data); i++)
+        data[i] = (uint8_t)(0xa0 ^ i);
     for (size_t k = 0; k < sizeof(addr_lens) / sizeof(addr_lens[0]); k++) {
         struct rov_wire_hello in = sample_hello(addr_lens[k] ? addr : NULL, addr_lens[k]), out;
         const char *why = NULL;
         size_t n;
 
+        in.data = data;
+        in.data_len = data_lens[k];
         memset(buf, 0xcc, sizeof(buf));
         n = rov_wire_hello_encode(buf, &in);
-        ck_assert_uint_eq(n, ROV_WIRE_HELLO_FIXED + addr_lens[k]);
+        ck_assert_uint_eq(n, ROV_WIRE_HELLO_FIXED + addr_lens[k] + data_lens[k]);
         ck_assert_uint_eq(buf[n], 0xcc);
         memset(&out, 0, sizeof(out));
         ck_assert_int_eq(rov_wire_hello_decode(buf, n, &out, &why), ROV_OK);
@@ -511,11 +517,16 @@ START_TEST(test_hello_roundtrip)
             ck_assert_uint_eq(out.mac[i], 0);
         if (addr_lens[k]) {
             /* Points into the decoded buffer, not at the caller's source. */
-            ck_assert_ptr_eq(out.addr, buf + ROV_WIRE_HELLO_MAC_OFF);
+            ck_assert_ptr_eq(out.addr, buf + ROV_WIRE_HELLO_ADDR_OFF);
             ck_assert_mem_eq(out.addr, addr, addr_lens[k]);
         } else {
             ck_assert_ptr_null(out.addr);
         }
+        /* The data follows the address. */
+        ck_assert_uint_eq(out.data_len, data_lens[k]);
+        ck_assert_ptr_eq(out.data, buf + ROV_WIRE_HELLO_ADDR_OFF + addr_lens[k]);
+        if (data_lens[k])
+            ck_assert_mem_eq(out.data, data, data_lens[k]);
     }
 }
 END_TEST
@@ -670,7 +681,7 @@ START_TEST(test_hello_addr_len_mismatch)
     /* One trailing byte beyond the declared address. */
     buf[n] = 0;
     ck_assert_int_eq(rov_wire_hello_decode(buf, n + 1, &out, &why), ROV_ERR_PROTO);
-    ck_assert_str_eq(why, "hello address length does not match the frame");
+    ck_assert_str_eq(why, "hello address and data lengths do not match the frame");
 
     /* Declared length larger / smaller than what follows. */
     rov_put16(buf + 34, sizeof(addr) + 1);
@@ -681,6 +692,18 @@ START_TEST(test_hello_addr_len_mismatch)
     ck_assert_int_eq(rov_wire_hello_decode(buf, n, &out, &why), ROV_ERR_PROTO);
     rov_put16(buf + 34, sizeof(addr));
     ck_assert_int_eq(rov_wire_hello_decode(buf, n, &out, &why), ROV_OK);
+
+    /* Data: its length is checked against the frame, and bounded. */
+    rov_put16(buf + 68, 1);
+    ck_assert_int_eq(rov_wire_hello_decode(buf, n, &out, &why), ROV_ERR_PROTO);
+    rov_put16(buf + 34, sizeof(addr) - 1);
+    ck_assert_int_eq(rov_wire_hello_decode(buf, n, &out, &why), ROV_OK);
+    ck_assert_uint_eq(out.data_len, 1);
+    ck_assert_uint_eq(*(const uint8_t *)out.data, addr[sizeof(addr) - 1]);
+    rov_put16(buf + 68, ROV_CONN_DATA_MAX + 1);
+    rov_put16(buf + 34, 0);
+    ck_assert_int_eq(rov_wire_hello_decode(buf, n, &out, &why), ROV_ERR_PROTO);
+    ck_assert_str_eq(why, "hello with connect-time data longer than ROV_CONN_DATA_MAX");
 }
 END_TEST
 
