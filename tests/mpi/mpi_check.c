@@ -1,0 +1,321 @@
+/*
+ * rov_mpi_check: MPI programs that check their own results, for the MPI
+ * tier (tests/mpi/run.sh runs them under --mca btl self,railover).
+ *
+ * Every payload is a pattern of (sender, receiver, tag, size, index) and is
+ * compared byte for byte; a mismatch, a wrong source/tag/count or a failed
+ * MPI call prints "FAIL ..." and makes the job exit 1.
+ *
+ * Usage: rov_mpi_check TEST...   (ring sizes alltoall anysource nonblocking
+ *                                 threads)
+ */
+#include <mpi.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, nprocs, failures;
+
+static void __attribute__((format(printf, 1, 2))) fail(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "FAIL [rank %d]: ", rank);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    failures++;
+}
+
+static uint8_t pattern(int from, int to, int tag, size_t size, size_t i)
+{
+    return (uint8_t) (from * 131 + to * 61 + tag * 17 + size * 7 + i * 13 + (i >> 8));
+}
+
+static void fill(uint8_t *buf, int from, int to, int tag, size_t size)
+{
+    for (size_t i = 0; i < size; i++)
+        buf[i] = pattern(from, to, tag, size, i);
+}
+
+/* Compare, naming the first wrong byte. */
+static void check(const uint8_t *buf, int from, int to, int tag, size_t size, const char *what)
+{
+    for (size_t i = 0; i < size; i++) {
+        if (buf[i] != pattern(from, to, tag, size, i)) {
+            fail("%s: %zu-byte message from rank %d, tag %d: byte %zu is 0x%02x, expected 0x%02x",
+                 what, size, from, tag, i, buf[i], pattern(from, to, tag, size, i));
+            return;
+        }
+    }
+}
+
+static void check_status(const MPI_Status *st, int from, int tag, size_t size, const char *what)
+{
+    int count;
+
+    MPI_Get_count(st, MPI_BYTE, &count);
+    if (st->MPI_SOURCE != from || st->MPI_TAG != tag || (size_t) count != size)
+        fail("%s: got source %d tag %d count %d, expected source %d tag %d count %zu", what,
+             st->MPI_SOURCE, st->MPI_TAG, count, from, tag, size);
+}
+
+/* A token around the ring, 100 laps, each rank adding its rank. */
+static void test_ring(void)
+{
+    int next = (rank + 1) % nprocs, prev = (rank + nprocs - 1) % nprocs;
+    long token = 0, expect = 0;
+
+    for (int lap = 0; lap < 100; lap++) {
+        if (rank == 0) {
+            MPI_Send(&token, 1, MPI_LONG, next, lap, MPI_COMM_WORLD);
+            MPI_Recv(&token, 1, MPI_LONG, prev, lap, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(&token, 1, MPI_LONG, prev, lap, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            token += rank;
+            MPI_Send(&token, 1, MPI_LONG, next, lap, MPI_COMM_WORLD);
+        }
+        expect += (long) nprocs * (nprocs - 1) / 2;
+    }
+    if (rank == 0 && token != expect)
+        fail("ring: token %ld after 100 laps, expected %ld", token, expect);
+}
+
+/* Every size class ob1 has (empty, eager, rendezvous, pipelined
+ * fragments), 0 B to 16 MiB, between rank pairs both ways. */
+static void test_sizes(void)
+{
+    static const size_t sizes[] = {0, 1, 7, 64, 1000, 4096, 8191, 8192, 8193, 65536,
+                                   262143, 262144, 1048577, 4u << 20, 16u << 20};
+    size_t max = 16u << 20;
+    uint8_t *sbuf = malloc(max), *rbuf = malloc(max);
+    int peer = rank ^ 1;
+
+    if (!sbuf || !rbuf) {
+        fail("sizes: out of memory");
+        goto out;
+    }
+    if (peer >= nprocs)
+        goto out;
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t n = sizes[k];
+        MPI_Status st;
+
+        fill(sbuf, rank, peer, (int) k, n);
+        memset(rbuf, 0xee, n);
+        MPI_Sendrecv(sbuf, (int) n, MPI_BYTE, peer, (int) k, rbuf, (int) n, MPI_BYTE, peer,
+                     (int) k, MPI_COMM_WORLD, &st);
+        check_status(&st, peer, (int) k, n, "sizes");
+        check(rbuf, peer, rank, (int) k, n, "sizes");
+    }
+out:
+    free(sbuf);
+    free(rbuf);
+}
+
+/* Every rank sends every other rank 64 KiB at once (MPI_Alltoall), then
+ * messages of a different size per pair (MPI_Alltoallv). */
+static void test_alltoall(void)
+{
+    size_t block = 65536;
+    uint8_t *sbuf = malloc(block * nprocs), *rbuf = malloc(block * nprocs);
+    int *scount = calloc(nprocs, sizeof(int)), *sdisp = calloc(nprocs, sizeof(int));
+    int *rcount = calloc(nprocs, sizeof(int)), *rdisp = calloc(nprocs, sizeof(int));
+
+    if (!sbuf || !rbuf || !scount || !sdisp || !rcount || !rdisp) {
+        fail("alltoall: out of memory");
+        goto out;
+    }
+    for (int p = 0; p < nprocs; p++)
+        fill(sbuf + p * block, rank, p, 0, block);
+    MPI_Alltoall(sbuf, (int) block, MPI_BYTE, rbuf, (int) block, MPI_BYTE, MPI_COMM_WORLD);
+    for (int p = 0; p < nprocs; p++)
+        check(rbuf + p * block, p, rank, 0, block, "alltoall");
+    for (int p = 0; p < nprocs; p++) {
+        scount[p] = (rank * 977 + p * 331) % (int) block;
+        sdisp[p] = p * (int) block;
+        rcount[p] = (p * 977 + rank * 331) % (int) block;
+        rdisp[p] = p * (int) block;
+        fill(sbuf + sdisp[p], rank, p, 1, (size_t) scount[p]);
+    }
+    MPI_Alltoallv(sbuf, scount, sdisp, MPI_BYTE, rbuf, rcount, rdisp, MPI_BYTE, MPI_COMM_WORLD);
+    for (int p = 0; p < nprocs; p++)
+        check(rbuf + rdisp[p], p, rank, 1, (size_t) rcount[p], "alltoallv");
+out:
+    free(sbuf);
+    free(rbuf);
+    free(scount);
+    free(sdisp);
+    free(rcount);
+    free(rdisp);
+}
+
+/* Rank 0 receives from MPI_ANY_SOURCE, and picks tags out of order: every
+ * other rank sends tags 0..9 (sizes by tag), rank 0 asks for 9 first. */
+static void test_anysource(void)
+{
+    enum { NTAGS = 10 };
+    uint8_t buf[20000];
+
+    if (rank != 0) {
+        for (int t = 0; t < NTAGS; t++) {
+            size_t n = (size_t) t * 2000;
+
+            fill(buf, rank, 0, t, n);
+            MPI_Send(buf, (int) n, MPI_BYTE, 0, t, MPI_COMM_WORLD);
+        }
+        return;
+    }
+    for (int t = NTAGS - 1; t >= 0; t--) {
+        int seen[64] = {0};
+
+        for (int k = 1; k < nprocs; k++) {
+            MPI_Status st;
+            int count;
+
+            MPI_Recv(buf, sizeof(buf), MPI_BYTE, MPI_ANY_SOURCE, t, MPI_COMM_WORLD, &st);
+            MPI_Get_count(&st, MPI_BYTE, &count);
+            if (st.MPI_TAG != t || st.MPI_SOURCE < 1 || st.MPI_SOURCE >= nprocs ||
+                (st.MPI_SOURCE < 64 && seen[st.MPI_SOURCE]++)) {
+                fail("anysource: tag %d from %d (duplicate or wrong)", st.MPI_TAG, st.MPI_SOURCE);
+                continue;
+            }
+            check_status(&st, st.MPI_SOURCE, t, (size_t) t * 2000, "anysource");
+            check(buf, st.MPI_SOURCE, 0, t, (size_t) count, "anysource");
+        }
+    }
+}
+
+/* Many MPI_Isend/MPI_Irecv at once to every peer, sizes across the eager
+ * and rendezvous limits, completed with one MPI_Waitall; then a
+ * non-blocking collective. */
+static void test_nonblocking(void)
+{
+    enum { PER_PEER = 32 };
+    int n = PER_PEER * (nprocs - 1), k = 0;
+    MPI_Request *req = calloc(2 * (size_t) n + 1, sizeof(MPI_Request));
+    uint8_t **sbuf = calloc((size_t) n, sizeof(uint8_t *)), **rbuf = calloc((size_t) n, sizeof(uint8_t *));
+    long sum = rank, total;
+
+    if (!req || !sbuf || !rbuf) {
+        fail("nonblocking: out of memory");
+        goto out;
+    }
+    for (int p = 0; p < nprocs; p++) {
+        if (p == rank)
+            continue;
+        for (int i = 0; i < PER_PEER; i++, k++) {
+            size_t sn = (size_t) (i * 4099) % 200000, rn = sn;
+
+            sbuf[k] = malloc(sn + 1);
+            rbuf[k] = malloc(rn + 1);
+            fill(sbuf[k], rank, p, i, sn);
+            MPI_Irecv(rbuf[k], (int) rn, MPI_BYTE, p, i, MPI_COMM_WORLD, &req[2 * k]);
+            MPI_Isend(sbuf[k], (int) sn, MPI_BYTE, p, i, MPI_COMM_WORLD, &req[2 * k + 1]);
+        }
+    }
+    MPI_Waitall(2 * n, req, MPI_STATUSES_IGNORE);
+    k = 0;
+    for (int p = 0; p < nprocs; p++) {
+        if (p == rank)
+            continue;
+        for (int i = 0; i < PER_PEER; i++, k++)
+            check(rbuf[k], p, rank, i, (size_t) (i * 4099) % 200000, "nonblocking");
+    }
+    MPI_Iallreduce(&sum, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD, &req[0]);
+    MPI_Wait(&req[0], MPI_STATUS_IGNORE);
+    if (total != (long) nprocs * (nprocs - 1) / 2)
+        fail("nonblocking: MPI_Iallreduce gave %ld, expected %ld", total,
+             (long) nprocs * (nprocs - 1) / 2);
+out:
+    for (int i = 0; sbuf && rbuf && i < n; i++) {
+        free(sbuf[i]);
+        free(rbuf[i]);
+    }
+    free(sbuf);
+    free(rbuf);
+    free(req);
+}
+
+/* MPI_THREAD_MULTIPLE: four threads per rank exchange with the pair
+ * partner at once, each on its own tag, each checking what it gets. */
+#define NTHREADS 4
+#define THREAD_MSGS 200
+
+static void *thread_main(void *arg)
+{
+    int id = (int) (intptr_t) arg, peer = rank ^ 1;
+    uint8_t sbuf[30000], rbuf[30000];
+
+    for (int m = 0; m < THREAD_MSGS; m++) {
+        size_t n = (size_t) (m * 1499 + id * 7) % sizeof(sbuf);
+        int tag = id * 1000 + m % 1000;
+        MPI_Status st;
+
+        fill(sbuf, rank, peer, tag, n);
+        MPI_Sendrecv(sbuf, (int) n, MPI_BYTE, peer, tag, rbuf, sizeof(rbuf), MPI_BYTE, peer, tag,
+                     MPI_COMM_WORLD, &st);
+        check_status(&st, peer, tag, n, "threads");
+        check(rbuf, peer, rank, tag, n, "threads");
+    }
+    return NULL;
+}
+
+static void test_threads(int provided)
+{
+    pthread_t t[NTHREADS];
+
+    if (provided < MPI_THREAD_MULTIPLE) {
+        fail("threads: MPI_THREAD_MULTIPLE not provided (%d)", provided);
+        return;
+    }
+    if ((rank ^ 1) >= nprocs)
+        return;
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_create(&t[i], NULL, thread_main, (void *) (intptr_t) i);
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(t[i], NULL);
+}
+
+int main(int argc, char **argv)
+{
+    int provided, want_threads = 0, all;
+
+    for (int i = 1; i < argc; i++)
+        if (0 == strcmp(argv[i], "threads"))
+            want_threads = 1;
+    if (want_threads)
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    else
+        MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    for (int i = 1; i < argc; i++) {
+        const char *t = argv[i];
+
+        if (0 == strcmp(t, "ring"))
+            test_ring();
+        else if (0 == strcmp(t, "sizes"))
+            test_sizes();
+        else if (0 == strcmp(t, "alltoall"))
+            test_alltoall();
+        else if (0 == strcmp(t, "anysource"))
+            test_anysource();
+        else if (0 == strcmp(t, "nonblocking"))
+            test_nonblocking();
+        else if (0 == strcmp(t, "threads"))
+            test_threads(provided);
+        else
+            fail("unknown test %s", t);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("%s: %d rank(s), %d failure(s)\n", all ? "FAILED" : "PASSED", nprocs, all);
+    MPI_Finalize();
+    return all ? 1 : 0;
+}
