@@ -133,16 +133,15 @@ static void frag_done_inline(mca_btl_railover_frag_t *frag)
 static int railover_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
                          mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag)
 {
-    mca_btl_railover_component_t *c = &mca_btl_railover_component;
     mca_btl_railover_frag_t *frag = (mca_btl_railover_frag_t *) des;
     int rc;
 
     frag->endpoint = endpoint;
     frag->tag = tag;
     frag->queued = false;
-    OPAL_THREAD_LOCK(&c->lock);
+    mca_btl_railover_lock();
     rc = mca_btl_railover_endpoint_send(endpoint, frag);
-    OPAL_THREAD_UNLOCK(&c->lock);
+    mca_btl_railover_unlock();
     /* Completed at once (Railover copied it): callbacks outside the lock. */
     if (1 == rc)
         frag_done_inline(frag);
@@ -166,22 +165,21 @@ static int railover_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *e
                           size_t payload_size, uint8_t order, uint32_t flags,
                           mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor)
 {
-    mca_btl_railover_component_t *c = &mca_btl_railover_component;
     size_t size = header_size + payload_size;
     mca_btl_railover_frag_t *frag;
     int rc;
 
     if (OPAL_UNLIKELY(size > btl->btl_eager_limit))
         return sendi_busy(endpoint, size, flags, descriptor);
-    OPAL_THREAD_LOCK(&c->lock);
+    mca_btl_railover_lock();
     rc = mca_btl_railover_endpoint_can_send(endpoint);
     if (OPAL_SUCCESS != rc) {
-        OPAL_THREAD_UNLOCK(&c->lock);
+        mca_btl_railover_unlock();
         return OPAL_ERR_RESOURCE_BUSY == rc ? sendi_busy(endpoint, size, flags, descriptor) : rc;
     }
     frag = frag_alloc(size);
     if (OPAL_UNLIKELY(NULL == frag)) {
-        OPAL_THREAD_UNLOCK(&c->lock);
+        mca_btl_railover_unlock();
         return sendi_busy(endpoint, size, flags, descriptor);
     }
     memcpy(frag->segment.seg_addr.pval, header, header_size);
@@ -196,7 +194,7 @@ static int railover_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *e
 
         if (OPAL_UNLIKELY(opal_convertor_pack(convertor, &iov, &iov_count, &max_data) < 0)) {
             mca_btl_railover_frag_free(frag);
-            OPAL_THREAD_UNLOCK(&c->lock);
+            mca_btl_railover_unlock();
             return OPAL_ERROR;
         }
         frag->segment.seg_len = header_size + max_data;
@@ -205,7 +203,7 @@ static int railover_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *e
     frag->endpoint = endpoint;
     frag->tag = tag;
     rc = mca_btl_railover_endpoint_send(endpoint, frag);
-    OPAL_THREAD_UNLOCK(&c->lock);
+    mca_btl_railover_unlock();
     /* Queued (OPAL_SUCCESS): freed when Railover is done with it. */
     if (1 == rc || rc < 0)
         mca_btl_railover_frag_free(frag);
@@ -244,10 +242,9 @@ static void *peer_address(opal_proc_t *proc, size_t *len_p)
 static int railover_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
                               mca_btl_base_endpoint_t **peers, opal_bitmap_t *reachable)
 {
-    mca_btl_railover_component_t *c = &mca_btl_railover_component;
     opal_proc_t *me = opal_proc_local_get();
 
-    OPAL_THREAD_LOCK(&c->lock);
+    mca_btl_railover_lock();
     for (size_t i = 0; i < nprocs; i++) {
         mca_btl_base_endpoint_t *ep;
         size_t len = 0;
@@ -262,7 +259,7 @@ static int railover_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_pr
         ep = mca_btl_railover_endpoint_lookup(procs[i]->proc_name, true);
         if (NULL == ep) {
             free(addr);
-            OPAL_THREAD_UNLOCK(&c->lock);
+            mca_btl_railover_unlock();
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
         mca_btl_railover_endpoint_set_proc(ep, procs[i], addr, len);
@@ -270,7 +267,7 @@ static int railover_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_pr
         if (NULL != reachable)
             opal_bitmap_set_bit(reachable, (int) i);
     }
-    OPAL_THREAD_UNLOCK(&c->lock);
+    mca_btl_railover_unlock();
     return OPAL_SUCCESS;
 }
 
@@ -280,13 +277,12 @@ static int railover_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_pr
 static int railover_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
                               mca_btl_base_endpoint_t **peers)
 {
-    mca_btl_railover_component_t *c = &mca_btl_railover_component;
 
-    OPAL_THREAD_LOCK(&c->lock);
+    mca_btl_railover_lock();
     for (size_t i = 0; i < nprocs; i++)
         if (NULL != peers[i])
             mca_btl_railover_endpoint_release(peers[i]);
-    OPAL_THREAD_UNLOCK(&c->lock);
+    mca_btl_railover_unlock();
     return OPAL_SUCCESS;
 }
 
@@ -317,7 +313,7 @@ static int railover_finalize(mca_btl_base_module_t *btl)
     mca_btl_base_endpoint_t *ep, *next;
     double deadline;
 
-    OPAL_THREAD_LOCK(&c->lock);
+    mca_btl_railover_lock();
     c->finalizing = true;
     OPAL_LIST_FOREACH (ep, &c->endpoints, mca_btl_base_endpoint_t)
         mca_btl_railover_endpoint_release(ep);
@@ -337,7 +333,7 @@ static int railover_finalize(mca_btl_base_module_t *btl)
         OBJ_RELEASE(ep);
     }
     opal_hash_table_remove_all(&c->peers);
-    OPAL_THREAD_UNLOCK(&c->lock);
+    mca_btl_railover_unlock();
     return OPAL_SUCCESS;
 }
 

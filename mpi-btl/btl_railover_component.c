@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <libgen.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -291,6 +292,10 @@ static int railover_progress(void)
     mca_btl_railover_component_t *c = &mca_btl_railover_component;
     int n = 0;
 
+    if (atomic_load_explicit(&c->lock_waiters, memory_order_relaxed) > 0) {
+        sched_yield(); /* the sender woken for the lock may need this core */
+        return 0;
+    }
     if (0 != OPAL_THREAD_TRYLOCK(&c->lock))
         return 0;
     /* A callback of ours that ends in opal_progress() must not re-enter the

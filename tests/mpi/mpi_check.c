@@ -159,15 +159,21 @@ out:
 static void test_anysource(void)
 {
     enum { NTAGS = 10 };
+    static uint8_t sbuf[NTAGS][20000];
     uint8_t buf[20000];
 
     if (rank != 0) {
+        /* Non-blocking: a rendezvous-sized send completes only once rank 0
+         * matches it, and rank 0 matches the last tag first. */
+        MPI_Request req[NTAGS];
+
         for (int t = 0; t < NTAGS; t++) {
             size_t n = (size_t) t * 2000;
 
-            fill(buf, rank, 0, t, n);
-            MPI_Send(buf, (int) n, MPI_BYTE, 0, t, MPI_COMM_WORLD);
+            fill(sbuf[t], rank, 0, t, n);
+            MPI_Isend(sbuf[t], (int) n, MPI_BYTE, 0, t, MPI_COMM_WORLD, &req[t]);
         }
+        MPI_Waitall(NTAGS, req, MPI_STATUSES_IGNORE);
         return;
     }
     for (int t = NTAGS - 1; t >= 0; t--) {
