@@ -105,7 +105,10 @@ static inline void mca_btl_railover_unlock(void)
     OPAL_THREAD_UNLOCK(&mca_btl_railover_component.lock);
 }
 
-/* btl_railover_component.c: the MCA parameters made from Railover's
+/* A message of help-btl-railover.txt, printed by this process. */
+void mca_btl_railover_show_help(const char *topic, ...);
+
+/* btl_railover_params.c: the MCA parameters made from Railover's
  * settings, and the configuration they give. */
 int mca_btl_railover_params_register(void);
 int mca_btl_railover_params_config(rov_config_t **config_p);

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <libgen.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +127,25 @@ static void railover_add_help_dir(void)
     free(path);
 }
 
+/* Rendered here and written to this process's stderr rather than relayed
+ * by opal_show_help(): Debian's Open MPI 4.1.4 loses about half of the
+ * messages ranks relay to mpirun ("ORTE_ERROR_LOG: Out of resource in
+ * file orte/util/show_help.c"; btl tcp's own are lost as often), and these
+ * are the messages that say why a job ended. */
+void mca_btl_railover_show_help(const char *topic, ...)
+{
+    va_list ap;
+    char *msg;
+
+    va_start(ap, topic);
+    msg = opal_show_help_vstring("help-btl-railover.txt", topic, true, ap);
+    va_end(ap);
+    if (NULL != msg) {
+        opal_output(0, "%s", msg);
+        free(msg);
+    }
+}
+
 static bool user_set(const char *name)
 {
     int idx = mca_base_var_find("opal", "btl", RAILOVER_BTL_NAME, name);
@@ -154,7 +174,7 @@ static int railover_limits(void)
         m->btl_max_send_size = lim->max_msg < max_frag ? lim->max_msg : max_frag;
     if (m->btl_eager_limit > lim->max_msg || m->btl_rndv_eager_limit > lim->max_msg ||
         m->btl_max_send_size > lim->max_msg) {
-        opal_show_help("help-btl-railover.txt", "size above max msg", true,
+        mca_btl_railover_show_help("size above max msg",
                        opal_process_info.nodename, m->btl_eager_limit,
                        m->btl_rndv_eager_limit, m->btl_max_send_size, lim->max_msg);
         return OPAL_ERR_BAD_PARAM;
@@ -222,13 +242,13 @@ static int context_open(void)
     st = rov_context_create(&params, &c->ctx);
     rov_config_free(config);
     if (ROV_OK != st) {
-        opal_show_help("help-btl-railover.txt", "context failed", true,
+        mca_btl_railover_show_help("context failed",
                        opal_process_info.nodename, rov_status_str(st));
         return OPAL_ERR_NOT_AVAILABLE;
     }
     st = rov_endpoint_create(c->ctx, &c->rov_ep);
     if (ROV_OK != st) {
-        opal_show_help("help-btl-railover.txt", "context failed", true,
+        mca_btl_railover_show_help("context failed",
                        opal_process_info.nodename, rov_status_str(st));
         rov_context_destroy(c->ctx);
         c->ctx = NULL;

@@ -157,7 +157,7 @@ static void endpoint_fail(mca_btl_base_endpoint_t *ep, rov_status_t status, cons
         return;
     ep->failed = true;
     rails_list(rails, sizeof(rails));
-    opal_show_help("help-btl-railover.txt", "peer unreachable", true,
+    mca_btl_railover_show_help("peer unreachable",
                    opal_process_info.nodename, OPAL_NAME_PRINT(OPAL_PROC_MY_NAME),
                    peer_host(ep), OPAL_NAME_PRINT(ep->name), rov_status_str(status),
                    why ? why : "", rails);

@@ -220,7 +220,7 @@ static int param_apply(rov_config_t *config, const struct param *p)
     if (ROV_OK == st)
         return OPAL_SUCCESS;
     mca_btl_railover_param_accepts(p->var, accepts, sizeof(accepts));
-    opal_show_help("help-btl-railover.txt", "bad parameter", true, opal_process_info.nodename,
+    mca_btl_railover_show_help("bad parameter", opal_process_info.nodename,
                    p->name, value && *value ? *value : "",
                    source_name(source, file, where, sizeof(where)), accepts,
                    ROV_ERR_INVAL == st ? err : rov_status_str(st));
@@ -234,7 +234,7 @@ int mca_btl_railover_params_config(rov_config_t **config_p)
     int rc;
 
     if (ROV_OK != rov_config_read(err, sizeof(err), &config)) {
-        opal_show_help("help-btl-railover.txt", "bad environment", true,
+        mca_btl_railover_show_help("bad environment",
                        opal_process_info.nodename, err);
         return OPAL_ERR_BAD_PARAM;
     }
