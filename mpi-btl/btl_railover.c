@@ -4,7 +4,6 @@
 #include "opal_config.h"
 
 #include <string.h>
-#include <time.h>
 
 #include "opal/class/opal_bitmap.h"
 #include "opal/datatype/opal_convertor.h"
@@ -296,14 +295,6 @@ static int railover_register_error(mca_btl_base_module_t *btl,
 /* ------------------------------------------------------------------------ */
 /* Finalize                                                                  */
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
-}
-
 /* Close every connection gracefully and wait (bounded) until Railover has
  * delivered what they carried; then the context goes, with whatever is
  * left (a peer that died without closing). */
@@ -317,8 +308,8 @@ static int railover_finalize(mca_btl_base_module_t *btl)
     c->finalizing = true;
     OPAL_LIST_FOREACH (ep, &c->endpoints, mca_btl_base_endpoint_t)
         mca_btl_railover_endpoint_release(ep);
-    deadline = now_s() + FINALIZE_WAIT_S;
-    while (c->conns > 0 && now_s() < deadline)
+    deadline = mca_btl_railover_now() + FINALIZE_WAIT_S;
+    while (c->conns > 0 && mca_btl_railover_now() < deadline)
         rov_context_wait(c->ctx, 10);
     if (c->conns > 0)
         opal_output_verbose(10, c->verbose,

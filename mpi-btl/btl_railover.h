@@ -21,6 +21,7 @@
 #include "opal_config.h"
 
 #include <stdatomic.h>
+#include <time.h>
 
 #include "opal/class/opal_free_list.h"
 #include "opal/class/opal_hash_table.h"
@@ -81,12 +82,24 @@ typedef struct mca_btl_railover_component_t {
     opal_free_list_t eager_frags;
     opal_free_list_t max_frags;
     int conns;                   /* connections not yet freed */
+    opal_list_t conn_list;       /* their records (btl_railover_endpoint.c) */
+    int conns_down;              /* of which lost a rail and have not delivered since */
+    double unreachable_timeout;  /* s; MCA btl_railover_unreachable_timeout */
+    double next_down_check;      /* monotonic s */
     bool in_progress;            /* inside rov_progress(): no second entry */
     bool finalizing;             /* no more deliveries to ob1 */
 } mca_btl_railover_component_t;
 
 OPAL_MODULE_DECLSPEC extern mca_btl_railover_component_t mca_btl_railover_component;
 extern mca_btl_railover_module_t mca_btl_railover_module;
+
+static inline double mca_btl_railover_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
+}
 
 /* The lock for everything but progress (which try-locks). */
 static inline void mca_btl_railover_lock(void)
@@ -121,6 +134,10 @@ void mca_btl_railover_recv(void *arg, rov_conn_t *conn, uint32_t tag, const void
                            size_t len);
 void mca_btl_railover_event(void *arg, const rov_event_t *event);
 void mca_btl_railover_flush_pending(void);
+void mca_btl_railover_check_down(void);
+
+/* Railover tags above the BTL's 8-bit range are the BTL's own messages. */
+#define MCA_BTL_RAILOVER_TAG_PROBE 0x100u /* liveness probe, no payload, dropped */
 
 END_C_DECLS
 

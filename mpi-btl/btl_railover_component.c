@@ -59,6 +59,19 @@ static int railover_register(void)
     rc = mca_btl_base_param_register(&mca_btl_railover_component.super.btl_version, m);
     if (OPAL_SUCCESS != rc)
         return rc;
+    /* Railover itself never gives up on a connection whose rails are all
+     * down: it reconnects with backoff for as long as it runs.  An MPI job
+     * would hang; this bounds the wait. */
+    mca_btl_railover_component.unreachable_timeout = 30.0;
+    rc = mca_base_component_var_register(
+        &mca_btl_railover_component.super.btl_version, "unreachable_timeout",
+        "Seconds a connection that lost a rail may go without delivering a message "
+        "before its peer counts as unreachable (every rail gone) and the job ends with a "
+        "message naming it (units: seconds; 0: wait for ever)",
+        MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_btl_railover_component.unreachable_timeout);
+    if (rc < 0)
+        return rc;
     return mca_btl_railover_params_register();
 }
 
@@ -70,6 +83,7 @@ static int railover_open(void)
     OBJ_CONSTRUCT(&c->lock, opal_recursive_mutex_t);
     OBJ_CONSTRUCT(&c->peers, opal_hash_table_t);
     OBJ_CONSTRUCT(&c->endpoints, opal_list_t);
+    OBJ_CONSTRUCT(&c->conn_list, opal_list_t);
     OBJ_CONSTRUCT(&c->eager_frags, opal_free_list_t);
     OBJ_CONSTRUCT(&c->max_frags, opal_free_list_t);
     return OPAL_SUCCESS;
@@ -81,6 +95,7 @@ static int railover_close(void)
 
     OBJ_DESTRUCT(&c->max_frags);
     OBJ_DESTRUCT(&c->eager_frags);
+    OBJ_DESTRUCT(&c->conn_list);
     OBJ_DESTRUCT(&c->endpoints);
     OBJ_DESTRUCT(&c->peers);
     OBJ_DESTRUCT(&c->lock);
@@ -325,6 +340,8 @@ static int railover_progress(void)
         n = rov_progress(c->ctx);
         if (c->npending > 0)
             mca_btl_railover_flush_pending();
+        if (c->conns_down > 0)
+            mca_btl_railover_check_down();
         c->in_progress = false;
     }
     OPAL_THREAD_UNLOCK(&c->lock);

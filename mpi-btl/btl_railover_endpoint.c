@@ -20,9 +20,15 @@ _Static_assert(sizeof(opal_process_name_t) == sizeof(uint64_t),
 
 /* What a Railover connection's user pointer holds. */
 typedef struct railover_conn {
+    opal_list_item_t super;  /* in component.conn_list */
     mca_btl_base_endpoint_t *ep;
-    bool closing; /* rov_conn_close() called: a failure now only ends the close */
+    rov_conn_t *conn;
+    bool closing;            /* rov_conn_close() called: a failure now only ends the close */
+    double down_since;       /* a rail failed then, nothing delivered since (0: healthy) */
+    bool probe_inflight;     /* a liveness probe waits for delivery */
 } railover_conn_t;
+
+static OBJ_CLASS_INSTANCE(railover_conn_t, opal_list_item_t, NULL, NULL);
 
 static void endpoint_construct(mca_btl_base_endpoint_t *ep)
 {
@@ -172,14 +178,26 @@ static void endpoint_fail(mca_btl_base_endpoint_t *ep, rov_status_t status, cons
 /* ------------------------------------------------------------------------ */
 /* Connections                                                               */
 
+static void conn_healthy(railover_conn_t *rc)
+{
+    if (0 != rc->down_since) {
+        rc->down_since = 0;
+        mca_btl_railover_component.conns_down--;
+    }
+}
+
 static void conn_forget(railover_conn_t *rc, rov_conn_t *conn)
 {
+    mca_btl_railover_component_t *c = &mca_btl_railover_component;
+
     if (NULL == rc)
         return;
     if (NULL != rc->ep && rc->ep->conn == conn)
         rc->ep->conn = NULL;
-    mca_btl_railover_component.conns--;
-    free(rc);
+    conn_healthy(rc);
+    c->conns--;
+    opal_list_remove_item(&c->conn_list, &rc->super);
+    OBJ_RELEASE(rc);
 }
 
 /* Graceful: what was sent on it is still delivered. */
@@ -198,10 +216,15 @@ static void conn_close(rov_conn_t *conn)
 
 static railover_conn_t *conn_record(mca_btl_base_endpoint_t *ep)
 {
-    railover_conn_t *rc = calloc(1, sizeof(*rc));
+    railover_conn_t *rc = OBJ_NEW(railover_conn_t);
 
     if (NULL != rc) {
         rc->ep = ep;
+        rc->conn = NULL;
+        rc->closing = false;
+        rc->down_since = 0;
+        rc->probe_inflight = false;
+        opal_list_append(&mca_btl_railover_component.conn_list, &rc->super);
         mca_btl_railover_component.conns++;
     }
     return rc;
@@ -220,6 +243,7 @@ static int endpoint_connect(mca_btl_base_endpoint_t *ep)
     if (NULL == params.user)
         return OPAL_ERR_OUT_OF_RESOURCE;
     st = rov_conn_connect_ex(c->rov_ep, ep->addr, ep->addr_len, &params, &ep->conn);
+    ((railover_conn_t *) params.user)->conn = ep->conn;
     if (ROV_OK != st) {
         ep->conn = NULL;
         conn_forget(params.user, NULL);
@@ -271,6 +295,7 @@ static void conn_accepted(rov_conn_t *conn)
         conn_reject(conn, "out of memory");
         return;
     }
+    rc->conn = conn;
     rov_conn_set_user(conn, rc);
     if (NULL == ep->conn) {
         ep->conn = conn;
@@ -309,6 +334,73 @@ static void conn_failed(const rov_event_t *e)
     conn_close(e->conn);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Liveness                                                                  */
+
+/* Railover keeps reconnecting a connection whose rails are all down, for as
+ * long as it runs.  So after a rail fails the BTL asks for proof of life:
+ * an empty probe whose delivery Railover reports (messages arrive in
+ * order, so it also proves everything before it arrived).  Delivered, or
+ * any message received: healthy again.  Nothing for
+ * btl_railover_unreachable_timeout: every rail is gone. */
+static void probe_delivered(void *arg, rov_status_t status)
+{
+    railover_conn_t *rc = arg;
+
+    rc->probe_inflight = false;
+    if (ROV_OK == status)
+        conn_healthy(rc);
+}
+
+static void probe_send(railover_conn_t *rc)
+{
+    rov_send_params_t params = {
+        .flags = ROV_SEND_NOTIFY_DELIVERED, .cb = probe_delivered, .arg = rc,
+    };
+    rov_status_t st;
+
+    st = rov_conn_send(rc->conn, MCA_BTL_RAILOVER_TAG_PROBE, NULL, 0, &params);
+    /* Window full: tried again at the next check. */
+    rc->probe_inflight = ROV_OK == st || ROV_INPROGRESS == st;
+}
+
+static void conn_rail_down(rov_conn_t *conn)
+{
+    railover_conn_t *rc = rov_conn_get_user(conn);
+
+    if (NULL == rc || rc->closing || 0 != rc->down_since)
+        return;
+    rc->down_since = mca_btl_railover_now();
+    mca_btl_railover_component.conns_down++;
+    if (!rc->probe_inflight)
+        probe_send(rc);
+}
+
+void mca_btl_railover_check_down(void)
+{
+    mca_btl_railover_component_t *c = &mca_btl_railover_component;
+    double now = mca_btl_railover_now(), limit = c->unreachable_timeout;
+    railover_conn_t *rc, *next;
+    char why[160];
+
+    if (now < c->next_down_check)
+        return;
+    c->next_down_check = now + 0.1;
+    OPAL_LIST_FOREACH_SAFE (rc, next, &c->conn_list, railover_conn_t) {
+        if (0 == rc->down_since || rc->closing)
+            continue;
+        if (!rc->probe_inflight)
+            probe_send(rc);
+        if (limit <= 0 || now - rc->down_since < limit || NULL == rc->ep)
+            continue;
+        snprintf(why, sizeof(why),
+                 "nothing delivered for %.1f s since a rail failed "
+                 "(btl_railover_unreachable_timeout)", now - rc->down_since);
+        endpoint_fail(rc->ep, ROV_ERR_UNREACHABLE, why);
+        conn_close(rc->conn);
+    }
+}
+
 static const char *rail_name(int rail)
 {
     return rail >= 0 ? rov_context_rail_name(mca_btl_railover_component.ctx, rail) : "none";
@@ -344,6 +436,7 @@ void mca_btl_railover_event(void *arg, const rov_event_t *e)
         opal_output_verbose(10, out, "btl railover: rail %s to %s is down: %s (%s)",
                             rail_name(e->rail_from), conn_peer(e->conn),
                             rov_status_str(e->status), e->reason ? e->reason : "");
+        conn_rail_down(e->conn);
         break;
     case ROV_EVENT_CONN_PEER_CLOSED:
         conn_close(e->conn);
@@ -475,12 +568,16 @@ void mca_btl_railover_endpoint_release(mca_btl_base_endpoint_t *ep)
 void mca_btl_railover_recv(void *arg, rov_conn_t *conn, uint32_t tag, const void *data,
                            size_t len)
 {
+    railover_conn_t *rc = rov_conn_get_user(conn);
     mca_btl_active_message_callback_t *reg;
     mca_btl_base_segment_t seg = {.seg_addr.pval = (void *) data, .seg_len = len};
     mca_btl_base_descriptor_t des = {.des_segments = &seg, .des_segment_count = 1};
 
-    if (OPAL_UNLIKELY(NULL == rov_conn_get_user(conn) ||
-                      mca_btl_railover_component.finalizing))
+    if (OPAL_UNLIKELY(NULL == rc || mca_btl_railover_component.finalizing))
+        return;
+    if (OPAL_UNLIKELY(0 != rc->down_since))
+        conn_healthy(rc);
+    if (OPAL_UNLIKELY(MCA_BTL_RAILOVER_TAG_PROBE == tag))
         return;
     if (OPAL_UNLIKELY(tag >= MCA_BTL_TAG_MAX ||
                       NULL == mca_btl_base_active_message_trigger[tag].cbfunc)) {

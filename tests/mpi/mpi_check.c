@@ -7,7 +7,10 @@
  * MPI call prints "FAIL ..." and makes the job exit 1.
  *
  * Usage: rov_mpi_check TEST...   (ring sizes alltoall anysource nonblocking
- *                                 threads)
+ *                                 threads soak)
+ * soak exchanges checked messages with the pair partner for
+ * $ROV_MPI_SOAK_S seconds (default 6), for a fault to be made meanwhile;
+ * rank 0 prints "soak: started" when the traffic runs.
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -287,6 +290,46 @@ static void test_threads(int provided)
         pthread_join(t[i], NULL);
 }
 
+/* Pairs exchange messages of changing size (eager to several fragments)
+ * until rank 0's clock says stop; every 20 rounds everyone learns it. */
+static void test_soak(void)
+{
+    const char *env = getenv("ROV_MPI_SOAK_S");
+    double secs = env ? atof(env) : 6.0, t0 = MPI_Wtime();
+    size_t max = 1u << 20;
+    uint8_t *sbuf = malloc(max), *rbuf = malloc(max);
+    int peer = rank ^ 1, stop = 0;
+    long rounds = 0;
+
+    if (!sbuf || !rbuf) {
+        fail("soak: out of memory");
+        stop = 1;
+    }
+    if (rank == 0) {
+        printf("soak: started (%.0f s)\n", secs);
+        fflush(stdout);
+    }
+    while (!stop) {
+        for (int i = 0; i < 20 && peer < nprocs && sbuf && rbuf; i++, rounds++) {
+            size_t n = (size_t) (rounds * 7919) % max;
+            int tag = (int) (rounds % 30000);
+            MPI_Status st;
+
+            fill(sbuf, rank, peer, tag, n);
+            MPI_Sendrecv(sbuf, (int) n, MPI_BYTE, peer, tag, rbuf, (int) max, MPI_BYTE, peer,
+                         tag, MPI_COMM_WORLD, &st);
+            check_status(&st, peer, tag, n, "soak");
+            check(rbuf, peer, rank, tag, n, "soak");
+        }
+        stop = rank == 0 && MPI_Wtime() - t0 > secs;
+        MPI_Bcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    }
+    if (rank == 0)
+        printf("soak: %ld rounds in %.1f s\n", rounds, MPI_Wtime() - t0);
+    free(sbuf);
+    free(rbuf);
+}
+
 int main(int argc, char **argv)
 {
     int provided, want_threads = 0, all;
@@ -315,6 +358,8 @@ int main(int argc, char **argv)
             test_nonblocking();
         else if (0 == strcmp(t, "threads"))
             test_threads(provided);
+        else if (0 == strcmp(t, "soak"))
+            test_soak();
         else
             fail("unknown test %s", t);
         MPI_Barrier(MPI_COMM_WORLD);
