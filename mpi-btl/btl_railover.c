@@ -51,7 +51,6 @@ static mca_btl_railover_frag_t *frag_alloc(size_t size)
     frag->base.des_context = NULL;
     frag->base.order = MCA_BTL_NO_ORDER;
     frag->endpoint = NULL;
-    frag->queued = false;
     return frag;
 }
 
@@ -137,7 +136,6 @@ static int railover_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *en
 
     frag->endpoint = endpoint;
     frag->tag = tag;
-    frag->queued = false;
     mca_btl_railover_lock();
     rc = mca_btl_railover_endpoint_send(endpoint, frag);
     mca_btl_railover_unlock();

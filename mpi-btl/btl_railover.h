@@ -57,9 +57,7 @@ typedef struct mca_btl_railover_frag_t {
     mca_btl_base_segment_t segment;
     mca_btl_base_endpoint_t *endpoint;
     opal_free_list_t *list;  /* the free list it returns to */
-    size_t capacity;         /* bytes of the payload buffer */
     mca_btl_base_tag_t tag;
-    bool queued;             /* accepted by btl_send (OPAL_SUCCESS): completion is a callback */
 } mca_btl_railover_frag_t;
 OBJ_CLASS_DECLARATION(mca_btl_railover_frag_t);
 
@@ -125,7 +123,6 @@ void mca_btl_railover_show_help(const char *topic, ...);
  * settings, and the configuration they give. */
 int mca_btl_railover_params_register(void);
 int mca_btl_railover_params_config(rov_config_t **config_p);
-void mca_btl_railover_params_free(void);
 void mca_btl_railover_param_accepts(const rov_config_var_t *var, char *buf, size_t len);
 
 /* btl_railover.c: the module's functions, and what the context's

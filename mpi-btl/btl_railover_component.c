@@ -99,7 +99,6 @@ static int railover_close(void)
     OBJ_DESTRUCT(&c->endpoints);
     OBJ_DESTRUCT(&c->peers);
     OBJ_DESTRUCT(&c->lock);
-    mca_btl_railover_params_free();
     return OPAL_SUCCESS;
 }
 

@@ -468,7 +468,6 @@ int mca_btl_railover_endpoint_can_send(mca_btl_base_endpoint_t *ep)
 
 static void pending_add(mca_btl_base_endpoint_t *ep, mca_btl_railover_frag_t *frag)
 {
-    frag->queued = true;
     opal_list_append(&ep->pending, &frag->base.super.super);
     mca_btl_railover_component.npending++;
 }
@@ -483,9 +482,7 @@ static rov_status_t frag_try(mca_btl_base_endpoint_t *ep, mca_btl_railover_frag_
 
     st = rov_conn_send(ep->conn, frag->tag, frag->segment.seg_addr.pval,
                        frag->segment.seg_len, &params);
-    if (ROV_INPROGRESS == st)
-        frag->queued = true;
-    else if (OPAL_UNLIKELY(ROV_OK != st && ROV_ERR_AGAIN != st))
+    if (OPAL_UNLIKELY(ROV_OK != st && ROV_INPROGRESS != st && ROV_ERR_AGAIN != st))
         opal_output(0, "btl railover: send of %zu bytes to %s refused: %s",
                     (size_t) frag->segment.seg_len, OPAL_NAME_PRINT(ep->name),
                     rov_status_str(st));

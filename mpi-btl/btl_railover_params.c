@@ -31,7 +31,11 @@ struct param {
     int index;                 /* MCA variable index */
 };
 
-static struct param *params;
+/* Static: the MCA variable system writes to (and frees the string in) a
+ * variable's storage when it deregisters it, which is after the
+ * component's close. */
+#define PARAMS_MAX 128
+static struct param params[PARAMS_MAX];
 static int nparams;
 
 /* Names mca_btl_base_param_register() gives every BTL: a setting of the
@@ -160,9 +164,12 @@ int mca_btl_railover_params_register(void)
 {
     int count = rov_config_var_count();
 
-    params = calloc((size_t) (count > 0 ? count : 1), sizeof(*params));
-    if (NULL == params)
-        return OPAL_ERR_OUT_OF_RESOURCE;
+    nparams = 0;
+    if (count > PARAMS_MAX) {
+        opal_output(0, "btl railover: Railover has %d settings, only the first %d become "
+                    "MCA parameters (raise PARAMS_MAX)", count, PARAMS_MAX);
+        count = PARAMS_MAX;
+    }
     for (int i = 0; i < count; i++) {
         struct param *p = &params[nparams];
         char *desc;
@@ -247,11 +254,4 @@ int mca_btl_railover_params_config(rov_config_t **config_p)
     }
     *config_p = config;
     return OPAL_SUCCESS;
-}
-
-void mca_btl_railover_params_free(void)
-{
-    free(params);
-    params = NULL;
-    nparams = 0;
 }

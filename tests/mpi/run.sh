@@ -10,6 +10,8 @@
 #   job NP RAILS TEST...   NP ranks over RAILS; ob1 must use railover to every peer
 #   fault TEST...          two loopback rails, rail 0 failing (injected) mid-run:
 #                          the job passes and the connection moved to rail 1
+#   params                 RAILOVER_EAGER_LIMIT and btl_railover_rov_eager_limit
+#                          give the same result; the MCA parameter wins
 #   badparam               bad btl_railover_* values are refused, naming the
 #                          parameter and what it accepts; the component declines
 #   decline                railover not named in the btl selection: it is not
@@ -89,6 +91,18 @@ fault)
     [ "$rc" -eq 0 ] || fail "the job exited with $rc"
     expect "PASSED: 2 rank(s), 0 failure(s)"
     expect "moved from tcp@127.0.0.1 to tcp@127.0.0.2"
+    ;;
+params)
+    # The BTL's eager limit follows Railover's, so it shows which value won.
+    RAILOVER_EAGER_LIMIT=16k run_mpi 1 --mca btl self,railover --mca btl_base_verbose 10 \
+        -- "$ROV_MPI_CHECK" ring
+    expect "btl railover: 1 rail(s), first [^;]*; eager limit 16384,"
+    run_mpi 1 --mca btl self,railover --mca btl_base_verbose 10 \
+        --mca btl_railover_rov_eager_limit 16k -- "$ROV_MPI_CHECK" ring
+    expect "btl railover: 1 rail(s), first [^;]*; eager limit 16384,"
+    RAILOVER_EAGER_LIMIT=16k run_mpi 1 --mca btl self,railover --mca btl_base_verbose 10 \
+        --mca btl_railover_rov_eager_limit 32k -- "$ROV_MPI_CHECK" ring
+    expect "btl railover: 1 rail(s), first [^;]*; eager limit 32768,"
     ;;
 badparam)
     # One rank: every rank refuses on its own, and with one rank the job
