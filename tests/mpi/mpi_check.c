@@ -10,7 +10,7 @@
  *                                 threads soak)
  * soak exchanges checked messages with the pair partner for
  * $ROV_MPI_SOAK_S seconds (default 6), for a fault to be made meanwhile;
- * rank 0 prints "soak: started" when the traffic runs.
+ * every rank prints its pid, rank 0 "soak: started" when the traffic runs.
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int rank, nprocs, failures;
 
@@ -305,6 +306,10 @@ static void test_soak(void)
         fail("soak: out of memory");
         stop = 1;
     }
+    /* Each rank's pid, for `railover status` from outside. */
+    printf("soak: rank %d pid %d\n", rank, (int) getpid());
+    fflush(stdout);
+    MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {
         printf("soak: started (%.0f s)\n", secs);
         fflush(stdout);

@@ -10,6 +10,9 @@
 #   job NP RAILS TEST...   NP ranks over RAILS; ob1 must use railover to every peer
 #   fault TEST...          two loopback rails, rail 0 failing (injected) mid-run:
 #                          the job passes and the connection moved to rail 1
+#   oneconn                4 ranks connecting to each other at once: while they
+#                          exchange, `railover status` shows each with exactly
+#                          one connection per peer, all established
 #   params                 RAILOVER_EAGER_LIMIT and btl_railover_rov_eager_limit
 #                          give the same result; the MCA parameter wins
 #   badparam               bad btl_railover_* values are refused, naming the
@@ -17,7 +20,8 @@
 #   decline                railover not named in the btl selection: it is not
 #                          opened, or declines before creating anything
 #
-# Environment (set by CTest): ROV_MPI_CHECK (the test program), ROV_BTL_DIR
+# Environment (set by CTest): ROV_MPI_CHECK (the test program), ROV_RAILOVER
+# (the railover tool, for oneconn), ROV_BTL_DIR
 # (the directory of mca_btl_railover.so), ROV_OMPI_PKGLIBDIR (Open MPI's
 # own component directory).  Exit 0 pass, 1 fail, 77 skipped.
 set -u
@@ -91,6 +95,33 @@ fault)
     [ "$rc" -eq 0 ] || fail "the job exited with $rc"
     expect "PASSED: 2 rank(s), 0 failure(s)"
     expect "moved from tcp@127.0.0.1 to tcp@127.0.0.2"
+    ;;
+oneconn)
+    : "${ROV_RAILOVER:?}"
+    export ROV_MPI_SOAK_S=4
+    timeout --kill-after=10 60 mpirun --oversubscribe -np 4 --mca pml ob1 \
+        --mca btl self,railover --mca btl_railover_rails tcp@127.0.0.1 \
+        "$ROV_MPI_CHECK" alltoall soak >"$out" 2>&1 &
+    job=$!
+    for _ in $(seq 300); do
+        grep -q "soak: started" "$out" && break
+        sleep 0.1
+    done
+    expect "soak: started"
+    sleep 1
+    pids=$(sed -n 's/^soak: rank [0-9]* pid \([0-9]*\)$/\1/p' "$out")
+    status=$("$ROV_RAILOVER" status $pids 2>&1)
+    wait $job
+    rc=$?
+    echo "$status" >>"$out"
+    [ "$rc" -eq 0 ] || fail "the job exited with $rc"
+    expect "PASSED: 4 rank(s), 0 failure(s)"
+    [ "$(echo "$status" | grep -c '^process pid=')" -eq 4 ] ||
+        fail "railover status did not reach the 4 ranks"
+    [ "$(echo "$status" | grep -c ' conns=3$')" -eq 4 ] ||
+        fail "a rank does not have exactly one connection per peer"
+    [ "$(echo "$status" | grep -c '^conn .* state=established ')" -eq 12 ] ||
+        fail "not every connection is established"
     ;;
 params)
     # The BTL's eager limit follows Railover's, so it shows which value won.
