@@ -332,16 +332,16 @@ static int railover_progress(void)
     }
     if (0 != OPAL_THREAD_TRYLOCK(&c->lock))
         return 0;
-    /* A callback of ours that ends in opal_progress() must not re-enter the
-     * context: the lock is recursive, so this flag says we are inside. */
+    /* A callback of ours that ends in opal_progress() must not re-enter
+     * rov_progress(): the lock is recursive, so this flag says we are inside. */
     if (!c->in_progress && NULL != c->ctx) {
         c->in_progress = true;
         n = rov_progress(c->ctx);
+        c->in_progress = false;
         if (c->npending > 0)
             mca_btl_railover_flush_pending();
         if (c->conns_down > 0)
             mca_btl_railover_check_down();
-        c->in_progress = false;
     }
     OPAL_THREAD_UNLOCK(&c->lock);
     return n;

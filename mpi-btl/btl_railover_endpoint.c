@@ -458,8 +458,14 @@ int mca_btl_railover_endpoint_can_send(mca_btl_base_endpoint_t *ep)
     if (OPAL_UNLIKELY(ep->failed))
         return OPAL_ERR_UNREACH;
     if (OPAL_UNLIKELY(NULL == ep->conn)) {
-        int rc = endpoint_connect(ep);
+        int rc;
 
+        /* ob1 sends from its receive callbacks (a collective forwarding to
+         * the next rank); inside rov_progress() railover.h allows sends and
+         * closes, not connects: the frag waits for progress to return. */
+        if (mca_btl_railover_component.in_progress)
+            return OPAL_ERR_RESOURCE_BUSY;
+        rc = endpoint_connect(ep);
         if (OPAL_SUCCESS != rc)
             return rc;
     }
@@ -514,7 +520,8 @@ int mca_btl_railover_endpoint_send(mca_btl_base_endpoint_t *ep, mca_btl_railover
     }
 }
 
-/* From progress: sends that found the window full go out in order as far
+/* From progress, after rov_progress() returned: sends that found the
+ * window full, or no connection inside a callback, go out in order as far
  * as the window now allows. */
 void mca_btl_railover_flush_pending(void)
 {
@@ -524,6 +531,11 @@ void mca_btl_railover_flush_pending(void)
     OPAL_LIST_FOREACH (ep, &c->endpoints, mca_btl_base_endpoint_t) {
         opal_list_item_t *item;
 
+        if (NULL == ep->conn && !ep->failed && !opal_list_is_empty(&ep->pending) &&
+            OPAL_SUCCESS != endpoint_connect(ep)) {
+            pending_fail(ep, OPAL_ERR_UNREACH); /* endpoint_fail said why */
+            continue;
+        }
         while (NULL != ep->conn && !ep->failed &&
                (item = opal_list_get_first(&ep->pending)) != opal_list_get_end(&ep->pending)) {
             mca_btl_railover_frag_t *frag = (mca_btl_railover_frag_t *) item;

@@ -20,6 +20,7 @@ fault hits Railover, not the launcher.
 Exit: 0 pass, 1 fail, 77 skipped (not root, no ip/netns, no mpirun).
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,20 +38,28 @@ JOB_TIMEOUT_S = 90    # a job that is not over by then hangs
 UNREACHABLE_S = 5     # btl_railover_unreachable_timeout
 ALLDOWN_BOUND_S = 30  # alldown: from the fault to the end of the job
 
+# The hosts are named by their ethernet addresses (no name lookup, which a
+# namespace without a resolver can stall on); the agent maps them to the
+# namespaces.
 AGENT = """#!/bin/sh
-# plm_rsh_agent: "agent HOST CMD..." runs CMD in network namespace HOST
-h=$1; shift
-exec ip netns exec "$h" /bin/sh -c "$*"
+# plm_rsh_agent: "agent HOST CMD..." runs CMD in the namespace of HOST
+case $1 in
+%s) ns=%s ;;
+%s) ns=%s ;;
+*) echo "agent: unknown host $1" >&2; exit 1 ;;
+esac
+shift
+exec ip netns exec "$ns" /bin/sh -c "$*"
 """
 
 
 def mpirun_argv(topo, wd, rails):
     hosts = os.path.join(wd, "hosts")
     with open(hosts, "w") as f:
-        f.write("%s slots=1\n%s slots=1\n" % (topo.a, topo.b))
+        f.write("%s slots=1\n%s slots=1\n" % (nf.ETH_A, nf.ETH_B))
     agent = os.path.join(wd, "agent")
     with open(agent, "w") as f:
-        f.write(AGENT)
+        f.write(AGENT % (nf.ETH_A, topo.a, nf.ETH_B, topo.b))
     os.chmod(agent, 0o700)
     return topo.exec_argv("A", [
         "mpirun", "--allow-run-as-root", "--hostfile", hosts, "-np", "2",
@@ -74,6 +83,18 @@ def wait_for(path, text, timeout):
                 return True
         time.sleep(0.1)
     return False
+
+
+def check_two_hosts(out):
+    """The two ranks run in different network namespaces ("hosts")."""
+    with open(out) as f:
+        pids = re.findall(r"^soak: rank \d+ pid (\d+)$", f.read(), re.M)
+    try:
+        nets = {os.readlink("/proc/%s/ns/net" % pid) for pid in pids}
+    except OSError as e:
+        raise nf.Failure("cannot read a rank's network namespace: %s" % e)
+    if len(pids) != 2 or len(nets) != 2:
+        raise nf.Failure("the ranks (pids %s) are not in two namespaces: %s" % (pids, nets))
 
 
 def run(scenario):
@@ -101,6 +122,7 @@ def run(scenario):
             try:
                 if not wait_for(out, "soak: started", 60):
                     raise nf.Failure("the job did not start its exchange within 60 s")
+                check_two_hosts(out)
                 time.sleep(FAULT_AFTER_S)
                 topo.link_down("A", "fab")
                 t_fault = time.monotonic()
