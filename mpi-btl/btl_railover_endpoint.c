@@ -163,10 +163,11 @@ static void endpoint_fail(mca_btl_base_endpoint_t *ep, rov_status_t status, cons
         return;
     ep->failed = true;
     rails_list(rails, sizeof(rails));
-    mca_btl_railover_show_help("peer unreachable",
-                   opal_process_info.nodename, OPAL_NAME_PRINT(OPAL_PROC_MY_NAME),
-                   peer_host(ep), OPAL_NAME_PRINT(ep->name), rov_status_str(status),
-                   why ? why : "", rails);
+    mca_btl_railover_show_help("peer unreachable", opal_process_info.nodename,
+                               OPAL_NAME_PRINT(OPAL_PROC_MY_NAME),
+                               (unsigned) OPAL_PROC_MY_NAME.vpid, peer_host(ep),
+                               OPAL_NAME_PRINT(ep->name), (unsigned) ep->name.vpid,
+                               rov_status_str(status), why ? why : "", rails);
     pending_fail(ep, OPAL_ERR_UNREACH);
     if (NULL != m->error_cb) {
         snprintf(info, sizeof(info), "btl railover: every rail to %s on %s failed (%s)",
