@@ -317,6 +317,7 @@ static int railover_finalize(mca_btl_base_module_t *btl)
     c->rov_ep = NULL;
     rov_context_destroy(c->ctx);
     c->ctx = NULL;
+    mca_btl_railover_complete_dead();
     OPAL_LIST_FOREACH_SAFE (ep, next, &c->endpoints, mca_btl_base_endpoint_t) {
         opal_list_remove_item(&c->endpoints, &ep->super);
         OBJ_RELEASE(ep);

@@ -77,6 +77,7 @@ typedef struct mca_btl_railover_component_t {
     opal_hash_table_t peers;     /* uint64 process name -> endpoint */
     opal_list_t endpoints;       /* every endpoint, for finalize */
     int npending;                /* frags waiting in the endpoints' pending lists */
+    opal_list_t dead_frags;      /* sends Railover could not deliver, completed after progress */
     opal_free_list_t eager_frags;
     opal_free_list_t max_frags;
     int conns;                   /* connections not yet freed */
@@ -132,6 +133,7 @@ void mca_btl_railover_recv(void *arg, rov_conn_t *conn, uint32_t tag, const void
 void mca_btl_railover_event(void *arg, const rov_event_t *event);
 void mca_btl_railover_flush_pending(void);
 void mca_btl_railover_check_down(void);
+void mca_btl_railover_complete_dead(void);
 
 /* Railover tags above the BTL's 8-bit range are the BTL's own messages. */
 #define MCA_BTL_RAILOVER_TAG_PROBE 0x100u /* liveness probe, no payload, dropped */

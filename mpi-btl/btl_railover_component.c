@@ -84,6 +84,7 @@ static int railover_open(void)
     OBJ_CONSTRUCT(&c->peers, opal_hash_table_t);
     OBJ_CONSTRUCT(&c->endpoints, opal_list_t);
     OBJ_CONSTRUCT(&c->conn_list, opal_list_t);
+    OBJ_CONSTRUCT(&c->dead_frags, opal_list_t);
     OBJ_CONSTRUCT(&c->eager_frags, opal_free_list_t);
     OBJ_CONSTRUCT(&c->max_frags, opal_free_list_t);
     return OPAL_SUCCESS;
@@ -95,6 +96,7 @@ static int railover_close(void)
 
     OBJ_DESTRUCT(&c->max_frags);
     OBJ_DESTRUCT(&c->eager_frags);
+    OBJ_DESTRUCT(&c->dead_frags);
     OBJ_DESTRUCT(&c->conn_list);
     OBJ_DESTRUCT(&c->endpoints);
     OBJ_DESTRUCT(&c->peers);
@@ -338,6 +340,8 @@ static int railover_progress(void)
         c->in_progress = true;
         n = rov_progress(c->ctx);
         c->in_progress = false;
+        if (OPAL_UNLIKELY(!opal_list_is_empty(&c->dead_frags)))
+            mca_btl_railover_complete_dead();
         if (c->npending > 0)
             mca_btl_railover_flush_pending();
         if (c->conns_down > 0)

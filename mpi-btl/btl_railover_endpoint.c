@@ -121,10 +121,18 @@ static void frag_complete(mca_btl_railover_frag_t *frag, int status)
         mca_btl_railover_frag_free(frag);
 }
 
-/* Railover's send completion of a zero-copy send: the peer has it. */
+/* Railover's send completion of a zero-copy send: the peer has it; or the
+ * connection failed, and Railover reports its sends before the failure
+ * itself (ROV_EVENT_CONN_ERROR, with the reason): ob1 aborts on a send that
+ * failed, so these wait until progress returns, after the BTL's message. */
 static void frag_sent(void *arg, rov_status_t status)
 {
-    frag_complete(arg, ROV_OK == status ? OPAL_SUCCESS : OPAL_ERR_UNREACH);
+    mca_btl_railover_frag_t *frag = arg;
+
+    if (OPAL_LIKELY(ROV_OK == status) || mca_btl_railover_component.finalizing)
+        frag_complete(frag, ROV_OK == status ? OPAL_SUCCESS : OPAL_ERR_UNREACH);
+    else
+        opal_list_append(&mca_btl_railover_component.dead_frags, &frag->base.super.super);
 }
 
 static void pending_fail(mca_btl_base_endpoint_t *ep, int status)
@@ -173,6 +181,19 @@ static void endpoint_fail(mca_btl_base_endpoint_t *ep, rov_status_t status, cons
         snprintf(info, sizeof(info), "btl railover: every rail to %s on %s failed (%s)",
                  OPAL_NAME_PRINT(ep->name), peer_host(ep), rov_status_str(status));
         m->error_cb(&m->super, MCA_BTL_ERROR_FLAGS_FATAL, ep->proc, info);
+    }
+}
+
+void mca_btl_railover_complete_dead(void)
+{
+    opal_list_item_t *item;
+
+    while (NULL != (item = opal_list_remove_first(&mca_btl_railover_component.dead_frags))) {
+        mca_btl_railover_frag_t *frag = (mca_btl_railover_frag_t *) item;
+
+        if (!mca_btl_railover_component.finalizing)
+            endpoint_fail(frag->endpoint, ROV_ERR_CLOSED, "a send was not delivered");
+        frag_complete(frag, OPAL_ERR_UNREACH);
     }
 }
 
