@@ -62,12 +62,13 @@ static int railover_register(void)
     /* Railover itself never gives up on a connection whose rails are all
      * down: it reconnects with backoff for as long as it runs.  An MPI job
      * would hang; this bounds the wait. */
-    mca_btl_railover_component.unreachable_timeout = 30.0;
+    mca_btl_railover_component.unreachable_timeout = 60.0;
     rc = mca_base_component_var_register(
         &mca_btl_railover_component.super.btl_version, "unreachable_timeout",
-        "Seconds a connection that lost a rail may go without delivering a message "
+        "Seconds a connection whose rail failed may go without delivering a message "
         "before its peer counts as unreachable (every rail gone) and the job ends with a "
-        "message naming it (units: seconds; 0: wait for ever)",
+        "message naming it; the delivery needs the peer's progress, so raise it for ranks "
+        "that stay out of MPI longer (units: seconds; 0: wait for ever)",
         MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_btl_railover_component.unreachable_timeout);
     if (rc < 0)

@@ -360,11 +360,14 @@ static void conn_failed(const rov_event_t *e)
 /* Liveness                                                                  */
 
 /* Railover keeps reconnecting a connection whose rails are all down, for as
- * long as it runs.  So after a rail fails the BTL asks for proof of life:
- * an empty probe whose delivery Railover reports (messages arrive in
- * order, so it also proves everything before it arrived).  Delivered, or
- * any message received: healthy again.  Nothing for
- * btl_railover_unreachable_timeout: every rail is gone. */
+ * long as it runs.  So after the rail a connection sends on fails, the BTL
+ * asks for proof of life: an empty probe whose delivery Railover reports
+ * (messages arrive in order, so it also proves everything before it
+ * arrived).  Delivered, or any message received: healthy again.  Nothing
+ * for btl_railover_unreachable_timeout: every rail is gone.  The proof
+ * needs the peer's progress, as the move to another rail does (its
+ * handshake): a peer that stays out of MPI longer than the timeout right
+ * after its rail failed counts as gone too, hence a generous default. */
 static void probe_delivered(void *arg, rov_status_t status)
 {
     railover_conn_t *rc = arg;
@@ -386,11 +389,15 @@ static void probe_send(railover_conn_t *rc)
     rc->probe_inflight = ROV_OK == st || ROV_INPROGRESS == st;
 }
 
-static void conn_rail_down(rov_conn_t *conn)
+/* Only the rail the connection sends on counts: the retries of a rail that
+ * failed before, or the end of an idle fallback, do not stop the traffic
+ * (and a probe then would need the peer's progress for nothing: a peer
+ * computing for minutes would count as gone). */
+static void conn_rail_down(rov_conn_t *conn, int rail)
 {
     railover_conn_t *rc = rov_conn_get_user(conn);
 
-    if (NULL == rc || rc->closing || 0 != rc->down_since)
+    if (NULL == rc || rc->closing || 0 != rc->down_since || rov_conn_rail(conn) != rail)
         return;
     rc->down_since = mca_btl_railover_now();
     mca_btl_railover_component.conns_down++;
@@ -458,7 +465,7 @@ void mca_btl_railover_event(void *arg, const rov_event_t *e)
         opal_output_verbose(10, out, "btl railover: rail %s to %s is down: %s (%s)",
                             rail_name(e->rail_from), conn_peer(e->conn),
                             rov_status_str(e->status), e->reason ? e->reason : "");
-        conn_rail_down(e->conn);
+        conn_rail_down(e->conn, e->rail_from);
         break;
     case ROV_EVENT_CONN_PEER_CLOSED:
         conn_close(e->conn);
