@@ -23,7 +23,8 @@
 # Environment (set by CTest): ROV_MPI_CHECK (the test program), ROV_RAILOVER
 # (the railover tool, for oneconn), ROV_BTL_DIR
 # (the directory of mca_btl_railover.so), ROV_OMPI_PKGLIBDIR (Open MPI's
-# own component directory).  Exit 0 pass, 1 fail, 77 skipped.
+# own component directory); optional ROV_MPI_MCA (more mpirun options).
+# Exit 0 pass, 1 fail, 77 skipped.
 set -u
 
 : "${ROV_MPI_CHECK:?}" "${ROV_BTL_DIR:?}" "${ROV_OMPI_PKGLIBDIR:?}"
@@ -55,9 +56,11 @@ run_mpi() {
         shift
     done
     shift
-    echo "+ mpirun -np $np --mca pml ob1 ${opts[*]} $*"
+    # ROV_MPI_MCA: more mpirun options for a variant of a scenario.
+    read -r -a extra <<<"${ROV_MPI_MCA:-}"
+    echo "+ mpirun -np $np --mca pml ob1 ${extra[*]} ${opts[*]} $*"
     timeout --kill-after=10 120 mpirun --oversubscribe -np "$np" --mca pml ob1 \
-        "${opts[@]}" "$@" >"$out" 2>&1
+        "${extra[@]}" "${opts[@]}" "$@" >"$out" 2>&1
     rc=$?
 }
 
