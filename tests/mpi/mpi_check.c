@@ -7,7 +7,7 @@
  * MPI call prints "FAIL ..." and makes the job exit 1.
  *
  * Usage: rov_mpi_check TEST...   (ring sizes alltoall anysource nonblocking
- *                                 threads soak)
+ *                                 halo threads soak)
  * soak exchanges checked messages with the pair partner for
  * $ROV_MPI_SOAK_S seconds (default 6), for a fault to be made meanwhile;
  * every rank prints its pid, rank 0 "soak: started" when the traffic runs.
@@ -251,6 +251,128 @@ out:
     free(req);
 }
 
+/* A halo-exchange stencil on a periodic 2-D grid split over a Cartesian
+ * process grid: each step swaps edge rows and columns with the four
+ * neighbours (Isend/Irecv), then updates in exact integer arithmetic.
+ * Rank 0 runs the same steps on the whole grid alone and compares. */
+#define HALO_N 24    /* local block edge */
+#define HALO_STEPS 40
+
+static uint64_t halo_init(int gi, int gj)
+{
+    return (uint64_t) gi * 1000003u + (uint64_t) gj * 7919u + 17u;
+}
+
+static uint64_t halo_update(uint64_t c, uint64_t n, uint64_t s, uint64_t w, uint64_t e)
+{
+    return c * 3u + n + s * 5u + w * 7u + e * 11u + 1u; /* asymmetric: a swap shows */
+}
+
+static uint64_t halo_checksum(const uint64_t *g, int rows, int cols, int stride, int gi0, int gj0)
+{
+    uint64_t sum = 0;
+
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++)
+            sum += g[(i + 1) * stride + j + 1] * (uint64_t) ((gi0 + i) * 65537 + gj0 + j + 1);
+    return sum;
+}
+
+static uint64_t halo_serial(int gr, int gc)
+{
+    int stride = gc + 2;
+    uint64_t *u = calloc((size_t) (gr + 2) * stride, sizeof(uint64_t));
+    uint64_t *v = calloc((size_t) (gr + 2) * stride, sizeof(uint64_t)), *t, sum = 0;
+
+    if (!u || !v) {
+        fail("halo: out of memory");
+        goto out;
+    }
+    for (int i = 0; i < gr; i++)
+        for (int j = 0; j < gc; j++)
+            u[(i + 1) * stride + j + 1] = halo_init(i, j);
+    for (int step = 0; step < HALO_STEPS; step++) {
+        for (int i = 1; i <= gr; i++) { /* periodic ghosts */
+            u[i * stride] = u[i * stride + gc];
+            u[i * stride + gc + 1] = u[i * stride + 1];
+        }
+        memcpy(&u[0], &u[gr * stride], stride * sizeof(uint64_t));
+        memcpy(&u[(gr + 1) * stride], &u[stride], stride * sizeof(uint64_t));
+        for (int i = 1; i <= gr; i++)
+            for (int j = 1; j <= gc; j++)
+                v[i * stride + j] = halo_update(u[i * stride + j], u[(i - 1) * stride + j],
+                                                u[(i + 1) * stride + j], u[i * stride + j - 1],
+                                                u[i * stride + j + 1]);
+        t = u, u = v, v = t;
+    }
+    sum = halo_checksum(u, gr, gc, stride, 0, 0);
+out:
+    free(u);
+    free(v);
+    return sum;
+}
+
+static void test_halo(void)
+{
+    int dims[2] = {0, 0}, periods[2] = {1, 1}, coords[2], up, down, left, right;
+    int stride = HALO_N + 2, n = HALO_N;
+    uint64_t *u = calloc((size_t) stride * stride, sizeof(uint64_t));
+    uint64_t *v = calloc((size_t) stride * stride, sizeof(uint64_t)), *t;
+    uint64_t scol[2][HALO_N], rcol[2][HALO_N], local, total;
+    MPI_Comm cart;
+
+    if (!u || !v) {
+        fail("halo: out of memory");
+        free(u);
+        free(v);
+        return;
+    }
+    MPI_Dims_create(nprocs, 2, dims);
+    MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &cart);
+    MPI_Cart_coords(cart, rank, 2, coords);
+    MPI_Cart_shift(cart, 0, 1, &up, &down);
+    MPI_Cart_shift(cart, 1, 1, &left, &right);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            u[(i + 1) * stride + j + 1] = halo_init(coords[0] * n + i, coords[1] * n + j);
+    for (int step = 0; step < HALO_STEPS; step++) {
+        MPI_Request req[8];
+
+        for (int i = 0; i < n; i++) {
+            scol[0][i] = u[(i + 1) * stride + 1];
+            scol[1][i] = u[(i + 1) * stride + n];
+        }
+        /* Rows: up/down; columns: left/right; tags say which edge. */
+        MPI_Irecv(&u[1], n, MPI_UINT64_T, up, 1, cart, &req[0]);
+        MPI_Irecv(&u[(n + 1) * stride + 1], n, MPI_UINT64_T, down, 0, cart, &req[1]);
+        MPI_Irecv(rcol[0], n, MPI_UINT64_T, left, 3, cart, &req[2]);
+        MPI_Irecv(rcol[1], n, MPI_UINT64_T, right, 2, cart, &req[3]);
+        MPI_Isend(&u[stride + 1], n, MPI_UINT64_T, up, 0, cart, &req[4]);
+        MPI_Isend(&u[n * stride + 1], n, MPI_UINT64_T, down, 1, cart, &req[5]);
+        MPI_Isend(scol[0], n, MPI_UINT64_T, left, 2, cart, &req[6]);
+        MPI_Isend(scol[1], n, MPI_UINT64_T, right, 3, cart, &req[7]);
+        MPI_Waitall(8, req, MPI_STATUSES_IGNORE);
+        for (int i = 0; i < n; i++) {
+            u[(i + 1) * stride] = rcol[0][i];
+            u[(i + 1) * stride + n + 1] = rcol[1][i];
+        }
+        for (int i = 1; i <= n; i++)
+            for (int j = 1; j <= n; j++)
+                v[i * stride + j] = halo_update(u[i * stride + j], u[(i - 1) * stride + j],
+                                                u[(i + 1) * stride + j], u[i * stride + j - 1],
+                                                u[i * stride + j + 1]);
+        t = u, u = v, v = t;
+    }
+    local = halo_checksum(u, n, n, stride, coords[0] * n, coords[1] * n);
+    MPI_Reduce(&local, &total, 1, MPI_UINT64_T, MPI_SUM, 0, cart);
+    if (rank == 0 && total != halo_serial(dims[0] * n, dims[1] * n))
+        fail("halo: %dx%d stencil after %d steps differs from the serial run", dims[0] * n,
+             dims[1] * n, HALO_STEPS);
+    MPI_Comm_free(&cart);
+    free(u);
+    free(v);
+}
+
 /* MPI_THREAD_MULTIPLE: four threads per rank exchange with the pair
  * partner at once, each on its own tag, each checking what it gets. */
 #define NTHREADS 4
@@ -361,6 +483,8 @@ int main(int argc, char **argv)
             test_anysource();
         else if (0 == strcmp(t, "nonblocking"))
             test_nonblocking();
+        else if (0 == strcmp(t, "halo"))
+            test_halo();
         else if (0 == strcmp(t, "threads"))
             test_threads(provided);
         else if (0 == strcmp(t, "soak"))
