@@ -13,6 +13,8 @@
 #   oneconn                4 ranks connecting to each other at once: while they
 #                          exchange, `railover status` shows each with exactly
 #                          one connection per peer, all established
+#   force                  `railover force` on a rank mid-job: its connections move
+#                          to the second rail (admin.force), the job passes
 #   params                 RAILOVER_EAGER_LIMIT and btl_railover_rov_eager_limit
 #                          give the same result; the MCA parameter wins
 #   badparam               bad btl_railover_* values are refused, naming the
@@ -76,6 +78,26 @@ expect_railover_everywhere() {
     refuse "mca: bml: Using tcp btl"
 }
 
+# A soak job of NP ranks over RAILS in the background ($job), once its
+# exchange runs ($pids: the ranks' pids, rank 0 first).
+start_soak() {
+    local np=$1 rails=$2
+    shift 2
+    export ROV_MPI_SOAK_S=4
+    timeout --kill-after=10 60 mpirun --oversubscribe -np "$np" --mca pml ob1 \
+        --mca btl self,railover --mca btl_railover_rails "$rails" "$@" \
+        "$ROV_MPI_CHECK" alltoall soak >"$out" 2>&1 &
+    job=$!
+    for _ in $(seq 300); do
+        grep -q "soak: started" "$out" && break
+        sleep 0.1
+    done
+    expect "soak: started"
+    sleep 1
+    pids=$(for r in $(seq 0 $((np - 1))); do
+        sed -n "s/^soak: rank $r pid \\([0-9]*\\)\$/\\1/p" "$out"; done | tr '\n' ' ')
+}
+
 scenario=${1:?scenario}
 shift
 case $scenario in
@@ -101,18 +123,7 @@ fault)
     ;;
 oneconn)
     : "${ROV_RAILOVER:?}"
-    export ROV_MPI_SOAK_S=4
-    timeout --kill-after=10 60 mpirun --oversubscribe -np 4 --mca pml ob1 \
-        --mca btl self,railover --mca btl_railover_rails tcp@127.0.0.1 \
-        "$ROV_MPI_CHECK" alltoall soak >"$out" 2>&1 &
-    job=$!
-    for _ in $(seq 300); do
-        grep -q "soak: started" "$out" && break
-        sleep 0.1
-    done
-    expect "soak: started"
-    sleep 1
-    pids=$(sed -n 's/^soak: rank [0-9]* pid \([0-9]*\)$/\1/p' "$out")
+    start_soak 4 tcp@127.0.0.1
     status=$("$ROV_RAILOVER" status $pids 2>&1)
     wait $job
     rc=$?
@@ -125,6 +136,18 @@ oneconn)
         fail "a rank does not have exactly one connection per peer"
     [ "$(echo "$status" | grep -c '^conn .* state=established ')" -eq 12 ] ||
         fail "not every connection is established"
+    ;;
+force)
+    : "${ROV_RAILOVER:?}"
+    start_soak 2 tcp@127.0.0.1,tcp@127.0.0.2 --mca btl_base_verbose 10
+    forced=$("$ROV_RAILOVER" force "${pids%% *}" 2>&1)
+    wait $job
+    rc=$?
+    echo "$forced" >>"$out"
+    [ "$rc" -eq 0 ] || fail "the job exited with $rc"
+    expect "PASSED: 2 rank(s), 0 failure(s)"
+    expect "forced 1 connection"
+    expect "moved from tcp@127.0.0.1 to tcp@127.0.0.2 (admin.force)"
     ;;
 params)
     # The BTL's eager limit follows Railover's, so it shows which value won.
