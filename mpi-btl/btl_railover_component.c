@@ -191,9 +191,9 @@ static int railover_limits(void)
         m->btl_max_send_size = lim->max_msg < max_frag ? lim->max_msg : max_frag;
     if (m->btl_eager_limit > lim->max_msg || m->btl_rndv_eager_limit > lim->max_msg ||
         m->btl_max_send_size > lim->max_msg) {
-        mca_btl_railover_show_help("size above max msg",
-                       opal_process_info.nodename, m->btl_eager_limit,
-                       m->btl_rndv_eager_limit, m->btl_max_send_size, lim->max_msg);
+        mca_btl_railover_show_help("size above max msg", opal_process_info.nodename,
+                                   m->btl_eager_limit, m->btl_rndv_eager_limit,
+                                   m->btl_max_send_size, lim->max_msg);
         return OPAL_ERR_BAD_PARAM;
     }
     if (m->btl_rndv_eager_limit > m->btl_eager_limit)
@@ -259,14 +259,14 @@ static int context_open(void)
     st = rov_context_create(&params, &c->ctx);
     rov_config_free(config);
     if (ROV_OK != st) {
-        mca_btl_railover_show_help("context failed",
-                       opal_process_info.nodename, rov_status_str(st));
+        mca_btl_railover_show_help("context failed", opal_process_info.nodename,
+                                   rov_status_str(st));
         return OPAL_ERR_NOT_AVAILABLE;
     }
     st = rov_endpoint_create(c->ctx, &c->rov_ep);
     if (ROV_OK != st) {
-        mca_btl_railover_show_help("context failed",
-                       opal_process_info.nodename, rov_status_str(st));
+        mca_btl_railover_show_help("context failed", opal_process_info.nodename,
+                                   rov_status_str(st));
         rov_context_destroy(c->ctx);
         c->ctx = NULL;
         return OPAL_ERR_NOT_AVAILABLE;

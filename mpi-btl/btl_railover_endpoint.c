@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "opal/util/output.h"
-#include "opal/util/show_help.h"
 
 #include "btl_railover.h"
 #include "btl_railover_endpoint.h"

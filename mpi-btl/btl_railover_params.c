@@ -17,7 +17,6 @@
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
-#include "opal/util/show_help.h"
 
 #include "btl_railover.h"
 
@@ -227,10 +226,10 @@ static int param_apply(rov_config_t *config, const struct param *p)
     if (ROV_OK == st)
         return OPAL_SUCCESS;
     mca_btl_railover_param_accepts(p->var, accepts, sizeof(accepts));
-    mca_btl_railover_show_help("bad parameter", opal_process_info.nodename,
-                   p->name, value && *value ? *value : "",
-                   source_name(source, file, where, sizeof(where)), accepts,
-                   ROV_ERR_INVAL == st ? err : rov_status_str(st));
+    mca_btl_railover_show_help("bad parameter", opal_process_info.nodename, p->name,
+                               value && *value ? *value : "",
+                               source_name(source, file, where, sizeof(where)), accepts,
+                               ROV_ERR_INVAL == st ? err : rov_status_str(st));
     return OPAL_ERR_BAD_PARAM;
 }
 
@@ -241,8 +240,7 @@ int mca_btl_railover_params_config(rov_config_t **config_p)
     int rc;
 
     if (ROV_OK != rov_config_read(err, sizeof(err), &config)) {
-        mca_btl_railover_show_help("bad environment",
-                       opal_process_info.nodename, err);
+        mca_btl_railover_show_help("bad environment", opal_process_info.nodename, err);
         return OPAL_ERR_BAD_PARAM;
     }
     for (int i = 0; i < nparams; i++) {

@@ -208,7 +208,8 @@ static void test_nonblocking(void)
     enum { PER_PEER = 32 };
     int n = PER_PEER * (nprocs - 1), k = 0;
     MPI_Request *req = calloc(2 * (size_t) n + 1, sizeof(MPI_Request));
-    uint8_t **sbuf = calloc((size_t) n, sizeof(uint8_t *)), **rbuf = calloc((size_t) n, sizeof(uint8_t *));
+    uint8_t **sbuf = calloc((size_t) n, sizeof(uint8_t *));
+    uint8_t **rbuf = calloc((size_t) n, sizeof(uint8_t *));
     long sum = rank, total;
 
     if (!req || !sbuf || !rbuf) {
