@@ -8,6 +8,10 @@ Scenarios (argument):
   linkdown  rails tcp@fab,tcp@eth; `ip link set fab down` in the middle of a
             checked exchange: the job completes with every payload right,
             and the ranks log the move from tcp@fab to tcp@eth.
+  nftdrop   rails tcp@fab,tcp@eth; the fabric silently dropped by nftables
+            (both directions, in namespace A) mid-exchange, then let through
+            again: the job completes, the ranks log the move to tcp@eth and,
+            after the dwell, the failback to tcp@fab.
   alldown   a single rail, tcp@fab, taken down the same way: no rail is left,
             so the job must end, within a bound (btl_railover_unreachable_timeout
             5 s, and Open MPI's abort), with the BTL's message naming the peer
@@ -34,6 +38,8 @@ import netfault as nf  # noqa: E402
 
 SOAK_S = 8            # the exchange runs this long
 FAULT_AFTER_S = 2     # the fabric fails this long after the exchange started
+DROP_FOR_S = 2        # nftdrop: the fabric drops this long
+DWELL = "500ms"       # btl_railover_failback_dwell
 JOB_TIMEOUT_S = 90    # a job that is not over by then hangs
 UNREACHABLE_S = 5     # btl_railover_unreachable_timeout
 ALLDOWN_BOUND_S = 30  # alldown: from the fault to the end of the job
@@ -72,6 +78,7 @@ def mpirun_argv(topo, wd, rails):
         "--mca", "btl_railover_failover_timeout", "250ms",
         "--mca", "btl_railover_keepalive", "100ms",
         "--mca", "btl_railover_unreachable_timeout", str(UNREACHABLE_S),
+        "--mca", "btl_railover_failback_dwell", DWELL,
         os.environ["ROV_MPI_CHECK"], "soak"])
 
 
@@ -101,10 +108,10 @@ def run(scenario):
     for var in ("ROV_MPI_CHECK", "ROV_BTL_DIR", "ROV_OMPI_PKGLIBDIR"):
         if var not in os.environ:
             raise SystemExit("%s is not set (CTest sets it)" % var)
-    nf.require_netns(nft=False)
+    nf.require_netns(nft=scenario == "nftdrop")
     if not shutil.which("mpirun"):
         raise nf.Skip("mpirun not found (apt-get install openmpi-bin)")
-    rails = "tcp@fab,tcp@eth" if scenario == "linkdown" else "tcp@fab"
+    rails = "tcp@fab" if scenario == "alldown" else "tcp@fab,tcp@eth"
     env = dict(os.environ,
                OMPI_MCA_mca_base_component_path="%s:%s" % (os.environ["ROV_OMPI_PKGLIBDIR"],
                                                            os.environ["ROV_BTL_DIR"]),
@@ -124,8 +131,13 @@ def run(scenario):
                     raise nf.Failure("the job did not start its exchange within 60 s")
                 check_two_hosts(out)
                 time.sleep(FAULT_AFTER_S)
-                topo.link_down("A", "fab")
                 t_fault = time.monotonic()
+                if scenario == "nftdrop":
+                    rules = topo.fabric_drop("A", "both")
+                    time.sleep(DROP_FOR_S)
+                    topo.nft_remove(rules)
+                else:
+                    topo.link_down("A", "fab")
                 rc = job.wait(timeout=JOB_TIMEOUT_S)
                 took = time.monotonic() - t_fault
             except subprocess.TimeoutExpired:
@@ -136,12 +148,16 @@ def run(scenario):
                     job.wait()
         with open(out) as f:
             text = f.read()
-        if scenario == "linkdown":
+        if scenario in ("linkdown", "nftdrop"):
             if rc != 0 or "PASSED: 2 rank(s), 0 failure(s)" not in text:
                 raise nf.Failure("the job failed (exit %d)" % rc)
-            if "moved from tcp@fab to tcp@eth" not in text:
-                raise nf.Failure("no rank logged the move from tcp@fab to tcp@eth")
-            nf.log("job passed; %s" % [l for l in text.splitlines() if "moved from" in l][0])
+            moves = ["moved from tcp@fab to tcp@eth"]
+            if scenario == "nftdrop":
+                moves.append("moved from tcp@eth to tcp@fab (failback)")
+            for move in moves:
+                if move not in text:
+                    raise nf.Failure("no rank logged the %s" % move.replace("moved", "move"))
+            nf.log("job passed; %s" % "; ".join(l for l in text.splitlines() if "moved from" in l))
         else:
             if rc == 0:
                 raise nf.Failure("the job succeeded with its only rail down")
@@ -162,8 +178,8 @@ def run(scenario):
 
 def main():
     scenario = sys.argv[1] if len(sys.argv) > 1 else ""
-    if scenario not in ("linkdown", "alldown"):
-        raise SystemExit("usage: netns_failover.py linkdown|alldown")
+    if scenario not in ("linkdown", "nftdrop", "alldown"):
+        raise SystemExit("usage: netns_failover.py linkdown|nftdrop|alldown")
     try:
         run(scenario)
     except nf.Skip as e:
