@@ -1,0 +1,353 @@
+/*
+ * The component: MCA parameters, selection, the Railover context, progress.
+ */
+#include "opal_config.h"
+
+#include <dlfcn.h>
+#include <libgen.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opal/mca/btl/base/base.h"
+#include "opal/mca/pmix/pmix.h"
+#include "opal/util/output.h"
+#include "opal/util/show_help.h"
+
+#include "btl_railover.h"
+
+#define RAILOVER_BTL_NAME "railover"
+#define ADDR_MAX 4096 /* an address blob is a few hundred bytes */
+
+static int railover_register(void);
+static int railover_open(void);
+static int railover_close(void);
+static mca_btl_base_module_t **railover_init(int *num_btls, bool progress_threads,
+                                             bool mpi_threads);
+static int railover_progress(void);
+
+mca_btl_railover_component_t mca_btl_railover_component = {
+    .super = {
+        .btl_version = {
+            MCA_BTL_DEFAULT_VERSION(RAILOVER_BTL_NAME),
+            .mca_open_component = railover_open,
+            .mca_close_component = railover_close,
+            .mca_register_component_params = railover_register,
+        },
+        .btl_data = {.param_field = MCA_BASE_METADATA_PARAM_NONE},
+        .btl_init = railover_init,
+        .btl_progress = railover_progress,
+    },
+};
+
+static int railover_register(void)
+{
+    mca_btl_base_module_t *m = &mca_btl_railover_module.super;
+    int rc;
+
+    /* Above btl tcp (LOW), below the shared-memory and loopback BTLs:
+     * named together with tcp, railover carries the traffic alone. */
+    m->btl_exclusivity = MCA_BTL_EXCLUSIVITY_DEFAULT;
+    m->btl_flags = MCA_BTL_FLAGS_SEND;
+    m->btl_latency = 100;
+    m->btl_bandwidth = 10000;
+    /* Placeholders until init knows the context's limits (railover_limits). */
+    m->btl_eager_limit = 8 * 1024;
+    m->btl_rndv_eager_limit = 8 * 1024;
+    m->btl_max_send_size = 256 * 1024;
+    rc = mca_btl_base_param_register(&mca_btl_railover_component.super.btl_version, m);
+    if (OPAL_SUCCESS != rc)
+        return rc;
+    /* Railover itself never gives up on a connection whose rails are all
+     * down: it reconnects with backoff for as long as it runs.  An MPI job
+     * would hang; this bounds the wait. */
+    mca_btl_railover_component.unreachable_timeout = 60.0;
+    rc = mca_base_component_var_register(
+        &mca_btl_railover_component.super.btl_version, "unreachable_timeout",
+        "Seconds a connection whose rail failed may go without delivering a message "
+        "before its peer counts as unreachable (every rail gone) and the job ends with a "
+        "message naming it; the delivery needs the peer's progress, so raise it for ranks "
+        "that stay out of MPI longer (units: seconds; 0: wait for ever)",
+        MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_btl_railover_component.unreachable_timeout);
+    if (rc < 0)
+        return rc;
+    return mca_btl_railover_params_register();
+}
+
+static int railover_open(void)
+{
+    mca_btl_railover_component_t *c = &mca_btl_railover_component;
+
+    c->verbose = opal_btl_base_framework.framework_output;
+    OBJ_CONSTRUCT(&c->lock, opal_recursive_mutex_t);
+    OBJ_CONSTRUCT(&c->peers, opal_hash_table_t);
+    OBJ_CONSTRUCT(&c->endpoints, opal_list_t);
+    OBJ_CONSTRUCT(&c->conn_list, opal_list_t);
+    OBJ_CONSTRUCT(&c->dead_frags, opal_list_t);
+    OBJ_CONSTRUCT(&c->eager_frags, opal_free_list_t);
+    OBJ_CONSTRUCT(&c->max_frags, opal_free_list_t);
+    return OPAL_SUCCESS;
+}
+
+static int railover_close(void)
+{
+    mca_btl_railover_component_t *c = &mca_btl_railover_component;
+
+    OBJ_DESTRUCT(&c->max_frags);
+    OBJ_DESTRUCT(&c->eager_frags);
+    OBJ_DESTRUCT(&c->dead_frags);
+    OBJ_DESTRUCT(&c->conn_list);
+    OBJ_DESTRUCT(&c->endpoints);
+    OBJ_DESTRUCT(&c->peers);
+    OBJ_DESTRUCT(&c->lock);
+    return OPAL_SUCCESS;
+}
+
+/* Once mca_btl_railover.so is in the component path, every job opens it;
+ * only a job that names it in its btl selection ("self,railover", not
+ * "^tcp" or the default) gets Railover connections next to its usual BTLs. */
+static bool railover_requested(void)
+{
+    const char *sel = opal_btl_base_framework.framework_selection;
+    size_t n = strlen(RAILOVER_BTL_NAME);
+
+    if (NULL == sel || '^' == sel[0])
+        return false;
+    for (const char *p = sel; *p;) {
+        size_t len = strcspn(p, ",");
+
+        if (len == n && 0 == strncmp(p, RAILOVER_BTL_NAME, n))
+            return true;
+        p += len;
+        if (',' == *p)
+            p++;
+    }
+    return false;
+}
+
+/* help-btl-railover.txt is installed with Open MPI's own help files; in a
+ * build tree it sits next to the component, which is where we look too. */
+static void railover_add_help_dir(void)
+{
+    Dl_info info;
+    char *path, *dir;
+
+    if (0 == dladdr((void *) &mca_btl_railover_component, &info) || NULL == info.dli_fname)
+        return;
+    path = strdup(info.dli_fname);
+    if (NULL == path)
+        return;
+    dir = dirname(path);
+    opal_show_help_add_dir(dir);
+    free(path);
+}
+
+/* Rendered here and written to this process's stderr rather than relayed
+ * by opal_show_help(): Debian's Open MPI 4.1.4 loses about half of the
+ * messages ranks relay to mpirun ("ORTE_ERROR_LOG: Out of resource in
+ * file orte/util/show_help.c"; btl tcp's own are lost as often), and these
+ * are the messages that say why a job ended. */
+void mca_btl_railover_show_help(const char *topic, ...)
+{
+    va_list ap;
+    char *msg;
+
+    va_start(ap, topic);
+    msg = opal_show_help_vstring("help-btl-railover.txt", topic, true, ap);
+    va_end(ap);
+    if (NULL != msg) {
+        opal_output(0, "%s", msg);
+        free(msg);
+    }
+}
+
+static bool user_set(const char *name)
+{
+    int idx = mca_base_var_find("opal", "btl", RAILOVER_BTL_NAME, name);
+    mca_base_var_source_t source = MCA_BASE_VAR_SOURCE_DEFAULT;
+
+    if (idx < 0 || OPAL_SUCCESS != mca_base_var_get_value(idx, NULL, &source, NULL))
+        return false;
+    return MCA_BASE_VAR_SOURCE_DEFAULT != source;
+}
+
+/* Open MPI's sizes follow the context's limits unless the user set them:
+ * eager messages up to RAILOVER_EAGER_LIMIT (copied by Railover, so a send
+ * completes at once), fragments of at most RAILOVER_MAX_MSG.  A size above
+ * what Railover accepts is refused. */
+static int railover_limits(void)
+{
+    mca_btl_base_module_t *m = &mca_btl_railover_module.super;
+    const rov_limits_t *lim = &mca_btl_railover_component.limits;
+    const size_t max_frag = 256 * 1024; /* each fragment of the max free list is this big */
+
+    if (!user_set("eager_limit"))
+        m->btl_eager_limit = lim->eager_limit > 0 ? lim->eager_limit : 1024;
+    if (!user_set("rndv_eager_limit"))
+        m->btl_rndv_eager_limit = m->btl_eager_limit;
+    if (!user_set("max_send_size"))
+        m->btl_max_send_size = lim->max_msg < max_frag ? lim->max_msg : max_frag;
+    if (m->btl_eager_limit > lim->max_msg || m->btl_rndv_eager_limit > lim->max_msg ||
+        m->btl_max_send_size > lim->max_msg) {
+        mca_btl_railover_show_help("size above max msg", opal_process_info.nodename,
+                                   m->btl_eager_limit, m->btl_rndv_eager_limit,
+                                   m->btl_max_send_size, lim->max_msg);
+        return OPAL_ERR_BAD_PARAM;
+    }
+    if (m->btl_rndv_eager_limit > m->btl_eager_limit)
+        m->btl_rndv_eager_limit = m->btl_eager_limit;
+    if (m->btl_max_send_size < m->btl_eager_limit)
+        m->btl_max_send_size = m->btl_eager_limit;
+    return OPAL_SUCCESS;
+}
+
+static int frag_lists_init(void)
+{
+    mca_btl_railover_component_t *c = &mca_btl_railover_component;
+    mca_btl_base_module_t *m = &mca_btl_railover_module.super;
+    int rc;
+
+    rc = opal_free_list_init(&c->eager_frags, sizeof(mca_btl_railover_frag_t),
+                             opal_cache_line_size, OBJ_CLASS(mca_btl_railover_frag_t),
+                             m->btl_eager_limit, opal_cache_line_size, 64, -1, 64, NULL, 0,
+                             NULL, NULL, NULL);
+    if (OPAL_SUCCESS != rc)
+        return rc;
+    return opal_free_list_init(&c->max_frags, sizeof(mca_btl_railover_frag_t),
+                               opal_cache_line_size, OBJ_CLASS(mca_btl_railover_frag_t),
+                               m->btl_max_send_size, opal_cache_line_size, 8, -1, 8, NULL, 0,
+                               NULL, NULL, NULL);
+}
+
+/* The address blob holds the endpoint's key: it goes to the job's peers
+ * through the modex only, never to a log. */
+static int publish_address(void)
+{
+    mca_btl_railover_component_t *c = &mca_btl_railover_component;
+    unsigned char buf[ADDR_MAX];
+    size_t len = sizeof(buf);
+    rov_status_t st;
+    int rc;
+
+    st = rov_endpoint_address(c->rov_ep, buf, &len);
+    if (ROV_OK != st) {
+        opal_output(0, "btl railover on %s: cannot get the endpoint address: %s",
+                    opal_process_info.nodename, rov_status_str(st));
+        return OPAL_ERROR;
+    }
+    OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL, &c->super.btl_version, buf, len);
+    return rc;
+}
+
+static int context_open(void)
+{
+    mca_btl_railover_component_t *c = &mca_btl_railover_component;
+    rov_context_params_t params = {
+        .recv_cb = mca_btl_railover_recv,
+        .event_cb = mca_btl_railover_event,
+    };
+    rov_config_t *config;
+    rov_status_t st;
+    int rc;
+
+    rc = mca_btl_railover_params_config(&config);
+    if (OPAL_SUCCESS != rc)
+        return rc;
+    params.config = config;
+    st = rov_context_create(&params, &c->ctx);
+    rov_config_free(config);
+    if (ROV_OK != st) {
+        mca_btl_railover_show_help("context failed", opal_process_info.nodename,
+                                   rov_status_str(st));
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    st = rov_endpoint_create(c->ctx, &c->rov_ep);
+    if (ROV_OK != st) {
+        mca_btl_railover_show_help("context failed", opal_process_info.nodename,
+                                   rov_status_str(st));
+        rov_context_destroy(c->ctx);
+        c->ctx = NULL;
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    rov_context_limits(c->ctx, &c->limits);
+    return OPAL_SUCCESS;
+}
+
+static void context_close(void)
+{
+    mca_btl_railover_component_t *c = &mca_btl_railover_component;
+
+    rov_endpoint_destroy(c->rov_ep);
+    c->rov_ep = NULL;
+    rov_context_destroy(c->ctx);
+    c->ctx = NULL;
+}
+
+static mca_btl_base_module_t **railover_init(int *num_btls, bool progress_threads,
+                                             bool mpi_threads)
+{
+    mca_btl_railover_component_t *c = &mca_btl_railover_component;
+    mca_btl_base_module_t **modules;
+
+    *num_btls = 0;
+    if (!railover_requested()) {
+        opal_output_verbose(10, c->verbose,
+                            "btl railover: not named in the btl selection (\"%s\"): declining",
+                            opal_btl_base_framework.framework_selection
+                                ? opal_btl_base_framework.framework_selection : "");
+        return NULL;
+    }
+    railover_add_help_dir();
+    if (OPAL_SUCCESS != context_open())
+        return NULL;
+    if (OPAL_SUCCESS != railover_limits() || OPAL_SUCCESS != frag_lists_init() ||
+        OPAL_SUCCESS != opal_hash_table_init(&c->peers, 256) ||
+        OPAL_SUCCESS != publish_address())
+        goto fail;
+    modules = malloc(sizeof(*modules));
+    if (NULL == modules)
+        goto fail;
+    modules[0] = &mca_btl_railover_module.super;
+    *num_btls = 1;
+    opal_output_verbose(10, c->verbose,
+                        "btl railover: %d rail(s), first %s; eager limit %zu, max send size %zu",
+                        rov_context_rail_count(c->ctx), rov_context_rail_name(c->ctx, 0),
+                        mca_btl_railover_module.super.btl_eager_limit,
+                        mca_btl_railover_module.super.btl_max_send_size);
+    return modules;
+fail:
+    context_close();
+    return NULL;
+}
+
+/* Called by opal_progress() in every thread that waits: only one of them
+ * drives the context; the others find the lock taken and go on. */
+static int railover_progress(void)
+{
+    mca_btl_railover_component_t *c = &mca_btl_railover_component;
+    int n = 0;
+
+    if (atomic_load_explicit(&c->lock_waiters, memory_order_relaxed) > 0) {
+        sched_yield(); /* the sender woken for the lock may need this core */
+        return 0;
+    }
+    if (0 != OPAL_THREAD_TRYLOCK(&c->lock))
+        return 0;
+    /* A callback of ours that ends in opal_progress() must not re-enter
+     * rov_progress(): the lock is recursive, so this flag says we are inside. */
+    if (!c->in_progress && NULL != c->ctx) {
+        c->in_progress = true;
+        n = rov_progress(c->ctx);
+        c->in_progress = false;
+        if (OPAL_UNLIKELY(!opal_list_is_empty(&c->dead_frags)))
+            mca_btl_railover_complete_dead();
+        if (c->npending > 0)
+            mca_btl_railover_flush_pending();
+        if (c->conns_down > 0)
+            mca_btl_railover_check_down();
+    }
+    OPAL_THREAD_UNLOCK(&c->lock);
+    return n;
+}

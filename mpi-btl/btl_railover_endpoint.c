@@ -1,0 +1,627 @@
+/*
+ * Endpoints and connections: one connection per peer, made on first use;
+ * the peer's identity travels with the connection (connect-time data,
+ * authenticated by Railover's handshake), so an accepted connection is
+ * matched to its process without a message of ours.
+ */
+#include "opal_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "opal/util/output.h"
+
+#include "btl_railover.h"
+#include "btl_railover_endpoint.h"
+
+_Static_assert(sizeof(opal_process_name_t) == sizeof(uint64_t),
+               "a process name is the 64-bit key of the peer table");
+
+/* What a Railover connection's user pointer holds. */
+typedef struct railover_conn {
+    opal_list_item_t super;  /* in component.conn_list */
+    mca_btl_base_endpoint_t *ep;
+    rov_conn_t *conn;
+    bool closing;            /* rov_conn_close() called: a failure now only ends the close */
+    double down_since;       /* a rail failed then, nothing delivered since (0: healthy) */
+    bool probe_inflight;     /* a liveness probe waits for delivery */
+} railover_conn_t;
+
+static OBJ_CLASS_INSTANCE(railover_conn_t, opal_list_item_t, NULL, NULL);
+
+static void endpoint_construct(mca_btl_base_endpoint_t *ep)
+{
+    ep->proc = NULL;
+    ep->addr = NULL;
+    ep->addr_len = 0;
+    ep->conn = NULL;
+    ep->conn_is_ours = false;
+    ep->failed = false;
+    OBJ_CONSTRUCT(&ep->pending, opal_list_t);
+}
+
+static void endpoint_destruct(mca_btl_base_endpoint_t *ep)
+{
+    free(ep->addr);
+    OBJ_DESTRUCT(&ep->pending);
+    if (NULL != ep->proc)
+        OBJ_RELEASE(ep->proc);
+}
+
+OBJ_CLASS_INSTANCE(mca_btl_base_endpoint_t, opal_list_item_t, endpoint_construct,
+                   endpoint_destruct);
+
+static uint64_t name_key(opal_process_name_t name)
+{
+    uint64_t key;
+
+    memcpy(&key, &name, sizeof(key));
+    return key;
+}
+
+mca_btl_base_endpoint_t *mca_btl_railover_endpoint_lookup(opal_process_name_t name, bool create)
+{
+    mca_btl_railover_component_t *c = &mca_btl_railover_component;
+    mca_btl_base_endpoint_t *ep = NULL;
+
+    if (OPAL_SUCCESS == opal_hash_table_get_value_uint64(&c->peers, name_key(name), (void **) &ep))
+        return ep;
+    if (!create)
+        return NULL;
+    ep = OBJ_NEW(mca_btl_base_endpoint_t);
+    if (NULL == ep)
+        return NULL;
+    ep->name = name;
+    if (OPAL_SUCCESS != opal_hash_table_set_value_uint64(&c->peers, name_key(name), ep)) {
+        OBJ_RELEASE(ep);
+        return NULL;
+    }
+    opal_list_append(&c->endpoints, &ep->super);
+    return ep;
+}
+
+void mca_btl_railover_endpoint_set_proc(mca_btl_base_endpoint_t *ep, opal_proc_t *proc,
+                                        void *addr, size_t addr_len)
+{
+    if (ep->proc != proc) {
+        OBJ_RETAIN(proc);
+        if (NULL != ep->proc)
+            OBJ_RELEASE(ep->proc);
+        ep->proc = proc;
+    }
+    free(ep->addr);
+    ep->addr = addr;
+    ep->addr_len = addr_len;
+}
+
+static const char *peer_host(const mca_btl_base_endpoint_t *ep)
+{
+    const char *host = NULL;
+
+    if (NULL != ep->proc)
+        host = opal_get_proc_hostname(ep->proc);
+    return NULL != host ? host : "an unknown host";
+}
+
+/* ------------------------------------------------------------------------ */
+/* Completions                                                               */
+
+/* A frag btl_send took (OPAL_SUCCESS) is done: its callback, always, then
+ * back to the free list if the BTL owns it.  After finalize began ob1 is
+ * gone: only the free. */
+static void frag_complete(mca_btl_railover_frag_t *frag, int status)
+{
+    int own = frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+
+    if (NULL != frag->base.des_cbfunc && !mca_btl_railover_component.finalizing)
+        frag->base.des_cbfunc(&mca_btl_railover_module.super, frag->endpoint, &frag->base,
+                              status);
+    if (own)
+        mca_btl_railover_frag_free(frag);
+}
+
+/* Railover's send completion of a zero-copy send: the peer has it; or the
+ * connection failed, and Railover reports its sends before the failure
+ * itself (ROV_EVENT_CONN_ERROR, with the reason): ob1 aborts on a send that
+ * failed, so these wait until progress returns, after the BTL's message. */
+static void frag_sent(void *arg, rov_status_t status)
+{
+    mca_btl_railover_frag_t *frag = arg;
+
+    if (OPAL_LIKELY(ROV_OK == status) || mca_btl_railover_component.finalizing)
+        frag_complete(frag, ROV_OK == status ? OPAL_SUCCESS : OPAL_ERR_UNREACH);
+    else
+        opal_list_append(&mca_btl_railover_component.dead_frags, &frag->base.super.super);
+}
+
+static void pending_fail(mca_btl_base_endpoint_t *ep, int status)
+{
+    opal_list_item_t *item;
+
+    while (NULL != (item = opal_list_remove_first(&ep->pending))) {
+        mca_btl_railover_component.npending--;
+        frag_complete((mca_btl_railover_frag_t *) item, status);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Failures                                                                  */
+
+static void rails_list(char *buf, size_t len)
+{
+    rov_context_t *ctx = mca_btl_railover_component.ctx;
+    size_t off = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < rov_context_rail_count(ctx) && off < len; i++)
+        off += (size_t) snprintf(buf + off, len - off, "%s%s", i ? ", " : "",
+                                 rov_context_rail_name(ctx, i));
+}
+
+/* Every rail to the peer is gone: the one failure ob1 hears of.  The help
+ * message names both ends and the rails; ob1's error callback ends the job
+ * (its handler aborts), which is better than a hang. */
+static void endpoint_fail(mca_btl_base_endpoint_t *ep, rov_status_t status, const char *why)
+{
+    mca_btl_railover_module_t *m = &mca_btl_railover_module;
+    char rails[512], info[256];
+
+    if (ep->failed)
+        return;
+    ep->failed = true;
+    rails_list(rails, sizeof(rails));
+    mca_btl_railover_show_help("peer unreachable", opal_process_info.nodename,
+                               OPAL_NAME_PRINT(OPAL_PROC_MY_NAME),
+                               (unsigned) OPAL_PROC_MY_NAME.vpid, peer_host(ep),
+                               OPAL_NAME_PRINT(ep->name), (unsigned) ep->name.vpid,
+                               rov_status_str(status), why ? why : "", rails);
+    pending_fail(ep, OPAL_ERR_UNREACH);
+    if (NULL != m->error_cb) {
+        snprintf(info, sizeof(info), "btl railover: every rail to %s on %s failed (%s)",
+                 OPAL_NAME_PRINT(ep->name), peer_host(ep), rov_status_str(status));
+        m->error_cb(&m->super, MCA_BTL_ERROR_FLAGS_FATAL, ep->proc, info);
+    }
+}
+
+void mca_btl_railover_complete_dead(void)
+{
+    opal_list_item_t *item;
+
+    while (NULL != (item = opal_list_remove_first(&mca_btl_railover_component.dead_frags))) {
+        mca_btl_railover_frag_t *frag = (mca_btl_railover_frag_t *) item;
+
+        if (!mca_btl_railover_component.finalizing)
+            endpoint_fail(frag->endpoint, ROV_ERR_CLOSED, "a send was not delivered");
+        frag_complete(frag, OPAL_ERR_UNREACH);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Connections                                                               */
+
+static void conn_healthy(railover_conn_t *rc)
+{
+    if (0 != rc->down_since) {
+        rc->down_since = 0;
+        mca_btl_railover_component.conns_down--;
+    }
+}
+
+static void conn_forget(railover_conn_t *rc, rov_conn_t *conn)
+{
+    mca_btl_railover_component_t *c = &mca_btl_railover_component;
+
+    if (NULL == rc)
+        return;
+    if (NULL != rc->ep && rc->ep->conn == conn)
+        rc->ep->conn = NULL;
+    conn_healthy(rc);
+    c->conns--;
+    opal_list_remove_item(&c->conn_list, &rc->super);
+    OBJ_RELEASE(rc);
+}
+
+/* Graceful: what was sent on it is still delivered. */
+static void conn_close(rov_conn_t *conn)
+{
+    railover_conn_t *rc = rov_conn_get_user(conn);
+
+    if (NULL != rc) {
+        rc->closing = true;
+        if (NULL != rc->ep && rc->ep->conn == conn)
+            rc->ep->conn = NULL;
+    }
+    if (ROV_OK == rov_conn_close(conn))
+        conn_forget(rc, conn); /* freed at once: no CLOSED event comes */
+}
+
+static railover_conn_t *conn_record(mca_btl_base_endpoint_t *ep)
+{
+    railover_conn_t *rc = OBJ_NEW(railover_conn_t);
+
+    if (NULL != rc) {
+        rc->ep = ep;
+        rc->conn = NULL;
+        rc->closing = false;
+        rc->down_since = 0;
+        rc->probe_inflight = false;
+        opal_list_append(&mca_btl_railover_component.conn_list, &rc->super);
+        mca_btl_railover_component.conns++;
+    }
+    return rc;
+}
+
+static int endpoint_connect(mca_btl_base_endpoint_t *ep)
+{
+    mca_btl_railover_component_t *c = &mca_btl_railover_component;
+    opal_process_name_t me = OPAL_PROC_MY_NAME;
+    rov_connect_params_t params = {.data = &me, .data_len = sizeof(me)};
+    rov_status_t st;
+
+    if (NULL == ep->addr)
+        return OPAL_ERR_UNREACH;
+    params.user = conn_record(ep);
+    if (NULL == params.user)
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    st = rov_conn_connect_ex(c->rov_ep, ep->addr, ep->addr_len, &params, &ep->conn);
+    ((railover_conn_t *) params.user)->conn = ep->conn;
+    if (ROV_OK != st) {
+        ep->conn = NULL;
+        conn_forget(params.user, NULL);
+        endpoint_fail(ep, st, "the connection could not be started");
+        return ROV_ERR_NOMEM == st || ROV_ERR_RESOURCE == st ? OPAL_ERR_OUT_OF_RESOURCE
+                                                             : OPAL_ERR_UNREACH;
+    }
+    ep->conn_is_ours = true;
+    opal_output_verbose(20, c->verbose, "btl railover: connecting to %s on %s",
+                        OPAL_NAME_PRINT(ep->name), peer_host(ep));
+    return OPAL_SUCCESS;
+}
+
+static void conn_reject(rov_conn_t *conn, const char *why)
+{
+    opal_output(0, "btl railover on %s: refused a connection: %s", opal_process_info.nodename,
+                why);
+    rov_conn_set_user(conn, NULL);
+    rov_conn_close(conn);
+}
+
+/* Two processes that connect to each other at once end with the connection
+ * the lower name made: the higher one closes its own (gracefully, so what
+ * it sent there still arrives; ob1 puts fragments back in order by its
+ * sequence numbers) and sends on the accepted one.  The lower one keeps
+ * receiving on the loser until the peer's close reaches it. */
+static void conn_accepted(rov_conn_t *conn)
+{
+    mca_btl_railover_component_t *c = &mca_btl_railover_component;
+    opal_process_name_t name;
+    mca_btl_base_endpoint_t *ep;
+    railover_conn_t *rc;
+    const void *data;
+    size_t len = 0;
+
+    data = rov_conn_data(conn, &len);
+    if (len != sizeof(name)) {
+        conn_reject(conn, "the peer named no MPI process");
+        return;
+    }
+    memcpy(&name, data, sizeof(name));
+    if (0 == opal_compare_proc(name, OPAL_PROC_MY_NAME)) {
+        conn_reject(conn, "the peer claims to be this process");
+        return;
+    }
+    ep = mca_btl_railover_endpoint_lookup(name, true);
+    rc = ep ? conn_record(ep) : NULL;
+    if (NULL == rc) {
+        conn_reject(conn, "out of memory");
+        return;
+    }
+    rc->conn = conn;
+    rov_conn_set_user(conn, rc);
+    if (NULL == ep->conn) {
+        ep->conn = conn;
+        ep->conn_is_ours = false;
+        opal_output_verbose(20, c->verbose, "btl railover: accepted a connection from %s",
+                            OPAL_NAME_PRINT(name));
+    } else if (ep->conn_is_ours && opal_compare_proc(name, OPAL_PROC_MY_NAME) < 0) {
+        rov_conn_t *ours = ep->conn;
+
+        opal_output_verbose(20, c->verbose,
+                            "btl railover: %s and this process connected at once; "
+                            "keeping its connection, closing ours",
+                            OPAL_NAME_PRINT(name));
+        conn_close(ours);
+        ep->conn = conn;
+        ep->conn_is_ours = false;
+    } else {
+        opal_output_verbose(20, c->verbose,
+                            "btl railover: %s and this process connected at once; "
+                            "its connection receives until it closes it",
+                            OPAL_NAME_PRINT(name));
+    }
+}
+
+static void conn_failed(const rov_event_t *e)
+{
+    railover_conn_t *rc = rov_conn_get_user(e->conn);
+
+    if (NULL != rc && NULL != rc->ep && !rc->closing &&
+        !mca_btl_railover_component.finalizing)
+        endpoint_fail(rc->ep, e->status, e->reason);
+    else if (NULL != rc && NULL != rc->ep)
+        opal_output_verbose(10, mca_btl_railover_component.verbose,
+                            "btl railover: the close of the connection to %s ended with %s",
+                            OPAL_NAME_PRINT(rc->ep->name), rov_status_str(e->status));
+    conn_close(e->conn);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Liveness                                                                  */
+
+/* Railover keeps reconnecting a connection whose rails are all down, for as
+ * long as it runs.  So after the rail a connection sends on fails, the BTL
+ * asks for proof of life: an empty probe whose delivery Railover reports
+ * (messages arrive in order, so it also proves everything before it
+ * arrived).  Delivered, or any message received: healthy again.  Nothing
+ * for btl_railover_unreachable_timeout: every rail is gone.  The proof
+ * needs the peer's progress, as the move to another rail does (its
+ * handshake): a peer that stays out of MPI longer than the timeout right
+ * after its rail failed counts as gone too, hence a generous default. */
+static void probe_delivered(void *arg, rov_status_t status)
+{
+    railover_conn_t *rc = arg;
+
+    rc->probe_inflight = false;
+    if (ROV_OK == status)
+        conn_healthy(rc);
+}
+
+static void probe_send(railover_conn_t *rc)
+{
+    rov_send_params_t params = {
+        .flags = ROV_SEND_NOTIFY_DELIVERED, .cb = probe_delivered, .arg = rc,
+    };
+    rov_status_t st;
+
+    st = rov_conn_send(rc->conn, MCA_BTL_RAILOVER_TAG_PROBE, NULL, 0, &params);
+    /* Window full: tried again at the next check. */
+    rc->probe_inflight = ROV_OK == st || ROV_INPROGRESS == st;
+}
+
+/* Only the rail the connection sends on counts: the retries of a rail that
+ * failed before, or the end of an idle fallback, do not stop the traffic
+ * (and a probe then would need the peer's progress for nothing: a peer
+ * computing for minutes would count as gone). */
+static void conn_rail_down(rov_conn_t *conn, int rail)
+{
+    railover_conn_t *rc = rov_conn_get_user(conn);
+
+    if (NULL == rc || rc->closing || 0 != rc->down_since || rov_conn_rail(conn) != rail)
+        return;
+    rc->down_since = mca_btl_railover_now();
+    mca_btl_railover_component.conns_down++;
+    if (!rc->probe_inflight)
+        probe_send(rc);
+}
+
+void mca_btl_railover_check_down(void)
+{
+    mca_btl_railover_component_t *c = &mca_btl_railover_component;
+    double now = mca_btl_railover_now(), limit = c->unreachable_timeout;
+    railover_conn_t *rc, *next;
+    char why[160];
+
+    if (now < c->next_down_check)
+        return;
+    c->next_down_check = now + 0.1;
+    OPAL_LIST_FOREACH_SAFE (rc, next, &c->conn_list, railover_conn_t) {
+        if (0 == rc->down_since || rc->closing)
+            continue;
+        if (!rc->probe_inflight)
+            probe_send(rc);
+        if (limit <= 0 || now - rc->down_since < limit || NULL == rc->ep)
+            continue;
+        snprintf(why, sizeof(why),
+                 "nothing delivered for %.1f s since a rail failed "
+                 "(btl_railover_unreachable_timeout)", now - rc->down_since);
+        endpoint_fail(rc->ep, ROV_ERR_UNREACHABLE, why);
+        conn_close(rc->conn);
+    }
+}
+
+static const char *rail_name(int rail)
+{
+    return rail >= 0 ? rov_context_rail_name(mca_btl_railover_component.ctx, rail) : "none";
+}
+
+static const char *conn_peer(rov_conn_t *conn)
+{
+    railover_conn_t *rc = rov_conn_get_user(conn);
+
+    return NULL != rc && NULL != rc->ep ? OPAL_NAME_PRINT(rc->ep->name) : "(unknown)";
+}
+
+/* Railover's events, inside rov_progress(): rail switches are Railover's
+ * business (logged, not reported); the end of every rail is ob1's. */
+void mca_btl_railover_event(void *arg, const rov_event_t *e)
+{
+    int out = mca_btl_railover_component.verbose;
+
+    switch (e->type) {
+    case ROV_EVENT_CONN_ACCEPTED:
+        conn_accepted(e->conn);
+        break;
+    case ROV_EVENT_CONN_ESTABLISHED:
+        opal_output_verbose(20, out, "btl railover: connected to %s on %s", conn_peer(e->conn),
+                            rail_name(rov_conn_rail(e->conn)));
+        break;
+    case ROV_EVENT_CONN_RAIL_SWITCH:
+        opal_output_verbose(10, out, "btl railover: connection to %s moved from %s to %s (%s)",
+                            conn_peer(e->conn), rail_name(e->rail_from), rail_name(e->rail_to),
+                            rov_reason_str(e->code));
+        break;
+    case ROV_EVENT_CONN_RAIL_DOWN:
+        opal_output_verbose(10, out, "btl railover: rail %s to %s is down: %s (%s)",
+                            rail_name(e->rail_from), conn_peer(e->conn),
+                            rov_status_str(e->status), e->reason ? e->reason : "");
+        conn_rail_down(e->conn, e->rail_from);
+        break;
+    case ROV_EVENT_CONN_PEER_CLOSED:
+        conn_close(e->conn);
+        break;
+    case ROV_EVENT_CONN_CLOSED:
+        conn_forget(rov_conn_get_user(e->conn), e->conn);
+        break;
+    case ROV_EVENT_CONN_ERROR:
+        conn_failed(e);
+        break;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sends and receives                                                        */
+
+int mca_btl_railover_endpoint_can_send(mca_btl_base_endpoint_t *ep)
+{
+    if (OPAL_UNLIKELY(ep->failed))
+        return OPAL_ERR_UNREACH;
+    if (OPAL_UNLIKELY(NULL == ep->conn)) {
+        int rc;
+
+        /* ob1 sends from its receive callbacks (a collective forwarding to
+         * the next rank); inside rov_progress() railover.h allows sends and
+         * closes, not connects: the frag waits for progress to return. */
+        if (mca_btl_railover_component.in_progress)
+            return OPAL_ERR_RESOURCE_BUSY;
+        rc = endpoint_connect(ep);
+        if (OPAL_SUCCESS != rc)
+            return rc;
+    }
+    return opal_list_is_empty(&ep->pending) ? OPAL_SUCCESS : OPAL_ERR_RESOURCE_BUSY;
+}
+
+static void pending_add(mca_btl_base_endpoint_t *ep, mca_btl_railover_frag_t *frag)
+{
+    opal_list_append(&ep->pending, &frag->base.super.super);
+    mca_btl_railover_component.npending++;
+}
+
+/* One send into Railover.  Up to RAILOVER_EAGER_LIMIT it copies (ROV_OK);
+ * above, it keeps a reference to the descriptor's buffer until the peer
+ * has the data (ROV_INPROGRESS, then frag_sent). */
+static rov_status_t frag_try(mca_btl_base_endpoint_t *ep, mca_btl_railover_frag_t *frag)
+{
+    rov_send_params_t params = {.cb = frag_sent, .arg = frag};
+    rov_status_t st;
+
+    st = rov_conn_send(ep->conn, frag->tag, frag->segment.seg_addr.pval,
+                       frag->segment.seg_len, &params);
+    if (OPAL_UNLIKELY(ROV_OK != st && ROV_INPROGRESS != st && ROV_ERR_AGAIN != st))
+        opal_output(0, "btl railover: send of %zu bytes to %s refused: %s",
+                    (size_t) frag->segment.seg_len, OPAL_NAME_PRINT(ep->name),
+                    rov_status_str(st));
+    return st;
+}
+
+int mca_btl_railover_endpoint_send(mca_btl_base_endpoint_t *ep, mca_btl_railover_frag_t *frag)
+{
+    int rc = mca_btl_railover_endpoint_can_send(ep);
+
+    if (OPAL_ERR_RESOURCE_BUSY == rc) {
+        pending_add(ep, frag); /* behind the others, in order */
+        return OPAL_SUCCESS;
+    }
+    if (OPAL_SUCCESS != rc)
+        return rc;
+    switch (frag_try(ep, frag)) {
+    case ROV_OK:
+        return 1;
+    case ROV_INPROGRESS:
+        return OPAL_SUCCESS;
+    case ROV_ERR_AGAIN: /* window full: sent from progress when acks free it */
+        pending_add(ep, frag);
+        return OPAL_SUCCESS;
+    case ROV_ERR_MSGSIZE:
+        return OPAL_ERR_BAD_PARAM;
+    default:
+        return OPAL_ERR_UNREACH;
+    }
+}
+
+/* From progress, after rov_progress() returned: sends that found the
+ * window full, or no connection inside a callback, go out in order as far
+ * as the window now allows. */
+void mca_btl_railover_flush_pending(void)
+{
+    mca_btl_railover_component_t *c = &mca_btl_railover_component;
+    mca_btl_base_endpoint_t *ep;
+
+    OPAL_LIST_FOREACH (ep, &c->endpoints, mca_btl_base_endpoint_t) {
+        opal_list_item_t *item;
+
+        if (NULL == ep->conn && !ep->failed && !opal_list_is_empty(&ep->pending) &&
+            OPAL_SUCCESS != endpoint_connect(ep)) {
+            pending_fail(ep, OPAL_ERR_UNREACH); /* endpoint_fail said why */
+            continue;
+        }
+        while (NULL != ep->conn && !ep->failed &&
+               (item = opal_list_get_first(&ep->pending)) != opal_list_get_end(&ep->pending)) {
+            mca_btl_railover_frag_t *frag = (mca_btl_railover_frag_t *) item;
+            rov_status_t st = frag_try(ep, frag);
+
+            if (ROV_ERR_AGAIN == st)
+                break;
+            opal_list_remove_item(&ep->pending, item);
+            c->npending--;
+            if (ROV_OK == st)
+                frag_complete(frag, OPAL_SUCCESS);
+            else if (ROV_INPROGRESS != st)
+                frag_complete(frag, OPAL_ERR_UNREACH);
+        }
+    }
+}
+
+void mca_btl_railover_endpoint_release(mca_btl_base_endpoint_t *ep)
+{
+    opal_list_item_t *item;
+
+    while (NULL != (item = opal_list_remove_first(&ep->pending))) {
+        mca_btl_railover_frag_t *frag = (mca_btl_railover_frag_t *) item;
+
+        mca_btl_railover_component.npending--;
+        if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP)
+            mca_btl_railover_frag_free(frag);
+    }
+    if (NULL != ep->conn)
+        conn_close(ep->conn);
+    if (NULL != ep->proc) {
+        OBJ_RELEASE(ep->proc);
+        ep->proc = NULL;
+    }
+}
+
+/* A message from a peer: handed to the callback ob1 registered for its tag,
+ * in place (Railover's buffer is valid during the call). */
+void mca_btl_railover_recv(void *arg, rov_conn_t *conn, uint32_t tag, const void *data,
+                           size_t len)
+{
+    railover_conn_t *rc = rov_conn_get_user(conn);
+    mca_btl_active_message_callback_t *reg;
+    mca_btl_base_segment_t seg = {.seg_addr.pval = (void *) data, .seg_len = len};
+    mca_btl_base_descriptor_t des = {.des_segments = &seg, .des_segment_count = 1};
+
+    if (OPAL_UNLIKELY(NULL == rc || mca_btl_railover_component.finalizing))
+        return;
+    if (OPAL_UNLIKELY(0 != rc->down_since))
+        conn_healthy(rc);
+    if (OPAL_UNLIKELY(MCA_BTL_RAILOVER_TAG_PROBE == tag))
+        return;
+    if (OPAL_UNLIKELY(tag >= MCA_BTL_TAG_MAX ||
+                      NULL == mca_btl_base_active_message_trigger[tag].cbfunc)) {
+        opal_output(0, "btl railover: a message from %s with tag %u, which nobody handles, "
+                    "was dropped", conn_peer(conn), tag);
+        return;
+    }
+    reg = &mca_btl_base_active_message_trigger[tag];
+    reg->cbfunc(&mca_btl_railover_module.super, (mca_btl_base_tag_t) tag, &des, reg->cbdata);
+}

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# The MPI tier's driver (ctest -L mpi): real MPI jobs under
+#   mpirun --mca pml ob1 --mca btl self,railover
+# with the component loaded from the build tree.  Each scenario checks the
+# job's own verdict (rov_mpi_check prints PASSED only when every payload
+# matched) and what Open MPI says about railover, so that a job that ran
+# on another transport, or a component that did not decline, fails.
+#
+# Usage: run.sh SCENARIO [ARGS...]
+#   job NP RAILS TEST...   NP ranks over RAILS; ob1 must use railover to every peer
+#   fault TEST...          two loopback rails, rail 0 failing (injected) mid-run:
+#                          the job passes and the connection moved to rail 1
+#   oneconn                4 ranks connecting to each other at once: while they
+#                          exchange, `railover status` shows each with exactly
+#                          one connection per peer, all established
+#   force                  `railover force` on a rank mid-job: its connections move
+#                          to the second rail (admin.force), the job passes
+#   params                 RAILOVER_EAGER_LIMIT and btl_railover_rov_eager_limit
+#                          give the same result; the MCA parameter wins
+#   badparam               bad btl_railover_* values are refused, naming the
+#                          parameter and what it accepts; the component declines
+#   decline                railover not named in the btl selection: it is not
+#                          opened, or declines before creating anything
+#
+# Environment (set by CTest): ROV_MPI_CHECK (the test program), ROV_RAILOVER
+# (the railover tool, for oneconn), ROV_BTL_DIR
+# (the directory of mca_btl_railover.so), ROV_OMPI_PKGLIBDIR (Open MPI's
+# own component directory); optional ROV_MPI_MCA (more mpirun options).
+# Exit 0 pass, 1 fail, 77 skipped.
+set -u
+
+: "${ROV_MPI_CHECK:?}" "${ROV_BTL_DIR:?}" "${ROV_OMPI_PKGLIBDIR:?}"
+if ! command -v mpirun >/dev/null; then
+    echo "SKIP: mpirun not found (apt-get install openmpi-bin)"
+    exit 77
+fi
+# The system's components first: the path replaces Open MPI's default.
+export OMPI_MCA_mca_base_component_path="$ROV_OMPI_PKGLIBDIR:$ROV_BTL_DIR"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export RAILOVER_LOG=${RAILOVER_LOG:-warn}
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+fail() {
+    echo "FAIL: $*"
+    echo "---- job output ----"
+    cat "$out"
+    exit 1
+}
+
+# mpirun NP [mpirun options...] -- program args: output in $out, status in $rc.
+run_mpi() {
+    local np=$1
+    shift
+    local opts=()
+    while [ "$1" != -- ]; do
+        opts+=("$1")
+        shift
+    done
+    shift
+    # ROV_MPI_MCA: more mpirun options for a variant of a scenario.
+    read -r -a extra <<<"${ROV_MPI_MCA:-}"
+    echo "+ mpirun -np $np --mca pml ob1 ${extra[*]} ${opts[*]} $*"
+    timeout --kill-after=10 120 mpirun --oversubscribe -np "$np" --mca pml ob1 \
+        "${extra[@]}" "${opts[@]}" "$@" >"$out" 2>&1
+    rc=$?
+}
+
+expect() { grep -q -- "$1" "$out" || fail "expected in the output: $1"; }
+refuse() { ! grep -q -- "$1" "$out" || fail "not expected in the output: $1"; }
+
+# ob1 printed one "Using railover btl" line per rank and peer.
+expect_railover_everywhere() {
+    local np=$1 n
+    n=$(grep -c "mca: bml: Using railover btl for send to" "$out")
+    [ "$n" -eq $((np * (np - 1))) ] ||
+        fail "ob1 chose railover for $n rank/peer pairs, expected $((np * (np - 1)))"
+    refuse "mca: bml: Using tcp btl"
+}
+
+# A soak job of NP ranks over RAILS in the background ($job), once its
+# exchange runs ($pids: the ranks' pids, rank 0 first).
+start_soak() {
+    local np=$1 rails=$2
+    shift 2
+    export ROV_MPI_SOAK_S=4
+    timeout --kill-after=10 60 mpirun --oversubscribe -np "$np" --mca pml ob1 \
+        --mca btl self,railover --mca btl_railover_rails "$rails" "$@" \
+        "$ROV_MPI_CHECK" alltoall soak >"$out" 2>&1 &
+    job=$!
+    for _ in $(seq 300); do
+        grep -q "soak: started" "$out" && break
+        sleep 0.1
+    done
+    expect "soak: started"
+    sleep 1
+    pids=$(for r in $(seq 0 $((np - 1))); do
+        sed -n "s/^soak: rank $r pid \\([0-9]*\\)\$/\\1/p" "$out"; done | tr '\n' ' ')
+}
+
+scenario=${1:?scenario}
+shift
+case $scenario in
+job)
+    np=$1 rails=$2
+    shift 2
+    run_mpi "$np" --mca btl self,railover --mca btl_base_verbose 100 \
+        --mca btl_railover_rails "$rails" -- "$ROV_MPI_CHECK" "$@"
+    [ "$rc" -eq 0 ] || fail "the job exited with $rc"
+    expect "PASSED: $np rank(s), 0 failure(s)"
+    expect_railover_everywhere "$np"
+    ;;
+fault)
+    # Rail 0 errors after 300 frames on each channel; 0.2 s without
+    # progress also counts, so nothing waits for the 1 s default.
+    run_mpi 2 --mca btl self,railover --mca btl_base_verbose 10 \
+        --mca btl_railover_rails tcp@127.0.0.1,tcp@127.0.0.2 \
+        --mca btl_railover_fault rail=0,mode=error,after=300 \
+        --mca btl_railover_failover_timeout 200ms -- "$ROV_MPI_CHECK" "$@"
+    [ "$rc" -eq 0 ] || fail "the job exited with $rc"
+    expect "PASSED: 2 rank(s), 0 failure(s)"
+    expect "moved from tcp@127.0.0.1 to tcp@127.0.0.2"
+    ;;
+oneconn)
+    : "${ROV_RAILOVER:?}"
+    start_soak 4 tcp@127.0.0.1
+    status=$("$ROV_RAILOVER" status $pids 2>&1)
+    wait $job
+    rc=$?
+    echo "$status" >>"$out"
+    [ "$rc" -eq 0 ] || fail "the job exited with $rc"
+    expect "PASSED: 4 rank(s), 0 failure(s)"
+    [ "$(echo "$status" | grep -c '^process pid=')" -eq 4 ] ||
+        fail "railover status did not reach the 4 ranks"
+    [ "$(echo "$status" | grep -c ' conns=3$')" -eq 4 ] ||
+        fail "a rank does not have exactly one connection per peer"
+    [ "$(echo "$status" | grep -c '^conn .* state=established ')" -eq 12 ] ||
+        fail "not every connection is established"
+    ;;
+force)
+    : "${ROV_RAILOVER:?}"
+    start_soak 2 tcp@127.0.0.1,tcp@127.0.0.2 --mca btl_base_verbose 10
+    forced=$("$ROV_RAILOVER" force "${pids%% *}" 2>&1)
+    wait $job
+    rc=$?
+    echo "$forced" >>"$out"
+    [ "$rc" -eq 0 ] || fail "the job exited with $rc"
+    expect "PASSED: 2 rank(s), 0 failure(s)"
+    expect "forced 1 connection"
+    expect "moved from tcp@127.0.0.1 to tcp@127.0.0.2 (admin.force)"
+    ;;
+params)
+    # The BTL's eager limit follows Railover's, so it shows which value won.
+    RAILOVER_EAGER_LIMIT=16k run_mpi 1 --mca btl self,railover --mca btl_base_verbose 10 \
+        -- "$ROV_MPI_CHECK" ring
+    expect "btl railover: 1 rail(s), first [^;]*; eager limit 16384,"
+    run_mpi 1 --mca btl self,railover --mca btl_base_verbose 10 \
+        --mca btl_railover_rov_eager_limit 16k -- "$ROV_MPI_CHECK" ring
+    expect "btl railover: 1 rail(s), first [^;]*; eager limit 16384,"
+    RAILOVER_EAGER_LIMIT=16k run_mpi 1 --mca btl self,railover --mca btl_base_verbose 10 \
+        --mca btl_railover_rov_eager_limit 32k -- "$ROV_MPI_CHECK" ring
+    expect "btl railover: 1 rail(s), first [^;]*; eager limit 32768,"
+    ;;
+badparam)
+    # One rank: every rank refuses on its own, and with one rank the job
+    # still runs (on btl self) instead of aborting for want of a BTL.
+    for setting in "failover_timeout 5parsecs|a time from" "log loud|one of error|" \
+                   "window_msgs 0|an integer from 1"; do
+        param=${setting%% *} rest=${setting#* } value=${rest%%|*} accepted=${rest#*|}
+        run_mpi 1 --mca btl self,railover --mca btl_base_verbose 10 \
+            --mca "btl_railover_$param" "$value" -- "$ROV_MPI_CHECK" ring
+        expect "Parameter:  btl_railover_$param"
+        expect "Value:      \"$value\""
+        expect "Accepted:   $accepted"
+        expect "init of component railover returned failure"
+    done
+    ;;
+decline)
+    # An include list without railover: Open MPI does not even open it.
+    run_mpi 2 --mca btl self,tcp --mca btl_base_verbose 10 -- "$ROV_MPI_CHECK" ring
+    [ "$rc" -eq 0 ] || fail "the job exited with $rc"
+    expect "mca: bml: Using tcp btl"
+    refuse "component railover"
+    # Debian's default selection, an exclusion list (btl = ^uct,openib,ofi),
+    # opens every component on the path: railover must decline at init,
+    # before it creates a context or listens anywhere.
+    run_mpi 2 --mca btl_base_verbose 10 -- "$ROV_MPI_CHECK" ring
+    [ "$rc" -eq 0 ] || fail "the job exited with $rc"
+    expect "btl railover: not named in the btl selection"
+    expect "init of component railover returned failure"
+    refuse "mca: bml: Using railover btl"
+    refuse "btl railover: [0-9]* rail(s)"
+    ;;
+*)
+    echo "unknown scenario $scenario"
+    exit 2
+    ;;
+esac
+echo "PASS: $scenario"
