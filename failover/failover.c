@@ -142,7 +142,7 @@ static void forget_chan(struct rov_fo_rail *r, uint64_t serial)
     r->probe_sent = false;
 }
 
-static void mark_down(struct rov_conn *conn, int rail, uint64_t now)
+static void mark_down(struct rov_conn *conn, int rail, rov_status_t status, uint64_t now)
 {
     struct rov_fo_rail *r = &conn->fo.rails[rail];
     const struct rov_config *c = cfg(conn);
@@ -150,6 +150,7 @@ static void mark_down(struct rov_conn *conn, int rail, uint64_t now)
     if (r->state != ROV_FO_DOWN)
         r->down_since_ns = now;
     r->state = ROV_FO_DOWN;
+    r->down_status = status;
     r->backoff_ns = r->backoff_ns ? r->backoff_ns * 2 : c->failback_retry_ns;
     if (r->backoff_ns > c->failback_retry_max_ns)
         r->backoff_ns = c->failback_retry_max_ns;
@@ -215,7 +216,7 @@ static bool move_or_wait(struct rov_conn *conn, int to, rov_reason_t reason, con
          * route): it failed; the move waits for its next retry. */
         rov_debug("failover", "conn %llu: %s: %s", (unsigned long long)conn->id,
                   rov_context_rail_name(conn->ctx, to), rov_status_str(st));
-        mark_down(conn, to, now);
+        mark_down(conn, to, st, now);
         when = r->retry_ns;
     }
     rov_debug("failover", "conn %llu: moves to %s in %.1f ms (backoff)",
@@ -263,7 +264,7 @@ bool rov_fo_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,
     if (rail == conn->tx_rail && conn->fo.back_ns && now - conn->fo.back_ns < 4 * dwell_ns(conn) &&
         conn->fo.flaps < FLAPS_MAX)
         conn->fo.flaps++;
-    mark_down(conn, rail, now);
+    mark_down(conn, rail, status, now);
     if (rail != conn->tx_rail || !conn->peer_id)
         return true;
     to = next_rail(conn, rail, now, false);
@@ -302,7 +303,7 @@ void rov_fo_peer_failed(struct rov_conn *conn, int rail)
         rov_conn_chan_failed_reason(chan, ROV_ERR_RESET, "the peer reports this rail failed",
                                     ROV_REASON_PEER_FAILOVER);
     else
-        mark_down(conn, rail, rov_now_ns());
+        mark_down(conn, rail, ROV_ERR_RESET, rov_now_ns());
 }
 
 /* Periodic checks -------------------------------------------------------------------- */
@@ -488,7 +489,7 @@ static void retry_rail(struct rov_conn *conn, int rail, uint64_t now)
     if (st != ROV_OK) {
         rov_debug("failover", "conn %llu: %s: %s", (unsigned long long)conn->id,
                   rov_context_rail_name(conn->ctx, rail), rov_status_str(st));
-        mark_down(conn, rail, now);
+        mark_down(conn, rail, st, now);
     }
 }
 
@@ -531,8 +532,48 @@ static void probe_fallbacks(struct rov_conn *conn, uint64_t now)
             retry_rail(conn, i, now);
 }
 
+/* Every rail the peer has is down, the last of them for
+ * RAILOVER_UNREACHABLE_TIMEOUT: the peer is unreachable (gone, stopped, or
+ * cut off on every path), and the connection fails, naming each rail and
+ * its last failure, instead of reconnecting for ever.  A rail passing its
+ * probe (a handshake) is up again and ends the count.  False: not so. */
+static bool unreachable(struct rov_conn *conn, uint64_t now)
+{
+    uint64_t limit = cfg(conn)->unreachable_timeout_ns, since = 0;
+    char why[256];
+    size_t off;
+
+    if (!limit)
+        return false;
+    for (int i = 0; i < conn->ctx->nrails; i++) {
+        const struct rov_fo_rail *r = &conn->fo.rails[i];
+
+        if (!rov_conn_peer_has_rail(conn, i))
+            continue;
+        if (r->state != ROV_FO_DOWN)
+            return false;
+        since = r->down_since_ns > since ? r->down_since_ns : since;
+    }
+    if (!since || now - since < limit)
+        return false;
+    off = (size_t)snprintf(why, sizeof(why), "no rail has reached the peer for %.1f s (",
+                           (double)(now - since) / 1e9);
+    for (int i = 0; i < conn->ctx->nrails && off < sizeof(why); i++)
+        if (rov_conn_peer_has_rail(conn, i))
+            off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s: %s",
+                                    why[off - 1] == '(' ? "" : ", ",
+                                    rov_context_rail_name(conn->ctx, i),
+                                    rov_status_str(conn->fo.rails[i].down_status));
+    if (off < sizeof(why))
+        snprintf(why + off, sizeof(why) - off, "; RAILOVER_UNREACHABLE_TIMEOUT)");
+    rov_conn_fail(conn, ROV_ERR_UNREACHABLE, why);
+    return true;
+}
+
 static void check_conn(struct rov_conn *conn, uint64_t now)
 {
+    if (unreachable(conn, now))
+        return;
     if (conn->fo.wait_to) {
         int to = conn->fo.wait_to - 1;
 

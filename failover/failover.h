@@ -45,6 +45,7 @@ struct rov_fo_rail {
     uint64_t heard_ago_ns;    /* at the last check: since the rail last answered */
     uint64_t probe_ns;        /* last keepalive probe sent */
     uint64_t down_since_ns;
+    rov_status_t down_status; /* DOWN: what its last failure was */
     uint64_t retry_ns;        /* DOWN: next reconnect attempt */
     uint64_t backoff_ns;      /* current retry interval */
     uint64_t opened_ns;       /* the channel's connect started */

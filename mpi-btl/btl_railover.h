@@ -82,9 +82,6 @@ typedef struct mca_btl_railover_component_t {
     opal_free_list_t max_frags;
     int conns;                   /* connections not yet freed */
     opal_list_t conn_list;       /* their records (btl_railover_endpoint.c) */
-    int conns_down;              /* of which lost a rail and have not delivered since */
-    double unreachable_timeout;  /* s; MCA btl_railover_unreachable_timeout */
-    double next_down_check;      /* monotonic s */
     bool in_progress;            /* inside rov_progress(): no second entry */
     bool finalizing;             /* no more deliveries to ob1 */
 } mca_btl_railover_component_t;
@@ -132,11 +129,7 @@ void mca_btl_railover_recv(void *arg, rov_conn_t *conn, uint32_t tag, const void
                            size_t len);
 void mca_btl_railover_event(void *arg, const rov_event_t *event);
 void mca_btl_railover_flush_pending(void);
-void mca_btl_railover_check_down(void);
 void mca_btl_railover_complete_dead(void);
-
-/* Railover tags above the BTL's 8-bit range are the BTL's own messages. */
-#define MCA_BTL_RAILOVER_TAG_PROBE 0x100u /* liveness probe, no payload, dropped */
 
 END_C_DECLS
 

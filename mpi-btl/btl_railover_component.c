@@ -59,20 +59,9 @@ static int railover_register(void)
     rc = mca_btl_base_param_register(&mca_btl_railover_component.super.btl_version, m);
     if (OPAL_SUCCESS != rc)
         return rc;
-    /* Railover itself never gives up on a connection whose rails are all
-     * down: it reconnects with backoff for as long as it runs.  An MPI job
-     * would hang; this bounds the wait. */
-    mca_btl_railover_component.unreachable_timeout = 60.0;
-    rc = mca_base_component_var_register(
-        &mca_btl_railover_component.super.btl_version, "unreachable_timeout",
-        "Seconds a connection whose rail failed may go without delivering a message "
-        "before its peer counts as unreachable (every rail gone) and the job ends with a "
-        "message naming it; the delivery needs the peer's progress, so raise it for ranks "
-        "that stay out of MPI longer (units: seconds; 0: wait for ever)",
-        MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_btl_railover_component.unreachable_timeout);
-    if (rc < 0)
-        return rc;
+    /* Among Railover's settings: btl_railover_unreachable_timeout, after
+     * which a connection none of whose rails works fails (the one failure
+     * ob1 hears of), so a job whose peer is gone ends instead of hanging. */
     return mca_btl_railover_params_register();
 }
 
@@ -345,8 +334,6 @@ static int railover_progress(void)
             mca_btl_railover_complete_dead();
         if (c->npending > 0)
             mca_btl_railover_flush_pending();
-        if (c->conns_down > 0)
-            mca_btl_railover_check_down();
     }
     OPAL_THREAD_UNLOCK(&c->lock);
     return n;

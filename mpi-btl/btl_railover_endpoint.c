@@ -23,8 +23,6 @@ typedef struct railover_conn {
     mca_btl_base_endpoint_t *ep;
     rov_conn_t *conn;
     bool closing;            /* rov_conn_close() called: a failure now only ends the close */
-    double down_since;       /* a rail failed then, nothing delivered since (0: healthy) */
-    bool probe_inflight;     /* a liveness probe waits for delivery */
 } railover_conn_t;
 
 static OBJ_CLASS_INSTANCE(railover_conn_t, opal_list_item_t, NULL, NULL);
@@ -199,14 +197,6 @@ void mca_btl_railover_complete_dead(void)
 /* ------------------------------------------------------------------------ */
 /* Connections                                                               */
 
-static void conn_healthy(railover_conn_t *rc)
-{
-    if (0 != rc->down_since) {
-        rc->down_since = 0;
-        mca_btl_railover_component.conns_down--;
-    }
-}
-
 static void conn_forget(railover_conn_t *rc, rov_conn_t *conn)
 {
     mca_btl_railover_component_t *c = &mca_btl_railover_component;
@@ -215,7 +205,6 @@ static void conn_forget(railover_conn_t *rc, rov_conn_t *conn)
         return;
     if (NULL != rc->ep && rc->ep->conn == conn)
         rc->ep->conn = NULL;
-    conn_healthy(rc);
     c->conns--;
     opal_list_remove_item(&c->conn_list, &rc->super);
     OBJ_RELEASE(rc);
@@ -243,8 +232,6 @@ static railover_conn_t *conn_record(mca_btl_base_endpoint_t *ep)
         rc->ep = ep;
         rc->conn = NULL;
         rc->closing = false;
-        rc->down_since = 0;
-        rc->probe_inflight = false;
         opal_list_append(&mca_btl_railover_component.conn_list, &rc->super);
         mca_btl_railover_component.conns++;
     }
@@ -355,80 +342,6 @@ static void conn_failed(const rov_event_t *e)
     conn_close(e->conn);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Liveness                                                                  */
-
-/* Railover keeps reconnecting a connection whose rails are all down, for as
- * long as it runs.  So after the rail a connection sends on fails, the BTL
- * asks for proof of life: an empty probe whose delivery Railover reports
- * (messages arrive in order, so it also proves everything before it
- * arrived).  Delivered, or any message received: healthy again.  Nothing
- * for btl_railover_unreachable_timeout: every rail is gone.  The proof
- * needs the peer's progress, as the move to another rail does (its
- * handshake): a peer that stays out of MPI longer than the timeout right
- * after its rail failed counts as gone too, hence a generous default. */
-static void probe_delivered(void *arg, rov_status_t status)
-{
-    railover_conn_t *rc = arg;
-
-    rc->probe_inflight = false;
-    if (ROV_OK == status)
-        conn_healthy(rc);
-}
-
-static void probe_send(railover_conn_t *rc)
-{
-    rov_send_params_t params = {
-        .flags = ROV_SEND_NOTIFY_DELIVERED, .cb = probe_delivered, .arg = rc,
-    };
-    rov_status_t st;
-
-    st = rov_conn_send(rc->conn, MCA_BTL_RAILOVER_TAG_PROBE, NULL, 0, &params);
-    /* Window full: tried again at the next check. */
-    rc->probe_inflight = ROV_OK == st || ROV_INPROGRESS == st;
-}
-
-/* Only the rail the connection sends on counts: the retries of a rail that
- * failed before, or the end of an idle fallback, do not stop the traffic
- * (and a probe then would need the peer's progress for nothing: a peer
- * computing for minutes would count as gone). */
-static void conn_rail_down(rov_conn_t *conn, int rail)
-{
-    railover_conn_t *rc = rov_conn_get_user(conn);
-
-    if (NULL == rc || rc->closing || 0 != rc->down_since || rov_conn_rail(conn) != rail)
-        return;
-    rc->down_since = mca_btl_railover_now();
-    mca_btl_railover_component.conns_down++;
-    if (!rc->probe_inflight)
-        probe_send(rc);
-}
-
-void mca_btl_railover_check_down(void)
-{
-    mca_btl_railover_component_t *c = &mca_btl_railover_component;
-    double now = mca_btl_railover_now(), limit = c->unreachable_timeout;
-    railover_conn_t *rc, *next;
-    char why[160];
-
-    if (now < c->next_down_check)
-        return;
-    c->next_down_check = now + 0.1;
-    OPAL_LIST_FOREACH_SAFE (rc, next, &c->conn_list, railover_conn_t) {
-        if (0 == rc->down_since || rc->closing)
-            continue;
-        if (!rc->probe_inflight)
-            probe_send(rc);
-        if (limit <= 0 || now - rc->down_since < limit || NULL == rc->ep)
-            continue;
-        snprintf(why, sizeof(why),
-                 "nothing delivered for %.1f s since a rail failed "
-                 "(btl_railover_unreachable_timeout)", now - rc->down_since);
-        endpoint_fail(rc->ep, ROV_ERR_UNREACHABLE, why);
-        conn_close(rc->conn);
-    }
-}
-
 static const char *rail_name(int rail)
 {
     return rail >= 0 ? rov_context_rail_name(mca_btl_railover_component.ctx, rail) : "none";
@@ -464,7 +377,6 @@ void mca_btl_railover_event(void *arg, const rov_event_t *e)
         opal_output_verbose(10, out, "btl railover: rail %s to %s is down: %s (%s)",
                             rail_name(e->rail_from), conn_peer(e->conn),
                             rov_status_str(e->status), e->reason ? e->reason : "");
-        conn_rail_down(e->conn, e->rail_from);
         break;
     case ROV_EVENT_CONN_PEER_CLOSED:
         conn_close(e->conn);
@@ -611,10 +523,6 @@ void mca_btl_railover_recv(void *arg, rov_conn_t *conn, uint32_t tag, const void
     mca_btl_base_descriptor_t des = {.des_segments = &seg, .des_segment_count = 1};
 
     if (OPAL_UNLIKELY(NULL == rc || mca_btl_railover_component.finalizing))
-        return;
-    if (OPAL_UNLIKELY(0 != rc->down_since))
-        conn_healthy(rc);
-    if (OPAL_UNLIKELY(MCA_BTL_RAILOVER_TAG_PROBE == tag))
         return;
     if (OPAL_UNLIKELY(tag >= MCA_BTL_TAG_MAX ||
                       NULL == mca_btl_base_active_message_trigger[tag].cbfunc)) {

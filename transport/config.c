@@ -260,6 +260,7 @@ void rov_config_defaults(struct rov_config *c)
     c->failback_dwell_ns = 2 * NS_PER_S;
     c->failback_retry_ns = 50 * NS_PER_MS;
     c->failback_retry_max_ns = 5 * NS_PER_S;
+    c->unreachable_timeout_ns = 60 * NS_PER_S;
     c->control = 1;
     c->verbs_cm = ROV_VERBS_CM_OOB;
     c->verbs_gid_index = -1;
@@ -329,6 +330,10 @@ static const struct var vars[] = {
      3600 * NS_PER_S, "first retry of a failed rail after this; the wait doubles per failure"},
     {"RAILOVER_FAILBACK_RETRY_MAX", V_DURATION, OFF(failback_retry_max_ns), 1 * NS_PER_MS,
      3600 * NS_PER_S, "longest wait between retries of a failed rail"},
+    {"RAILOVER_UNREACHABLE_TIMEOUT", V_DURATION, OFF(unreachable_timeout_ns), 0,
+     7 * 24 * 3600 * NS_PER_S,
+     "a connection none of whose rails has worked for this long fails as unreachable "
+     "(0s: it reconnects for ever)"},
     {"RAILOVER_FAULT", V_FAULT, OFF(fault), 0, 0,
      "fault injection for tests: rail=N,mode=error|silent,after=N[,every=N][,seed=N] "
      "or at=close|last-close|close-answer instead of after="},

@@ -43,6 +43,7 @@ struct rov_config {
     uint64_t failback_dwell_ns;    /* healthy this long before traffic moves back */
     uint64_t failback_retry_ns;    /* first retry of a failed rail; doubles ... */
     uint64_t failback_retry_max_ns; /* ... up to this */
+    uint64_t unreachable_timeout_ns; /* every rail down this long: the connection fails; 0: never */
     char fault[128];               /* RAILOVER_FAULT: fault injection spec, empty: none */
     /* verbs rail (verbs/) */
     char verbs_dev[128];           /* device[:port],... tried in order; empty: any active */

@@ -14,7 +14,7 @@ Scenarios (argument):
             after the dwell, the failback to tcp@fab.
   alldown   a single rail, tcp@fab, taken down the same way: no rail is left,
             so the job must end, within a bound (btl_railover_unreachable_timeout
-            5 s, and Open MPI's abort), with the BTL's message naming the peer
+            5s: Railover fails the connection, and Open MPI's abort), with the BTL's message naming the peer
             process and the rails; never hang.
 
 Open MPI's own out-of-band traffic runs on the ethernet link (mpirun in
@@ -41,7 +41,7 @@ FAULT_AFTER_S = 2     # the fabric fails this long after the exchange started
 DROP_FOR_S = 2        # nftdrop: the fabric drops this long
 DWELL = "500ms"       # btl_railover_failback_dwell
 JOB_TIMEOUT_S = 90    # a job that is not over by then hangs
-UNREACHABLE_S = 5     # btl_railover_unreachable_timeout
+UNREACHABLE = "5s"    # btl_railover_unreachable_timeout (RAILOVER_UNREACHABLE_TIMEOUT)
 ALLDOWN_BOUND_S = 30  # alldown: from the fault to the end of the job
 
 # The hosts are named by their ethernet addresses (no name lookup, which a
@@ -77,7 +77,7 @@ def mpirun_argv(topo, wd, rails):
         "--mca", "btl_railover_rails", rails,
         "--mca", "btl_railover_failover_timeout", "250ms",
         "--mca", "btl_railover_keepalive", "100ms",
-        "--mca", "btl_railover_unreachable_timeout", str(UNREACHABLE_S),
+        "--mca", "btl_railover_unreachable_timeout", UNREACHABLE,
         "--mca", "btl_railover_failback_dwell", DWELL,
         os.environ["ROV_MPI_CHECK"], "soak"])
 
@@ -164,7 +164,8 @@ def run(scenario):
             if took > ALLDOWN_BOUND_S:
                 raise nf.Failure("the job took %.0f s to end after the fault" % took)
             for claim in ("lost every rail to a peer process", "Peer process:",
-                          "Rails tried:    tcp@fab"):
+                          "Rails tried:    tcp@fab", "peer unreachable (no rail has reached",
+                          "RAILOVER_UNREACHABLE_TIMEOUT"):
                 if claim not in text:
                     raise nf.Failure("the job ended without the BTL's message (%r)" % claim)
             nf.log("job ended %.1f s after the fault, exit %d, with the message" % (took, rc))
