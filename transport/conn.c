@@ -365,6 +365,25 @@ static void maybe_send_close(struct rov_conn *conn, struct rov_chan *chan)
 
 /* rov_conn_push(), inlined into rov_conn_send(): it makes the rail's send
  * call, and so the system call (transport/compiler.h). */
+/* A send on chan failed.  Inside rov_conn_send() the failure waits for
+ * the next progress (the context's push list brings the connection back
+ * here): the events and cancelled completions it causes must not run inside
+ * the caller's send (railover.h: callbacks run only inside progress). */
+static ROV_COLD void push_failed(struct rov_conn *conn, struct rov_chan *chan)
+{
+    if (conn->ctx->in_send) {
+        if (!conn->push_more) {
+            conn->push_more = true;
+            conn->ctx->push_pending++;
+        }
+        return;
+    }
+    rov_conn_chan_failed_reason(chan, chan->send_error,
+                                chan->send_reason == ROV_REASON_FAIL_INJECTED
+                                    ? "injected fault (RAILOVER_FAULT)" : "send failed",
+                                chan->send_reason);
+}
+
 static ROV_INLINE void conn_push(struct rov_conn *conn)
 {
     struct rov_chan *chan;
@@ -381,6 +400,10 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
     if (conn->tx_rail < 0 || conn->tx_sync)
         return;
     chan = conn->chans[conn->tx_rail];
+    if (__builtin_expect(chan && chan->send_error, 0)) {
+        push_failed(conn, chan);
+        return;
+    }
     if (!chan_ready(chan))
         return;
     while ((m = conn->tx.next_tx) != NULL) {
@@ -427,7 +450,8 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
         if (st == ROV_ERR_AGAIN)
             break;
         if (st < 0) {
-            rov_conn_chan_failed(chan, st, "send failed");
+            chan->send_error = st;
+            push_failed(conn, chan);
             return;
         }
         if (st == ROV_INPROGRESS) {
@@ -446,8 +470,10 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
             ack_sent(conn);
         if (__builtin_expect(conn->ctx->fault_armed, 0)) {
             rov_fault_data_sent(&conn->ctx->fault, chan);
-            if (chan->state == ROV_CHAN_CLOSED)
+            if (chan->send_error) {
+                push_failed(conn, chan);
                 return;
+            }
         }
     }
     maybe_send_close(conn, chan);
@@ -765,7 +791,9 @@ ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const v
     conn->ctx->tx_bytes += len;
     conn->stats.msgs_sent++;
     conn->stats.bytes_sent += len;
+    conn->ctx->in_send = true;
     conn_push(conn);
+    conn->ctx->in_send = false;
     return copy ? ROV_OK : ROV_INPROGRESS;
 }
 

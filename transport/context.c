@@ -585,6 +585,8 @@ void rov_endpoint_destroy(rov_endpoint_t *ep)
 static void chan_track(rov_context_t *ctx, struct rov_chan *chan)
 {
     chan->serial = ++ctx->next_chan_serial;
+    chan->send_error = ROV_OK;
+    chan->send_reason = ROV_REASON_NONE;
     chan->next = ctx->chans;
     ctx->chans = chan;
 }

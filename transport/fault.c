@@ -166,6 +166,17 @@ void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan)
         return;
     f->next = f->every ? f->sent + f->every / 2 + splitmix(&f->rng) % (f->every + 1) : 0;
     snprintf(when, sizeof(when), "after %" PRIu64 " data frames on the rail", f->sent);
+    if (f->mode == ROV_FAULT_ERROR) {
+        /* As a failed send: the transport fails the channel (from progress
+         * if this send came from rov_conn_send()). */
+        f->fired++;
+        rov_info("fault", "RAILOVER_FAULT: %s channel of conn %llu fails %s",
+                 chan->rail->spec->name,
+                 chan->conn ? (unsigned long long)chan->conn->id : 0ull, when);
+        chan->send_error = ROV_ERR_IO;
+        chan->send_reason = ROV_REASON_FAIL_INJECTED;
+        return;
+    }
     fire(f, chan, when);
 }
 

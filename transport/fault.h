@@ -8,8 +8,9 @@
  *   RAILOVER_FAULT=rail=N,mode=error|silent,at=close|last-close|close-answer
  *
  * After `after` data frames sent on rail N (counted over all its channels),
- * the channel that sent the last one fails: `error` reports a rail error at
- * once (like a reset or an error completion); `silent` makes it drop every
+ * the channel that sent the last one fails: `error` as a failed send does
+ * (like a reset or an error completion; from the next progress when the
+ * send came from rov_conn_send(), whose callers see no callback inside it); `silent` makes it drop every
  * frame both ways from then on, as a dead path does, so only the
  * lack-of-progress timer can find it.  With `every`, the fault re-arms after
  * a random count in [M/2, 3M/2] (from `seed`).  With `at=close` instead of

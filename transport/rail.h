@@ -60,6 +60,10 @@ struct rov_chan {
     unsigned awaiting_hello : 1; /* accepted, peer not yet authenticated
                                   * (handshake timeout and cap: context.c) */
     unsigned silent : 1;       /* RAILOVER_FAULT: drops every frame both ways */
+    rov_status_t send_error;   /* a send failed (or RAILOVER_FAULT fired) inside
+                                * rov_conn_send(): the channel fails at the
+                                * next progress, with send_reason */
+    rov_reason_t send_reason;
     uint64_t silent_since_ns;
     uint32_t hello_flags;      /* parked: the HELLO that came on it */
     uint64_t hello_ack;

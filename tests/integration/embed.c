@@ -14,6 +14,12 @@
  *  max_data    ROV_CONN_DATA_MAX bytes arrive whole; one byte more is
  *      refused at the call (ROV_ERR_INVAL), with no connection made.
  *
+ *  send_failure  a third context whose rail fails at its 3rd data frame
+ *      (RAILOVER_FAULT=...,mode=error): sends go on returning, no callback
+ *      (event or completion) runs inside rov_conn_send() (railover.h:
+ *      callbacks only inside progress), and the failure is reported from
+ *      the next progress (ROV_EVENT_CONN_RAIL_DOWN, failover.injected).
+ *
  * And rov_context_limits() reports the configuration the context was made
  * with (RAILOVER_MAX_MSG, RAILOVER_EAGER_LIMIT set by the test through
  * rov_config_set(), as an embedder passes its own parameters).
@@ -32,16 +38,19 @@
 
 #define CASE_TIMEOUT_NS (20 * 1000000000ull)
 
-enum { SIDE_A, SIDE_B };
+enum { SIDE_A, SIDE_B, SIDE_F };
 
 static struct {
-    rov_context_t *ctx[2];
-    rov_endpoint_t *ep[2];
+    rov_context_t *ctx[3];
+    rov_endpoint_t *ep[3];
     rov_conn_t *accepted;       /* B's latest */
     uint8_t accepted_data[ROV_CONN_DATA_MAX];
     size_t accepted_len;
     void *user_at_event;        /* A's user pointer when ESTABLISHED came */
     bool accepted_seen, established, received;
+    bool in_send;               /* inside rov_conn_send() */
+    unsigned callbacks_in_send; /* callbacks that ran there */
+    bool f_failed;              /* SIDE_F's connection reported its failure */
     unsigned failures;
     const char *case_name;
 } g;
@@ -64,6 +73,7 @@ static uint64_t now_ns(void)
 static void on_recv(void *arg, rov_conn_t *conn, uint32_t tag, const void *data, size_t len)
 {
     (void)arg, (void)conn, (void)data;
+    g.callbacks_in_send += g.in_send;
     g.received = tag == 7 && len == 5;
 }
 
@@ -71,6 +81,15 @@ static void on_event(void *arg, const rov_event_t *ev)
 {
     int side = (int)(intptr_t)arg;
 
+    g.callbacks_in_send += g.in_send;
+    if (side == SIDE_F) {
+        if (ev->type == ROV_EVENT_CONN_ESTABLISHED)
+            g.established = true;
+        /* Its only rail fails: RAIL_DOWN, then it reconnects that rail. */
+        g.f_failed |= ev->type == ROV_EVENT_CONN_RAIL_DOWN && ev->code == ROV_REASON_FAIL_INJECTED;
+        g.f_failed |= ev->type == ROV_EVENT_CONN_ERROR;
+        return;
+    }
     switch (ev->type) {
     case ROV_EVENT_CONN_ACCEPTED: {
         /* The identity is there when the connection is first reported. */
@@ -103,8 +122,9 @@ static bool progress_until(const bool *flag, const char *what)
             fail("timed out waiting for", what);
             return false;
         }
-        rov_progress(g.ctx[SIDE_A]);
-        rov_progress(g.ctx[SIDE_B]);
+        for (int i = 0; i < 3; i++)
+            if (g.ctx[i])
+                rov_progress(g.ctx[i]);
     }
     return true;
 }
@@ -210,6 +230,49 @@ static void case_max_data(const void *blob, size_t blob_len)
     close_both(c);
 }
 
+static void on_sent(void *arg, rov_status_t status)
+{
+    (void)arg, (void)status;
+    g.callbacks_in_send += g.in_send;
+}
+
+static rov_context_t *make_context(int side, rov_config_t *cfg);
+
+static void case_send_failure(const void *blob, size_t blob_len)
+{
+    static uint8_t big[64 * 1024]; /* zero-copy: a completion is owed */
+    rov_send_params_t p = {.flags = ROV_SEND_NOTIFY_DELIVERED, .cb = on_sent};
+    char err[256];
+    rov_config_t *cfg;
+    rov_conn_t *c = NULL;
+
+    g.case_name = "send_failure";
+    if (rov_config_read(err, sizeof(err), &cfg) != ROV_OK ||
+        rov_config_set(cfg, "RAILOVER_FAULT", "rail=0,mode=error,after=3", err, sizeof(err))) {
+        fail("configuration", err);
+        return;
+    }
+    g.ctx[SIDE_F] = make_context(SIDE_F, cfg);
+    rov_config_free(cfg);
+    g.established = false;
+    if (rov_conn_connect(g.ep[SIDE_F], blob, blob_len, &c) != ROV_OK ||
+        !progress_until(&g.established, "ESTABLISHED"))
+        return;
+    for (int i = 0; i < 8; i++) {
+        rov_status_t st;
+
+        g.in_send = true;
+        st = rov_conn_send(c, 1, big, i % 2 ? sizeof(big) : 16, &p);
+        g.in_send = false;
+        if (st != ROV_OK && st != ROV_INPROGRESS && st != ROV_ERR_CLOSED)
+            fail("send", rov_status_str(st));
+    }
+    if (g.callbacks_in_send)
+        fail("callbacks ran inside rov_conn_send()", NULL);
+    progress_until(&g.f_failed, "the injected failure's ROV_EVENT_CONN_RAIL_DOWN");
+    rov_conn_close(c);
+}
+
 static rov_context_t *make_context(int side, rov_config_t *cfg)
 {
     rov_context_params_t prm = {
@@ -218,7 +281,7 @@ static rov_context_t *make_context(int side, rov_config_t *cfg)
     rov_context_t *ctx = NULL;
 
     if (rov_context_create(&prm, &ctx) != ROV_OK || rov_endpoint_create(ctx, &g.ep[side]) != ROV_OK) {
-        fprintf(stderr, "FAIL: cannot create context %c\n", "AB"[side]);
+        fprintf(stderr, "FAIL: cannot create context %c\n", "ABF"[side]);
         exit(1);
     }
     return ctx;
@@ -255,6 +318,8 @@ int main(void)
     case_identity(blob, blob_len);
     case_no_data(blob, blob_len);
     case_max_data(blob, blob_len);
+    case_send_failure(blob, blob_len);
+    rov_context_destroy(g.ctx[SIDE_F]);
 
     rov_context_destroy(g.ctx[SIDE_A]);
     rov_context_destroy(g.ctx[SIDE_B]);
@@ -262,6 +327,6 @@ int main(void)
         fprintf(stderr, "rov_embed: %u failure(s)\n", g.failures);
         return 1;
     }
-    printf("rov_embed: identity, no_data, max_data, limits: ok\n");
+    printf("rov_embed: identity, no_data, max_data, send_failure, limits: ok\n");
     return 0;
 }
