@@ -154,9 +154,10 @@ static int sendi_busy(mca_btl_base_endpoint_t *endpoint, size_t size, uint32_t f
     return OPAL_ERR_RESOURCE_BUSY;
 }
 
-/* Header and payload go out together, at once, or not at all: with sends
- * already waiting for window space on this peer, ob1 gets a descriptor to
- * queue behind them instead. */
+/* Header and payload go out together in one copied message: with sends
+ * already waiting for window space on this peer (or no room for a
+ * descriptor), ob1 gets a descriptor to queue behind them instead; a send
+ * that finds the window full here waits in the peer's queue like any. */
 static int railover_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
                           opal_convertor_t *convertor, void *header, size_t header_size,
                           size_t payload_size, uint8_t order, uint32_t flags,
@@ -241,7 +242,6 @@ static int railover_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_pr
 {
     opal_proc_t *me = opal_proc_local_get();
 
-    mca_btl_railover_lock();
     for (size_t i = 0; i < nprocs; i++) {
         mca_btl_base_endpoint_t *ep;
         size_t len = 0;
@@ -250,21 +250,24 @@ static int railover_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_pr
         peers[i] = NULL;
         if (procs[i] == me || 0 == opal_compare_proc(procs[i]->proc_name, me->proc_name))
             continue; /* btl self's */
+        /* Outside the lock: a direct modex fetch may block (PMIx), and
+         * other threads' progress must not wait for it. */
         addr = peer_address(procs[i], &len);
         if (NULL == addr)
             continue;
+        mca_btl_railover_lock();
         ep = mca_btl_railover_endpoint_lookup(procs[i]->proc_name, true);
+        if (NULL != ep)
+            mca_btl_railover_endpoint_set_proc(ep, procs[i], addr, len);
+        mca_btl_railover_unlock();
         if (NULL == ep) {
             free(addr);
-            mca_btl_railover_unlock();
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
-        mca_btl_railover_endpoint_set_proc(ep, procs[i], addr, len);
         peers[i] = ep;
         if (NULL != reachable)
             opal_bitmap_set_bit(reachable, (int) i);
     }
-    mca_btl_railover_unlock();
     return OPAL_SUCCESS;
 }
 
@@ -317,6 +320,7 @@ static int railover_finalize(mca_btl_base_module_t *btl)
     c->rov_ep = NULL;
     rov_context_destroy(c->ctx);
     c->ctx = NULL;
+    mca_btl_railover_conns_forget_all();
     mca_btl_railover_complete_dead();
     OPAL_LIST_FOREACH_SAFE (ep, next, &c->endpoints, mca_btl_base_endpoint_t) {
         opal_list_remove_item(&c->endpoints, &ep->super);

@@ -454,7 +454,12 @@ int mca_btl_railover_endpoint_send(mca_btl_base_endpoint_t *ep, mca_btl_railover
         pending_add(ep, frag);
         return OPAL_SUCCESS;
     case ROV_ERR_MSGSIZE:
-        return OPAL_ERR_BAD_PARAM;
+        /* The peer accepts less (its RAILOVER_MAX_MSG is smaller): ob1
+         * would retry the fragment for ever, so the job ends, saying why. */
+        endpoint_fail(ep, ROV_ERR_MSGSIZE,
+                      "a fragment larger than the peer's btl_railover_max_msg "
+                      "(RAILOVER_MAX_MSG): set the same value on every rank");
+        return OPAL_ERR_UNREACH;
     default:
         return OPAL_ERR_UNREACH;
     }
@@ -493,17 +498,23 @@ void mca_btl_railover_flush_pending(void)
     }
 }
 
-void mca_btl_railover_endpoint_release(mca_btl_base_endpoint_t *ep)
+/* After the context is destroyed: the records of connections it freed
+ * without a CLOSED event (a close that had not finished). */
+void mca_btl_railover_conns_forget_all(void)
 {
     opal_list_item_t *item;
 
-    while (NULL != (item = opal_list_remove_first(&ep->pending))) {
-        mca_btl_railover_frag_t *frag = (mca_btl_railover_frag_t *) item;
-
-        mca_btl_railover_component.npending--;
-        if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP)
-            mca_btl_railover_frag_free(frag);
+    while (NULL != (item = opal_list_remove_first(&mca_btl_railover_component.conn_list))) {
+        mca_btl_railover_component.conns--;
+        OBJ_RELEASE(item);
     }
+}
+
+void mca_btl_railover_endpoint_release(mca_btl_base_endpoint_t *ep)
+{
+    /* Sends still waiting (none in a correct program, whose finalize
+     * drains them first) complete as failed: ob1 never waits for them. */
+    pending_fail(ep, OPAL_ERR_UNREACH);
     if (NULL != ep->conn)
         conn_close(ep->conn);
     if (NULL != ep->proc) {

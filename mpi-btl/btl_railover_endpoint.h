@@ -27,11 +27,15 @@ void mca_btl_railover_endpoint_release(mca_btl_base_endpoint_t *ep);
  * OPAL_ERR_UNREACH when the peer cannot be reached. */
 int mca_btl_railover_endpoint_can_send(mca_btl_base_endpoint_t *ep);
 
-/** Send frag (endpoint and tag set): 1 when Railover copied it (done, no
- * callback owed), OPAL_SUCCESS when it was taken (the descriptor's callback
+/** Send frag (endpoint and tag set): 1 when Railover copied it (done: the
+ * caller runs the callback only if the descriptor asks for it with
+ * MCA_BTL_DES_SEND_ALWAYS_CALLBACK), OPAL_SUCCESS when it was taken (the descriptor's callback
  * runs when the peer has it, then it is freed if the BTL owns it), or an
  * error (nothing taken). */
 int mca_btl_railover_endpoint_send(mca_btl_base_endpoint_t *ep, mca_btl_railover_frag_t *frag);
+
+/** Forget the records of connections the destroyed context freed. */
+void mca_btl_railover_conns_forget_all(void);
 
 void mca_btl_railover_frag_free(mca_btl_railover_frag_t *frag);
 
