@@ -242,9 +242,16 @@ _vm_gid_ready() {
 # FAB_IP, ETH_IP, RDMA_DEV, RDMA_PORT, RDMA_GID_IDX, VM_CTL.
 _vm_setup() {
   local _vm_d _vm_mac _vm_fab='' _vm_eth='' _vm_ip _vm_t
+  # virtio_net without TX NAPI: with it (the default) a NIC under load
+  # stopped transmitting for good within a run or two (NETDEV WATCHDOG,
+  # tests/vm/README.md "Traps"), without it none did.  Its own call: modprobe
+  # takes parameters only for a single module.
+  modprobe virtio_net napi_tx=0 || { log "setup: modprobe virtio_net failed"; return 1; }
+  read -r _vm_t 2>/dev/null < /sys/module/virtio_net/parameters/napi_tx || _vm_t=?
+  [[ $_vm_t == N ]] || log "setup: warning: virtio_net has napi_tx=$_vm_t, not N (loaded before?)"
   # Soft-RoCE (crc32_generic is not a dependency of rdma_rxe, but without it
   # `rdma link add` fails with ENOENT), nftables and netem for fault tests.
-  modprobe -a virtio_net crc32_generic rdma_rxe ib_uverbs rdma_ucm nf_tables sch_netem ||
+  modprobe -a crc32_generic rdma_rxe ib_uverbs rdma_ucm nf_tables sch_netem ||
     { log "setup: modprobe failed"; return 1; }
   # Name the NICs by MAC address (vmrun assigns the MACs).
   for _vm_d in /sys/class/net/*; do
