@@ -4,6 +4,9 @@
 #
 #   failover.sh BUILD_DIR [RAIL] [SCENARIO...]
 #
+# RAILOVER_TEST_REPEAT=N (default 1) runs the scenario list N times in a row
+# (set by tests/rdma/CMakeLists.txt for CI, so a flaky case shows).
+#
 # RAIL is the preferred rail (default verbs); the fallback is the TCP rail
 # on the `eth` link.  For every scenario: a rov_stream pair streams
 # checksummed messages both ways (b listens, a connects) until told to stop;
@@ -25,12 +28,34 @@
 #   drop_retry7      the same with RAILOVER_VERBS_RETRY=7 (rxe then retries
 #                    for ever): only the lack-of-progress timer can tell
 #   flap             fabric on b down/up three times, 1.5 s apart
+#   dead_inflight    the fabric goes silent (nftables drops RoCE on a's INPUT,
+#                    so neither side's RC traffic is acknowledged, and the RC
+#                    retry count is 7, for ever on rxe) while 4 connections
+#                    stream messages up to 1 MiB both ways: sends in flight
+#                    and queued behind them (the UCX rail's rendezvous sends
+#                    wait for the peer), no transport error ever.  Only the
+#                    lack-of-progress detector can tell: every connection
+#                    must leave the fabric with a failover.* reason (on one
+#                    side; peer.failover on the other) within
+#                    RAILOVER_FAILOVER_TIMEOUT + 2 s of the drop being in
+#                    place (issue 20: a UCX run sat 64 s with 259 sends in
+#                    flight and switches=0)
+#   peer_stopped     b's rov_stream is stopped (SIGSTOP) for 3 failover
+#                    timeouts while 4 connections stream both ways, then
+#                    continued: a peer that does not call the library, on a
+#                    healthy fabric.  Neither side may move: a hears b's
+#                    transport only (the verbs rail's acknowledgements, the
+#                    UCX rail's probes; messages up to 256 KiB, below UCX's
+#                    rendezvous threshold here, so that a has none of b's
+#                    to fetch meanwhile), and b, continued, must look at
+#                    what arrived before it judges its channels
 set -u
 [ "$ME" = b ] && exit 0 # b serves a's rexec calls (tests/vm/guest-run.sh)
 build=${1:?usage: failover.sh BUILD_DIR [RAIL] [SCENARIO...]}
 rail=${2:-verbs}
 shift 2 2>/dev/null || shift $#
-scenarios=${*:-linkdown_local linkdown_remote drop_input drop_retry7 flap}
+scenarios=${*:-linkdown_local linkdown_remote drop_input drop_retry7 flap dead_inflight peer_stopped}
+repeat=${RAILOVER_TEST_REPEAT:-1}
 
 stream=$build/tests/integration/rov_stream
 res=$VMOUT/failover-results.txt
@@ -53,7 +78,13 @@ common_env+=" RAILOVER_FAILBACK_RETRY=200ms RAILOVER_FAILBACK_RETRY_MAX=1s"
 # seconds after a repair (measured: failback 12-40 s; with these, 2-6 s).
 # Real HCAs answer in microseconds: the defaults are right there.
 common_env+=" RAILOVER_VERBS_TIMEOUT=${RAILOVER_VERBS_TIMEOUT:-16}"
-common_env+=" RAILOVER_FAILOVER_TIMEOUT=${RAILOVER_FAILOVER_TIMEOUT:-2s}"
+fo_timeout=${RAILOVER_FAILOVER_TIMEOUT:-2s}
+common_env+=" RAILOVER_FAILOVER_TIMEOUT=$fo_timeout"
+case $fo_timeout in # in seconds, for dead_inflight's bound
+*ms) fo_timeout_s=$(echo "${fo_timeout%ms} / 1000" | bc -l) ;;
+*s)  fo_timeout_s=${fo_timeout%s} ;;
+*)   fo_timeout_s=$fo_timeout ;;
+esac
 # The UCX rail on rxe: RC data lane with a finite retry count (7 is infinite
 # on rxe, see the notes), TCP on eth as the auxiliary lane.
 common_env+=" UCX_TLS=rc_verbs,tcp UCX_NET_DEVICES=$RDMA_DEV:$RDMA_PORT,$ETH_IF"
@@ -77,8 +108,48 @@ event_after() { # FILE EVENT T [FIELD]
         }' "$1"
 }
 
+# "T REASON" of conn's first switch away from rail 0 at or after T.
+first_move() { # FILE T CONN
+    awk -v t="$2" -v c="\"conn\":$3," '
+        index($0, "\"ev\":\"switch\"") && index($0, c) && index($0, "\"from\":0,") {
+            if (match($0, /"t":[0-9]+/)) {
+                s = substr($0, RSTART + 4, RLENGTH - 4) / 1e9
+                if (s < t) next
+                r = "-"
+                if (match($0, /"reason":"[^"]*"/)) r = substr($0, RSTART + 10, RLENGTH - 11)
+                printf "%.3f %s\n", s, r; exit
+            }
+        }' "$1"
+}
+
+# The rails the connections were on when a saw the stop file (their last
+# switch before it, 0 if none), sorted, unique, comma-separated.  Moves in
+# the close that follows (a channel reset after both CLOSEs crossed) are
+# the close protocol's, not the failover's.
+rails_at_stop() { # FILE NCONNS
+    awk -v n="$2" '
+        index($0, "\"ev\":\"stop\"") { exit }
+        index($0, "\"ev\":\"switch\"") && match($0, /"conn":[0-9]+/) {
+            c = substr($0, RSTART + 7, RLENGTH - 7)
+            if (match($0, /"to":[0-9]+/)) last[c] = substr($0, RSTART + 5, RLENGTH - 5)
+        }
+        END { for (i = 0; i < n; i++) seen[((i "") in last) ? last[i ""] : 0] = 1
+              s = ""; for (r in seen) s = s (s == "" ? "" : ",") r; print s }' "$1"
+}
+
+# Whether every connection's last switch (if any) went to rail 0.
+all_back() { # FILE NCONNS
+    awk -v n="$2" '
+        index($0, "\"ev\":\"switch\"") && match($0, /"conn":[0-9]+/) {
+            c = substr($0, RSTART + 7, RLENGTH - 7)
+            if (match($0, /"to":[0-9]+/)) last[c] = substr($0, RSTART + 5, RLENGTH - 5)
+        }
+        END { for (i = 0; i < n; i++) if ((i "") in last && last[i ""] != 0) exit 1; exit 0 }' "$1"
+}
+
 run_scenario() {
-    local name=$1 inject restore where=local extra_env=() t_inj t_rest t_down t_back rc_a
+    local name=$1 inject restore where=local extra_env=() t_inj t_inj_done t_rest t_down t_back rc_a
+    local conns=1 max_size=262144 moves=0 stay=0 hold=5
     case $name in
     linkdown_local)  inject="ip link set $FAB_IF down"; restore="ip link set $FAB_IF up" ;;
     linkdown_remote) inject="ip link set $FAB_IF down"; restore="ip link set $FAB_IF up"; where=remote ;;
@@ -86,22 +157,30 @@ run_scenario() {
     drop_retry7)     inject=$nft_drop_on; restore=$nft_drop_off; extra_env=(RAILOVER_VERBS_RETRY=7) ;;
     flap)            inject="for i in 1 2 3; do ip link set $FAB_IF down; sleep 1.5; ip link set $FAB_IF up; sleep 1.5; done"
                      restore=":"; where=remote ;;
+    dead_inflight)   inject=$nft_drop_on; restore=$nft_drop_off; conns=4; max_size=1048576; moves=1
+                     extra_env=(RAILOVER_VERBS_RETRY=7 UCX_RC_VERBS_RETRY_COUNT=7) ;;
+    peer_stopped)    inject='kill -STOP $(cat @D@/b.rpid)'; restore='kill -CONT $(cat @D@/b.rpid)'
+                     where=remote; conns=4; stay=1
+                     hold=$(echo "3 * $fo_timeout_s" | bc) ;;
     *) echo "unknown scenario $name"; return 1 ;;
     esac
     local d=$work/$name n=1
     while [ -e "$d" ]; do n=$((n + 1)); d=$work/$name.$n; done # a scenario may repeat
     mkdir -p "$d"
+    inject=${inject//@D@/$d} restore=${restore//@D@/$d}
     log "=== $name: inject on $where: $inject"
-    rexec "cd $d && env $common_env ${extra_env[*]} setsid $stream --listen $d/addr --stop-file $d/stop --seed 7 --max-size 262144 --stall 60 --quiet-status --events $d/b.events > $d/b.log 2>&1 & echo \$! > $d/b.pid"
+    local sargs="--stop-file $d/stop --seed 7 --conns $conns --max-size $max_size --stall 60 --quiet-status"
+    rexec "cd $d && env $common_env ${extra_env[*]} setsid $stream --listen $d/addr $sargs --pid-file $d/b.rpid --events $d/b.events > $d/b.log 2>&1 & echo \$! > $d/b.pid"
     local w=0
     while [ ! -s "$d/addr" ] && [ $w -lt 100 ]; do sleep 0.2; w=$((w + 1)); done
-    env $common_env "${extra_env[@]}" "$stream" --connect "$d/addr" --stop-file "$d/stop" --seed 7 \
-        --max-size 262144 --stall 60 --quiet-status --events "$d/a.events" > "$d/a.log" 2>&1 &
+    env $common_env "${extra_env[@]}" "$stream" --connect "$d/addr" $sargs \
+        --events "$d/a.events" > "$d/a.log" 2>&1 &
     local pa=$!
     sleep 4
     t_inj=$(up_s)
     if [ $where = remote ]; then rexec "$inject"; else sh -c "$inject"; fi
-    sleep 5
+    t_inj_done=$(up_s)
+    sleep "$hold"
     t_rest=$(up_s)
     if [ $where = remote ]; then rexec "$restore"; else sh -c "$restore"; fi
     # Failback needs the path to work again (rxe takes seconds after a link
@@ -109,8 +188,10 @@ run_scenario() {
     # it (bounded), then stream a little more on the preferred rail.
     # (TCG, both vCPUs saturated by the fallback stream: measured up to 23 s)
     local deadline=$((SECONDS + 90))
-    while [ "$(sed -n 's/.*"ev":"switch".*"to":\([0-9]*\).*/\1/p' "$d/a.events" | tail -n 1)" != 0 ] &&
-          [ $SECONDS -lt $deadline ]; do
+    [ $stay = 1 ] && deadline=$((SECONDS + 2 * ${fo_timeout_s%.*} + 2)) # stays: watch a little longer
+    while { [ $stay = 1 ] || [ ! -s "$d/a.events" ] || ! grep -q '"ev":"switch"' "$d/a.events" ||
+            ! all_back "$d/a.events" $conns; } &&
+          kill -0 $pa 2>/dev/null && [ $SECONDS -lt $deadline ]; do
         sleep 0.5
     done
     sleep 2
@@ -125,27 +206,62 @@ run_scenario() {
     t_back=$(event_after "$d/a.events" switch "$t_rest" '"to":0')
     # A flap may end with the connection already back (it failed back
     # between two outages): then it must still be on the preferred rail.
-    local final_rail
-    final_rail=$(sed -n 's/^ROV_STREAM_CONN .* rail=\([-0-9]*\) .*/\1/p' "$d/a.log")
+    local final_rail close_rail
+    final_rail=$(rails_at_stop "$d/a.events" $conns)
+    close_rail=$(sed -n 's/^ROV_STREAM_CONN .* rail=\([-0-9]*\) .*/\1/p' "$d/a.log" | sort -u | paste -sd,)
     [ -z "$t_back" ] && [ "$final_rail" = 0 ] && t_back=$t_rest
     local a_reasons b_reasons a_verbs b_verbs ok=1
-    a_reasons=$(sed -n 's/^ROV_STREAM_CONN .* reasons=\([^ ]*\).*/\1/p' "$d/a.log")
-    b_reasons=$(sed -n 's/^ROV_STREAM_CONN .* reasons=\([^ ]*\).*/\1/p' "$d/b.log")
+    a_reasons=$(sed -n 's/^ROV_STREAM_CONN .* reasons=\([^ ]*\).*/\1/p' "$d/a.log" | paste -sd'|')
+    b_reasons=$(sed -n 's/^ROV_STREAM_CONN .* reasons=\([^ ]*\).*/\1/p' "$d/b.log" | paste -sd'|')
     a_verbs=$(grep -oE '(IBV_EVENT_[A-Z_]+|IBV_WC_[A-Z_]+|ucx: [^(]*)' "$d/a.log" | sort | uniq -c | tr -s ' ' | paste -sd';')
     b_verbs=$(grep -oE '(IBV_EVENT_[A-Z_]+|IBV_WC_[A-Z_]+|ucx: [^(]*)' "$d/b.log" | sort | uniq -c | tr -s ' ' | paste -sd';')
     grep -q '^\[connector\]: OK (exit 0)' "$d/a.log" || { ok=0; log "$name: connector failed (exit $rc_a)"; tail -n 30 "$d/a.log"; }
+    # Every connection left the fabric on its own: a failover.* reason on
+    # one side (the other follows with peer.failover), soon enough.
+    local moved="" i
+    if [ $moves = 1 ]; then
+        local bound
+        bound=$(echo "$t_inj_done + $fo_timeout_s + 2" | bc)
+        for ((i = 0; i < conns; i++)); do
+            local ma mb ta ra tb rb
+            ma=$(first_move "$d/a.events" "$t_inj" $i); mb=$(first_move "$d/b.events" "$t_inj" $i)
+            ta=${ma%% *} ra=${ma#* } tb=${mb%% *} rb=${mb#* }
+            moved+=" c$i:a=$([ -n "$ma" ] && echo "$(ms_between "$t_inj_done" "$ta")ms/$ra" || echo -)"
+            moved+=",b=$([ -n "$mb" ] && echo "$(ms_between "$t_inj_done" "$tb")ms/$rb" || echo -)"
+            if [ -z "$ma" ] || [ -z "$mb" ]; then
+                ok=0; log "$name: connection $i did not leave the fabric on both sides (a: ${ma:-none}, b: ${mb:-none})"
+            elif [[ $ra != failover.* && $rb != failover.* ]] || [[ $ra != failover.* && $ra != peer.failover ]] ||
+                 [[ $rb != failover.* && $rb != peer.failover ]]; then
+                ok=0; log "$name: connection $i moved for the wrong reason (a: $ra, b: $rb)"
+            elif (( $(echo "$ta > $bound || $tb > $bound" | bc) )); then
+                ok=0; log "$name: connection $i moved too late (a: $(ms_between "$t_inj_done" "$ta") ms, b: $(ms_between "$t_inj_done" "$tb") ms after the drop was in place; bound $fo_timeout + 2 s)"
+            fi
+        done
+    fi
     grep -q 'OK (exit 0)' "$d/b.log" || { ok=0; log "$name: listener failed"; tail -n 30 "$d/b.log"; }
+    if [ $stay = 1 ]; then
+        # Nothing failed: any switch before the stop file fails the case.
+        local moves_ab
+        moves_ab=$(for f in "$d/a.events" "$d/b.events"; do sed '/"ev":"stop"/q' "$f"; done |
+                   grep '"ev":"switch"' | head -n 4)
+        [ -z "$moves_ab" ] || { ok=0; log "$name: a connection moved although nothing failed:"; echo "$moves_ab"; }
+        moved=" a_switches=$(grep -c '"ev":"switch"' "$d/a.events") b_switches=$(grep -c '"ev":"switch"' "$d/b.events")"
+        moved+=" b_first=$(grep -m1 '"ev":"switch"' "$d/b.events" | sed -n 's/.*"t":\([0-9]*\).*"reason":"\([^"]*\)".*/\1 \2/p' |
+                            awk -v c="$t_rest" '{ printf "%dms_after_CONT/%s", ($1 / 1e9 - c) * 1000, $2 }')"
+        t_down=$t_inj t_back=$t_rest # nothing to detect or fail back
+    fi
     [ -n "$t_down" ] || { ok=0; log "$name: a never left the preferred rail"; }
     if [ -z "$t_back" ] || [ "$final_rail" != 0 ]; then
         ok=0
-        log "$name: a did not end on the preferred rail (rail $final_rail); the rail's story:"
+        log "$name: a was not back on the preferred rail when it stopped (rails $final_rail); the rail's story:"
         grep -h '^\[[0-9.]*\] railover' "$d/a.log" "$d/b.log" | grep -v ' core: ' | sort | tail -n 40
     fi
-    printf '%-16s %-4s detect_ms=%-6s failback_ms=%-6s a_reasons=%s b_reasons=%s a_saw=[%s] b_saw=[%s]\n' \
+    printf '%-16s %-4s detect_ms=%-6s failback_ms=%-6s a_reasons=%s b_reasons=%s a_saw=[%s] b_saw=[%s]%s\n' \
         "$name" "$([ $ok = 1 ] && echo PASS || echo FAIL)" \
         "$([ -n "$t_down" ] && ms_between "$t_inj" "$t_down" || echo -)" \
         "$([ -n "$t_back" ] && ms_between "$t_rest" "$t_back" || echo -)" \
-        "${a_reasons:--}" "${b_reasons:--}" "$a_verbs" "$b_verbs" | tee -a "$res"
+        "${a_reasons:--}" "${b_reasons:--}" "$a_verbs" "$b_verbs" \
+        "${moved:+ [${moved# }]}$([ "$close_rail" = 0 ] || echo " closed_on_rails=$close_rail")" | tee -a "$res"
     # A case that failed on a dead emulated link says nothing of the
     # library: the job ends with 75 and vmrun runs it again.
     [ $ok = 1 ] || testbed_broken "after $name"
@@ -154,8 +270,11 @@ run_scenario() {
 
 wait_peer
 status=0
-for s in $scenarios; do
-    run_scenario "$s" || status=1
+for ((round = 1; round <= repeat; round++)); do
+    [ "$repeat" -gt 1 ] && log "=== round $round of $repeat"
+    for s in $scenarios; do
+        run_scenario "$s" || status=1
+    done
 done
 log "results:"
 cat "$res"

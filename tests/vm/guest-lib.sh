@@ -41,22 +41,29 @@ log() {
 
 fail() { log "FAIL: $*"; exit 1; }
 
-# testbed_broken WHY: the two VMs' fabric link no longer carries even an
-# ICMP echo (3 tries, 1 s apart), i.e. the emulated link died under the job
-# (tests/vm/README.md, "Traps"): say so and end the job with 75, which
+# testbed_broken WHY: one of the two VMs' links (fabric, or eth, which
+# carries the TCP rail and UCX's connection manager) no longer carries even
+# an ICMP echo (3 tries, 1 s apart), i.e. the emulated link died under the
+# job (tests/vm/README.md, "Traps"): say so and end the job with 75, which
 # vmrun takes as a test bed failure and repeats the run for.  Returns 1
-# (the job goes on) while the fabric answers, or without a peer.  Call it
-# only once the job's own faults are repaired (link up, no drop rules).
+# (the job goes on) while both answer, or without a peer.  Call it only
+# once the job's own faults are repaired (link up, no drop rules).
 testbed_broken() {
   [[ -n ${PEER_FAB:-} ]] || return 1
-  local _vm_i
-  for _vm_i in 1 2 3; do
-    busybox ping -c 1 -W 1 -I "$FAB_IF" "$PEER_FAB" > /dev/null 2>&1 && return 1
+  local _vm_i _vm_link _vm_if _vm_peer
+  for _vm_link in fabric eth; do
+    if [[ $_vm_link == fabric ]]; then _vm_if=$FAB_IF _vm_peer=$PEER_FAB
+    else _vm_if=$ETH_IF _vm_peer=${PEER_ETH:-}; fi
+    [[ -n $_vm_peer ]] || continue
+    for _vm_i in 1 2 3; do
+      busybox ping -c 1 -W 1 -I "$_vm_if" "$_vm_peer" > /dev/null 2>&1 && continue 2
+    done
+    log "TEST BED: the $_vm_link link does not carry a ping to $_vm_peer any more ($*)"
+    ip -s link show "$_vm_if" | sed -n '3,6p'
+    ip neigh show dev "$_vm_if"
+    exit 75
   done
-  log "TEST BED: the fabric link does not carry a ping to $PEER_FAB any more ($*)"
-  ip -s link show "$FAB_IF" | sed -n '3,6p'
-  ip neigh show dev "$FAB_IF"
-  exit 75
+  return 1
 }
 
 # nap SEC: a read with a timeout on a FIFO that nobody writes to.
