@@ -245,6 +245,12 @@ static int context_open(void)
     if (OPAL_SUCCESS != rc)
         return rc;
     params.config = config;
+    /* `railover status` shows each rank's job and rank: the site's job id
+     * when it sets RAILOVER_JOBID, else Open MPI's. */
+    params.job = getenv("RAILOVER_JOBID");
+    if (NULL == params.job || '\0' == params.job[0])
+        params.job = OPAL_JOBID_PRINT(OPAL_PROC_MY_NAME.jobid);
+    params.rank = (long) OPAL_PROC_MY_NAME.vpid;
     st = rov_context_create(&params, &c->ctx);
     rov_config_free(config);
     if (ROV_OK != st) {

@@ -393,6 +393,19 @@ const char *rov_context_rail_name(const rov_context_t *ctx, int rail)
     return rail >= 0 && rail < ctx->nrails ? ctx->rails[rail]->spec->name : "none";
 }
 
+/* The job and rank `railover status` shows: the caller's, else
+ * RAILOVER_JOBID's (no rank); text only (it goes into a status line). */
+static void set_job(rov_context_t *ctx, const rov_context_params_t *params)
+{
+    const char *job = params->job ? params->job : getenv("RAILOVER_JOBID");
+
+    snprintf(ctx->job, sizeof(ctx->job), "%s", job ? job : "");
+    for (char *p = ctx->job; *p; p++)
+        if (*p <= ' ' || *p == 0x7f)
+            *p = '_';
+    ctx->rank = params->job && params->rank >= 0 ? params->rank : -1;
+}
+
 rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_t **ctx_p)
 {
     rov_context_t *ctx;
@@ -401,9 +414,14 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
 
     if (!params || !params->recv_cb)
         return ROV_ERR_INVAL;
+    if (params->job && strlen(params->job) > ROV_JOB_MAX) {
+        rov_error("core", "job name longer than %d characters", ROV_JOB_MAX);
+        return ROV_ERR_INVAL;
+    }
     ctx = rov_zalloc_lines(sizeof(*ctx));
     if (!ctx)
         return ROV_ERR_NOMEM;
+    set_job(ctx, params);
     if (params->config) {
         ctx->config = *params->config;
     } else {

@@ -602,13 +602,14 @@ static int ctl_help(rov_context_t *ctx, int argc, char **argv, FILE *out, char *
 static int ctl_hello(rov_context_t *ctx, int argc, char **argv, FILE *out, char *err,
                      size_t err_len)
 {
-    const char *jobid = getenv("RAILOVER_JOBID");
-
     char ep[ROV_EP_ID_HEX_LEN + 1];
 
     rov_wire_ep_id_hex(ctx->ep_id, ep);
-    fprintf(out, "process pid=%d version=%s endpoint=%s jobid=%s rails=", (int)getpid(),
-            rov_version(), ep, jobid && jobid[0] ? jobid : "-");
+    fprintf(out, "process pid=%d version=%s endpoint=%s jobid=%s ", (int)getpid(), rov_version(),
+            ep, ctx->job[0] ? ctx->job : "-");
+    if (ctx->rank >= 0)
+        fprintf(out, "rank=%ld ", ctx->rank);
+    fputs("rails=", out);
     for (int i = 0; i < ctx->nrails; i++)
         fprintf(out, "%s%s", i ? "," : "", ctx->rails[i]->spec->name);
     if (ctx->nrails == 0)

@@ -80,6 +80,8 @@ struct rov_conn {
  * on a cache line (rov_zalloc_lines()): what an idle rov_progress() reads is
  * in the first line, through rails[1]. */
 struct rov_context {
+    char job[ROV_JOB_MAX + 1];        /* rov_context_params_t.job, or RAILOVER_JOBID; "" none */
+    long rank;                        /* in the job, -1: none */
     rov_recv_cb_t recv_cb;
     void *arg;
     unsigned poll_count;

@@ -227,7 +227,15 @@ typedef struct rov_context_params {
     rov_recv_cb_t recv_cb;      /* required */
     rov_event_cb_t event_cb;    /* optional */
     void *arg;                  /* passed to both callbacks */
+    /* The job this process belongs to and its rank there (an MPI job id
+     * and rank), shown by `railover status` so an operator or a
+     * checkpointer finds a job's processes.  NULL: RAILOVER_JOBID, and no
+     * rank.  At most ROV_JOB_MAX characters (longer: ROV_ERR_INVAL). */
+    const char *job;
+    long rank;                  /* with job: its rank, >= 0 (negative: none) */
 } rov_context_params_t;
+
+#define ROV_JOB_MAX 63
 
 /** Create a context and open every rail in RAILOVER_RAILS.  Copies the
  * configuration.  A rail that cannot be opened (missing device, interface

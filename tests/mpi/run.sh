@@ -12,7 +12,8 @@
 #                          the job passes and the connection moved to rail 1
 #   oneconn                4 ranks connecting to each other at once: while they
 #                          exchange, `railover status` shows each with exactly
-#                          one connection per peer, all established
+#                          one connection per peer, all established, and its
+#                          job and rank
 #   force                  `railover force` on a rank mid-job: its connections move
 #                          to the second rail (admin.force), the job passes
 #   params                 RAILOVER_EAGER_LIMIT and btl_railover_rov_eager_limit
@@ -136,6 +137,10 @@ oneconn)
         fail "a rank does not have exactly one connection per peer"
     [ "$(echo "$status" | grep -c '^conn .* state=established ')" -eq 12 ] ||
         fail "not every connection is established"
+    # Each rank's context knows its job (Open MPI's job id) and rank.
+    [ "$(echo "$status" | grep -oE '^process .* jobid=\[[0-9]+,[0-9]+\] rank=[0-3] ' |
+         sed 's/.*rank=//' | sort -u | wc -l)" -eq 4 ] ||
+        fail "railover status does not show the job and the ranks 0-3"
     ;;
 force)
     : "${ROV_RAILOVER:?}"
