@@ -23,6 +23,9 @@
  * context's timer) is armed only before a sleep (arm_sleep(),
  * rov_context_arm()), never on this path. */
 #define EPOLL_GAP_NS 1000000ull
+/* Longer than this since the engine last had its chance to run: the process
+ * was away (stopped, descheduled, its caller out of progress). */
+#define AWAY_NS (10ull * 1000000ull)
 /* The clock is read every CLOCK_EVERY-th call that handled frames (such a
  * call can take long), every CLOCK_EVERY_IDLE-th one that found nothing
  * (a few microseconds apart at most): a read costs 25 ns and, after a
@@ -168,6 +171,22 @@ static void unauthed_gone(rov_context_t *ctx)
             ctx->rails[i]->ops.accept_resume(ctx->rails[i]);
 }
 
+/* The failover engine's tick, on what the rails have reported.  After the
+ * process was away, the rails are polled first: what arrived meanwhile (the
+ * completions of sends the peer's transport acknowledged, frames) counts
+ * before any channel is judged silent.  Without that, a process continued
+ * after 6 s of SIGSTOP ran its engine before its completion queue and
+ * called two of its verbs channels stalled (CI's verbs_failover,
+ * peer_stopped, round 2). */
+static void engine_tick(rov_context_t *ctx, uint64_t now)
+{
+    if (__builtin_expect(now - ctx->engine_seen_ns > AWAY_NS, 0))
+        for (int i = 0; i < ctx->nrails; i++)
+            ctx->rails[i]->ops.progress(ctx->rails[i]);
+    ctx->engine_seen_ns = now;
+    rov_fo_poll(ctx, now);
+}
+
 static void timer_cb(struct rov_watch *w, uint32_t events)
 {
     rov_context_t *ctx = rov_container_of(w, rov_context_t, timer);
@@ -178,7 +197,7 @@ static void timer_cb(struct rov_watch *w, uint32_t events)
     ctx->timer_set_ns = 0;
     if (ctx->awaiting_hello && now >= ctx->hello_due_ns)
         sweep_unauthed(ctx, now);
-    rov_fo_poll(ctx, now); /* progress() sends the due acks next */
+    engine_tick(ctx, now); /* progress() sends the due acks next */
 }
 
 static void stamp_acks(rov_context_t *ctx, uint64_t now)
@@ -279,7 +298,7 @@ static void epoll_check(rov_context_t *ctx, int timeout_ms, int polled)
     ctx->epoll_due_ns = now + EPOLL_GAP_NS;
     if (__builtin_expect(ctx->awaiting_hello != 0, 0) && now >= ctx->hello_due_ns)
         sweep_unauthed(ctx, now);
-    rov_fo_poll(ctx, now);
+    engine_tick(ctx, now);
     if (ctx->frames || ctx->events || ctx->push_pending ||
         (timeout_ms != 0 && arm_sleep(ctx) != ROV_OK))
         timeout_ms = 0;
