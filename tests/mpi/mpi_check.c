@@ -90,12 +90,13 @@ static void test_ring(void)
 }
 
 /* Every size class ob1 has (empty, eager, rendezvous, pipelined
- * fragments), 0 B to 16 MiB, between rank pairs both ways. */
+ * fragments), 0 B to 64 MiB, between rank pairs both ways. */
 static void test_sizes(void)
 {
     static const size_t sizes[] = {0, 1, 7, 64, 1000, 4096, 8191, 8192, 8193, 65536,
-                                   262143, 262144, 1048577, 4u << 20, 16u << 20};
-    size_t max = 16u << 20;
+                                   262143, 262144, 1048577, 4u << 20, 16u << 20,
+                                   64u << 20};
+    size_t max = 64u << 20;
     uint8_t *sbuf = malloc(max), *rbuf = malloc(max);
     int peer = rank ^ 1;
 
