@@ -117,6 +117,8 @@ struct sconn {
     struct app *app;
     char name[48];
     int index;                /* i; -1 on the listener until the hello */
+    int announced;            /* listener: i as the connect-time data gave it, or -1
+                               * (events before the hello are attributed to it) */
     rov_conn_t *conn;         /* NULL once closed */
     enum sconn_state state;
     struct it_flow flow;      /* set up once index is known */
@@ -374,7 +376,7 @@ static FILE *ev_begin(const struct app *app, const struct sconn *sc, const char 
     if (!f)
         return NULL;
     fprintf(f, "{\"t\":%" PRIu64 ",\"side\":\"%s\",\"conn\":%d,\"ev\":\"%s\"", it_now_ns(),
-            app->role, sc ? sc->index : -1, ev);
+            app->role, !sc ? -1 : sc->index >= 0 ? sc->index : sc->announced, ev);
     return f;
 }
 
@@ -653,7 +655,8 @@ static void recv_hello(struct sconn *sc, uint32_t tag, const void *data, size_t 
         return;
     }
     hello_decode(data, &h);
-    if (h.index != index || index >= app->nconns) {
+    if (h.index != index || index >= app->nconns ||
+        (sc->announced >= 0 && (unsigned)sc->announced != index)) {
         fail(app, sc, "hello names connection %" PRIu32 " (tag 0x%08" PRIx32 "); this side "
              "has --conns %u", h.index, tag, app->nconns);
         return;
@@ -710,6 +713,21 @@ static void on_recv(void *arg, rov_conn_t *conn, uint32_t tag, const void *data,
     }
 }
 
+/* The connector names each connection at connect (its index, 4 bytes
+ * little-endian, rov_conn_connect_ex()): the switches and failures that
+ * come before its hello are counted for the right one.  -1: none given. */
+static int announced_index(const struct app *app, rov_conn_t *conn)
+{
+    size_t n;
+    const uint8_t *d = rov_conn_data(conn, &n);
+    uint32_t i;
+
+    if (n != sizeof(i))
+        return -1;
+    i = (uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16 | (uint32_t)d[3] << 24;
+    return i < app->nconns ? (int)i : -1;
+}
+
 static void on_accepted(struct app *app, rov_conn_t *conn)
 {
     struct sconn *sc;
@@ -724,6 +742,7 @@ static void on_accepted(struct app *app, rov_conn_t *conn)
     sc = &app->conns[app->nrecs++];
     sc->conn = conn;
     sc->established = true;
+    sc->announced = announced_index(app, conn);
     sconn_name(sc, "accepted #", app->nrecs);
     rov_conn_set_user(conn, sc);
     if (!app->t_start)
@@ -929,7 +948,9 @@ static int connect_all(struct app *app)
     app->t_start = it_now_ns();
     for (unsigned i = 0; i < app->nconns; i++) {
         struct sconn *sc = &app->conns[i];
-        rov_status_t st = rov_conn_connect(app->ep, blob, len, &sc->conn);
+        uint8_t id[4] = {(uint8_t)i, (uint8_t)(i >> 8), (uint8_t)(i >> 16), (uint8_t)(i >> 24)};
+        rov_connect_params_t cp = {.data = id, .data_len = sizeof(id), .user = sc};
+        rov_status_t st = rov_conn_connect_ex(app->ep, blob, len, &cp, &sc->conn);
 
         if (st != ROV_OK && st != ROV_INPROGRESS) {
             fprintf(stderr, "rov_stream: rov_conn_connect (connection %u): %s\n", i,
@@ -963,6 +984,7 @@ static int setup(struct app *app)
     for (unsigned r = 0; r < app->nconns; r++) {
         app->conns[r].app = app;
         app->conns[r].index = -1;
+        app->conns[r].announced = -1;
     }
     st = rov_context_create(&params, &app->ctx);
     if (st != ROV_OK) {
