@@ -163,17 +163,25 @@ static bool user_set(const char *name)
 }
 
 /* Open MPI's sizes follow the context's limits unless the user set them:
- * eager messages up to RAILOVER_EAGER_LIMIT (copied by Railover, so a send
- * completes at once), fragments of at most RAILOVER_MAX_MSG.  A size above
- * what Railover accepts is refused. */
+ * eager messages up to 64 KiB, as btl tcp's (or RAILOVER_EAGER_LIMIT if that
+ * is larger; Railover copies those up to its own limit, so their send
+ * completes at once, and sends the rest from the descriptor until the peer
+ * has it), fragments of at most RAILOVER_MAX_MSG.  With an 8 KiB eager
+ * limit, ob1's rendezvous made 8-64 KiB messages cost an extra round trip:
+ * NetPIPE at 8 KiB had 0.44 of btl tcp's bandwidth (bench/mpi-perf.py).
+ * A size above what Railover accepts is refused. */
 static int railover_limits(void)
 {
     mca_btl_base_module_t *m = &mca_btl_railover_module.super;
     const rov_limits_t *lim = &mca_btl_railover_component.limits;
     const size_t max_frag = 256 * 1024; /* each fragment of the max free list is this big */
+    const size_t eager = 64 * 1024;
 
-    if (!user_set("eager_limit"))
-        m->btl_eager_limit = lim->eager_limit > 0 ? lim->eager_limit : 1024;
+    if (!user_set("eager_limit")) {
+        m->btl_eager_limit = lim->eager_limit > eager ? lim->eager_limit : eager;
+        if (m->btl_eager_limit > lim->max_msg)
+            m->btl_eager_limit = lim->max_msg;
+    }
     if (!user_set("rndv_eager_limit"))
         m->btl_rndv_eager_limit = m->btl_eager_limit;
     if (!user_set("max_send_size"))

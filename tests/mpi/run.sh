@@ -155,16 +155,19 @@ force)
     expect "moved from tcp@127.0.0.1 to tcp@127.0.0.2 (admin.force)"
     ;;
 params)
-    # The BTL's eager limit follows Railover's, so it shows which value won.
-    RAILOVER_EAGER_LIMIT=16k run_mpi 1 --mca btl self,railover --mca btl_base_verbose 10 \
+    # The BTL's eager limit follows Railover's above 64 KiB, so it shows
+    # which value won.
+    run_mpi 1 --mca btl self,railover --mca btl_base_verbose 10 -- "$ROV_MPI_CHECK" ring
+    expect "btl railover: 1 rail(s), first [^;]*; eager limit 65536,"
+    RAILOVER_EAGER_LIMIT=96k run_mpi 1 --mca btl self,railover --mca btl_base_verbose 10 \
         -- "$ROV_MPI_CHECK" ring
-    expect "btl railover: 1 rail(s), first [^;]*; eager limit 16384,"
+    expect "btl railover: 1 rail(s), first [^;]*; eager limit 98304,"
     run_mpi 1 --mca btl self,railover --mca btl_base_verbose 10 \
-        --mca btl_railover_rov_eager_limit 16k -- "$ROV_MPI_CHECK" ring
-    expect "btl railover: 1 rail(s), first [^;]*; eager limit 16384,"
-    RAILOVER_EAGER_LIMIT=16k run_mpi 1 --mca btl self,railover --mca btl_base_verbose 10 \
-        --mca btl_railover_rov_eager_limit 32k -- "$ROV_MPI_CHECK" ring
-    expect "btl railover: 1 rail(s), first [^;]*; eager limit 32768,"
+        --mca btl_railover_rov_eager_limit 96k -- "$ROV_MPI_CHECK" ring
+    expect "btl railover: 1 rail(s), first [^;]*; eager limit 98304,"
+    RAILOVER_EAGER_LIMIT=96k run_mpi 1 --mca btl self,railover --mca btl_base_verbose 10 \
+        --mca btl_railover_rov_eager_limit 128k -- "$ROV_MPI_CHECK" ring
+    expect "btl railover: 1 rail(s), first [^;]*; eager limit 131072,"
     ;;
 badparam)
     # One rank: every rank refuses on its own, and with one rank the job
