@@ -1298,6 +1298,19 @@ def check_counts(ck, pair):
                       c.get("switches")))
 
 
+def fabric_then_eth_down(topo, pair):
+    """Traffic flowing: the fabric goes down on side A, every connection
+    moves to rail 1 (the ethernet), then the ethernet goes down too.  The
+    time of the first fault (ns, the pair's clock)."""
+    time.sleep(1.0)
+    t_fault = pair.mark("fab down")
+    topo.link_down("A", "fab")
+    pair.wait_until("every connection on rail 1 on both sides", lambda: pair.all_on(1), 20)
+    pair.mark("eth down")
+    topo.link_down("A", "eth")
+    return t_fault
+
+
 def check_rail_traffic(ck, pair, rail, wait_s=2.0, conns=None):
     """Messages keep arriving on `rail`: the rate CSV's rx counts on that
     rail grow, per side and connection, over wait_s seconds."""

@@ -39,13 +39,7 @@ def test():
         pair = nf.StreamPair(args, wd, topo, conns=args.conns, env=env)
         try:
             pair.start()
-            time.sleep(1.0)
-            t_fault = pair.mark("fab down")
-            topo.link_down("A", "fab")
-            pair.wait_until("every connection on rail 1 on both sides", lambda: pair.all_on(1),
-                            20)
-            pair.mark("eth down")
-            topo.link_down("A", "eth")
+            t_fault = nf.fabric_then_eth_down(topo, pair)
             time.sleep(1.0)
             for role in nf.SIDES:
                 ck.check(not errors(pair, role), "%s: a connection failed within 1 s of both "
