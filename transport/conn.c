@@ -363,8 +363,6 @@ static void maybe_send_close(struct rov_conn *conn, struct rov_chan *chan)
     conn->close_sent = true;
 }
 
-/* rov_conn_push(), inlined into rov_conn_send(): it makes the rail's send
- * call, and so the system call (transport/compiler.h). */
 /* A send on chan failed.  Inside rov_conn_send() the failure waits for
  * the next progress (the context's push list brings the connection back
  * here): the events and cancelled completions it causes must not run inside
@@ -384,6 +382,8 @@ static ROV_COLD void push_failed(struct rov_conn *conn, struct rov_chan *chan)
                                 chan->send_reason);
 }
 
+/* rov_conn_push(), inlined into rov_conn_send(): it makes the rail's send
+ * call, and so the system call (transport/compiler.h). */
 static ROV_INLINE void conn_push(struct rov_conn *conn)
 {
     struct rov_chan *chan;

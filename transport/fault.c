@@ -143,7 +143,10 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *out, char *why,
     return ROV_OK;
 }
 
-static void fire(struct rov_fault *f, struct rov_chan *chan, const char *when)
+/* as_send: the fault hits a data frame being sent, so an error fails the
+ * channel as a failed send does (conn.c's push_failed(): from progress if
+ * the send came from rov_conn_send()); else at once. */
+static void fire(struct rov_fault *f, struct rov_chan *chan, const char *when, bool as_send)
 {
     f->fired++;
     rov_info("fault", "RAILOVER_FAULT: %s channel of conn %llu %s %s", chan->rail->spec->name,
@@ -152,6 +155,11 @@ static void fire(struct rov_fault *f, struct rov_chan *chan, const char *when)
     if (f->mode == ROV_FAULT_SILENT) {
         chan->silent = 1;
         chan->silent_since_ns = rov_now_ns();
+        return;
+    }
+    if (as_send) {
+        chan->send_error = ROV_ERR_IO;
+        chan->send_reason = ROV_REASON_FAIL_INJECTED;
         return;
     }
     rov_conn_chan_failed_reason(chan, ROV_ERR_IO, "injected fault (RAILOVER_FAULT)",
@@ -166,18 +174,7 @@ void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan)
         return;
     f->next = f->every ? f->sent + f->every / 2 + splitmix(&f->rng) % (f->every + 1) : 0;
     snprintf(when, sizeof(when), "after %" PRIu64 " data frames on the rail", f->sent);
-    if (f->mode == ROV_FAULT_ERROR) {
-        /* As a failed send: the transport fails the channel (from progress
-         * if this send came from rov_conn_send()). */
-        f->fired++;
-        rov_info("fault", "RAILOVER_FAULT: %s channel of conn %llu fails %s",
-                 chan->rail->spec->name,
-                 chan->conn ? (unsigned long long)chan->conn->id : 0ull, when);
-        chan->send_error = ROV_ERR_IO;
-        chan->send_reason = ROV_REASON_FAIL_INJECTED;
-        return;
-    }
-    fire(f, chan, when);
+    fire(f, chan, when, true);
 }
 
 void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan,
@@ -191,5 +188,5 @@ void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan,
 
     if (!(f->at_close & 1u << kind) || f->fired || chan->rail->index != f->rail)
         return;
-    fire(f, chan, when[kind]);
+    fire(f, chan, when[kind], false);
 }
