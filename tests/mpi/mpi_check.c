@@ -11,6 +11,13 @@
  * soak exchanges checked messages with the pair partner for
  * $ROV_MPI_SOAK_S seconds (default 6), for a fault to be made meanwhile;
  * every rank prints its pid, rank 0 "soak: started" when the traffic runs.
+ *
+ * After each test but soak (whose length is a time), rank 0 prints
+ * "result: TEST HEX": the sum over ranks of what they received (a hash of
+ * every payload's bytes with its source, destination, tag and size) and
+ * computed (the ring's token, the reduction's and the stencil's totals),
+ * independent of arrival order.  The same job on Open MPI's own transports
+ * must print the same lines (tests/mpi/run.sh compares them).
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -22,6 +29,17 @@
 #include <unistd.h>
 
 static int rank, nprocs, failures;
+static uint64_t digest; /* this rank's part of the current test's result */
+
+/* Fold a received payload or a computed value into the result: a sum, so
+ * that the order of arrival (MPI_ANY_SOURCE, threads) does not matter. */
+static void add_result(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    __atomic_fetch_add(&digest, h, __ATOMIC_RELAXED);
+}
 
 static void __attribute__((format(printf, 1, 2))) fail(const char *fmt, ...)
 {
@@ -46,16 +64,23 @@ static void fill(uint8_t *buf, int from, int to, int tag, size_t size)
         buf[i] = pattern(from, to, tag, size, i);
 }
 
-/* Compare, naming the first wrong byte. */
+/* Compare, naming the first wrong byte; fold the bytes as received into
+ * the result (FNV-1a over the payload, keyed by its envelope). */
 static void check(const uint8_t *buf, int from, int to, int tag, size_t size, const char *what)
 {
+    uint64_t h = 0xcbf29ce484222325ULL ^ ((uint64_t) from << 48 ^ (uint64_t) to << 32 ^
+                                          (uint64_t) (uint32_t) tag) * 31 ^ size;
+    size_t bad = size;
+
     for (size_t i = 0; i < size; i++) {
-        if (buf[i] != pattern(from, to, tag, size, i)) {
-            fail("%s: %zu-byte message from rank %d, tag %d: byte %zu is 0x%02x, expected 0x%02x",
-                 what, size, from, tag, i, buf[i], pattern(from, to, tag, size, i));
-            return;
-        }
+        h = (h ^ buf[i]) * 0x100000001b3ULL;
+        if (buf[i] != pattern(from, to, tag, size, i) && bad == size)
+            bad = i;
     }
+    add_result(h);
+    if (bad < size)
+        fail("%s: %zu-byte message from rank %d, tag %d: byte %zu is 0x%02x, expected 0x%02x",
+             what, size, from, tag, bad, buf[bad], pattern(from, to, tag, size, bad));
 }
 
 static void check_status(const MPI_Status *st, int from, int tag, size_t size, const char *what)
@@ -85,6 +110,8 @@ static void test_ring(void)
         }
         expect += (long) nprocs * (nprocs - 1) / 2;
     }
+    if (rank == 0)
+        add_result((uint64_t) token);
     if (rank == 0 && token != expect)
         fail("ring: token %ld after 100 laps, expected %ld", token, expect);
 }
@@ -240,6 +267,7 @@ static void test_nonblocking(void)
     }
     MPI_Iallreduce(&sum, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD, &req[0]);
     MPI_Wait(&req[0], MPI_STATUS_IGNORE);
+    add_result((uint64_t) total);
     if (total != (long) nprocs * (nprocs - 1) / 2)
         fail("nonblocking: MPI_Iallreduce gave %ld, expected %ld", total,
              (long) nprocs * (nprocs - 1) / 2);
@@ -365,6 +393,8 @@ static void test_halo(void)
     }
     local = halo_checksum(u, n, n, stride, coords[0] * n, coords[1] * n);
     MPI_Reduce(&local, &total, 1, MPI_UINT64_T, MPI_SUM, 0, cart);
+    if (rank == 0)
+        add_result(total);
     if (rank == 0 && total != halo_serial(dims[0] * n, dims[1] * n))
         fail("halo: %dx%d stencil after %d steps differs from the serial run", dims[0] * n,
              dims[1] * n, HALO_STEPS);
@@ -488,10 +518,19 @@ int main(int argc, char **argv)
 
         while (k < sizeof(tests) / sizeof(tests[0]) && 0 != strcmp(t, tests[k].name))
             k++;
-        if (k < sizeof(tests) / sizeof(tests[0]))
-            tests[k].run();
-        else
+        if (k == sizeof(tests) / sizeof(tests[0])) {
             fail("unknown test %s", t);
+            continue;
+        }
+        digest = 0;
+        tests[k].run();
+        if (tests[k].run != test_soak) {
+            uint64_t sum;
+
+            MPI_Reduce(&digest, &sum, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+            if (rank == 0)
+                printf("result: %s %016llx\n", t, (unsigned long long) sum);
+        }
         MPI_Barrier(MPI_COMM_WORLD);
     }
     MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -12,6 +12,17 @@ Scenarios (argument):
             (both directions, in namespace A) mid-exchange, then let through
             again: the job completes, the ranks log the move to tcp@eth and,
             after the dwell, the failback to tcp@fab.
+  force     rails tcp@fab,tcp@eth, nothing fails: `railover force` on rank 0
+            mid-exchange moves its connection to tcp@eth (admin.force, both
+            ranks log the move), `railover status` shows it there with the
+            switch counted, and `railover release` brings it back to tcp@fab;
+            the job completes.
+  vader     four ranks, two per host, --mca btl self,vader,railover: ob1 uses
+            vader between the ranks of a host and railover between hosts; the
+            fabric goes down under the exchange (soak), then all-to-all and
+            the halo stencil run across both transports, and their results
+            equal those of the same job on Open MPI's own transports alone
+            (btl self,vader,tcp, one host).
   alldown   a single rail, tcp@fab, taken down the same way: no rail is left,
             so the job must end, within a bound (btl_railover_unreachable_timeout
             5s: Railover fails the connection, and Open MPI's abort), with the BTL's message naming the peer
@@ -46,40 +57,44 @@ ALLDOWN_BOUND_S = 30  # alldown: from the fault to the end of the job
 
 # The hosts are named by their ethernet addresses (no name lookup, which a
 # namespace without a resolver can stall on); the agent maps them to the
-# namespaces.
+# namespaces.  Each host also gets a host name of its own (a UTS namespace):
+# Open MPI names nodes, session directories and vader's shared-memory
+# segments by host name, so two "hosts" sharing the machine's name would
+# share those files and corrupt each other's shared memory.
 AGENT = """#!/bin/sh
-# plm_rsh_agent: "agent HOST CMD..." runs CMD in the namespace of HOST
+# plm_rsh_agent: "agent HOST CMD..." runs CMD in the namespaces of HOST
 case $1 in
-%s) ns=%s ;;
-%s) ns=%s ;;
+%s) ns=%s name=rov-hostA ;;
+%s) ns=%s name=rov-hostB ;;
 *) echo "agent: unknown host $1" >&2; exit 1 ;;
 esac
 shift
-exec ip netns exec "$ns" /bin/sh -c "$*"
+exec ip netns exec "$ns" unshare --uts /bin/sh -c 'hostname "$0" && exec /bin/sh -c "$1"' "$name" "$*"
 """
 
 
-def mpirun_argv(topo, wd, rails):
+def mpirun_argv(topo, wd, rails, per_host=1, btl="self,railover", tests=("soak",)):
     hosts = os.path.join(wd, "hosts")
     with open(hosts, "w") as f:
-        f.write("%s slots=1\n%s slots=1\n" % (nf.ETH_A, nf.ETH_B))
+        f.write("%s slots=%d\n%s slots=%d\n" % (nf.ETH_A, per_host, nf.ETH_B, per_host))
     agent = os.path.join(wd, "agent")
     with open(agent, "w") as f:
         f.write(AGENT % (nf.ETH_A, topo.a, nf.ETH_B, topo.b))
     os.chmod(agent, 0o700)
     return topo.exec_argv("A", [
-        "mpirun", "--allow-run-as-root", "--hostfile", hosts, "-np", "2",
+        "unshare", "--uts", "/bin/sh", "-c", 'hostname rov-hostA && exec "$@"', "-",
+        "mpirun", "--allow-run-as-root", "--hostfile", hosts, "-np", str(2 * per_host),
         "--map-by", "node",
         "--mca", "plm_rsh_agent", agent, "--mca", "plm_rsh_no_tree_spawn", "1",
         "--mca", "oob_tcp_if_include", nf.ETH_NET,
-        "--mca", "pml", "ob1", "--mca", "btl", "self,railover",
+        "--mca", "pml", "ob1", "--mca", "btl", btl,
         "--mca", "btl_base_verbose", "10",
         "--mca", "btl_railover_rails", rails,
         "--mca", "btl_railover_failover_timeout", "250ms",
         "--mca", "btl_railover_keepalive", "100ms",
         "--mca", "btl_railover_unreachable_timeout", UNREACHABLE,
         "--mca", "btl_railover_failback_dwell", DWELL,
-        os.environ["ROV_MPI_CHECK"], "soak"])
+        os.environ["ROV_MPI_CHECK"]] + list(tests))
 
 
 def wait_for(path, text, timeout):
@@ -92,26 +107,102 @@ def wait_for(path, text, timeout):
     return False
 
 
-def check_two_hosts(out):
-    """The two ranks run in different network namespaces ("hosts")."""
+def rank_pids(out):
+    """{rank: pid} from the soak's lines."""
     with open(out) as f:
-        pids = re.findall(r"^soak: rank \d+ pid (\d+)$", f.read(), re.M)
+        return {int(r): int(p) for r, p in re.findall(r"^soak: rank (\d+) pid (\d+)$", f.read(), re.M)}
+
+
+def check_two_hosts(out, np):
+    """Ranks alternate between two network namespaces ("hosts"): even ranks
+    on A, odd ranks on B (--map-by node)."""
+    pids = rank_pids(out)
     try:
-        nets = {os.readlink("/proc/%s/ns/net" % pid) for pid in pids}
+        nets = {r: os.readlink("/proc/%d/ns/net" % pid) for r, pid in pids.items()}
     except OSError as e:
         raise nf.Failure("cannot read a rank's network namespace: %s" % e)
-    if len(pids) != 2 or len(nets) != 2:
-        raise nf.Failure("the ranks (pids %s) are not in two namespaces: %s" % (pids, nets))
+    if sorted(nets) != list(range(np)) or len(set(nets.values())) != 2 or \
+            any(nets[r] != nets[r % 2] for r in nets):
+        raise nf.Failure("the ranks (pids %s) are not on two hosts by parity: %s" % (pids, nets))
+
+
+def check_transports(text):
+    """ob1 sends over vader between ranks of one host and over railover
+    between hosts: of each rank's three peers, one by vader, two by
+    railover."""
+    for btl, n in (("vader", 4), ("railover", 8)):
+        got = len(re.findall(r"mca: bml: Using %s btl for send to" % btl, text))
+        if got != n:
+            raise nf.Failure("ob1 chose %s for %d rank/peer pairs, expected %d" % (btl, got, n))
+    if "Using tcp btl" in text:
+        raise nf.Failure("ob1 used btl tcp")
+
+
+def railover(*args):
+    """The railover tool (tools/railover), from the root namespace: control
+    sockets are files, reachable across network namespaces."""
+    r = subprocess.run([os.environ["ROV_RAILOVER"]] + list(args), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, timeout=30)
+    nf.log("$ railover %s -> %d\n%s" % (" ".join(args), r.returncode, r.stdout.rstrip()))
+    if r.returncode != 0:
+        raise nf.Failure("railover %s exited %d" % (" ".join(args), r.returncode))
+    return r.stdout
+
+
+def conn_field(status, key):
+    """KEY=VALUE of the (only) conn line of a `railover status`."""
+    conns = [l for l in status.splitlines() if l.startswith("conn ")]
+    if len(conns) != 1:
+        raise nf.Failure("expected one connection in the status, found %d" % len(conns))
+    m = re.search(r"\b%s=(\S+)" % key, conns[0])
+    if not m:
+        raise nf.Failure("no %s in the status line %r" % (key, conns[0]))
+    return m.group(1)
+
+
+def force_and_release(pid):
+    """Force rank 0's connection off the fabric, check the status, release."""
+    if "forced 1 connection" not in railover("force", str(pid)):
+        raise nf.Failure("railover force did not force the rank's connection")
+    deadline = time.monotonic() + 10
+    while True:
+        status = railover("status", str(pid))
+        if conn_field(status, "rail").startswith("tcp@eth") and conn_field(status, "forced") == "yes":
+            break
+        if time.monotonic() > deadline:
+            raise nf.Failure("the connection is not on tcp@eth 10 s after railover force")
+        time.sleep(0.2)
+    if int(conn_field(status, "switches")) < 1:
+        raise nf.Failure("the forced move is not counted (switches=0)")
+    time.sleep(1)  # traffic on the forced rail
+    if "released 1 connection" not in railover("release", str(pid)):
+        raise nf.Failure("railover release did not release the rank's connection")
+
+
+def reference_results(tests):
+    """The "result:" lines of the same tests on Open MPI's own transports,
+    four ranks on this host (btl self,vader,tcp over loopback)."""
+    argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4", "--mca", "pml", "ob1",
+            "--mca", "btl", "self,vader,tcp", os.environ["ROV_MPI_CHECK"]] + list(tests)
+    nf.log("$ " + " ".join(argv))
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True, timeout=JOB_TIMEOUT_S)
+    if r.returncode != 0:
+        raise nf.Failure("the reference job failed (exit %d):\n%s" % (r.returncode, r.stdout))
+    return re.findall(r"^result: .*$", r.stdout, re.M)
 
 
 def run(scenario):
-    for var in ("ROV_MPI_CHECK", "ROV_BTL_DIR", "ROV_OMPI_PKGLIBDIR"):
+    for var in ("ROV_MPI_CHECK", "ROV_BTL_DIR", "ROV_OMPI_PKGLIBDIR", "ROV_RAILOVER"):
         if var not in os.environ:
             raise SystemExit("%s is not set (CTest sets it)" % var)
     nf.require_netns(nft=scenario == "nftdrop")
     if not shutil.which("mpirun"):
         raise nf.Skip("mpirun not found (apt-get install openmpi-bin)")
     rails = "tcp@fab" if scenario == "alldown" else "tcp@fab,tcp@eth"
+    vader = scenario == "vader"
+    np = 4 if vader else 2
+    tests = ("soak", "alltoall", "halo") if vader else ("soak",)
     env = dict(os.environ,
                OMPI_MCA_mca_base_component_path="%s:%s" % (os.environ["ROV_OMPI_PKGLIBDIR"],
                                                            os.environ["ROV_BTL_DIR"]),
@@ -121,7 +212,8 @@ def run(scenario):
     ok = False
     try:
         with nf.Topology() as topo:
-            argv = mpirun_argv(topo, wd, rails)
+            argv = mpirun_argv(topo, wd, rails, per_host=np // 2, tests=tests,
+                               btl="self,vader,railover" if vader else "self,railover")
             nf.log("$ " + " ".join(argv))
             with open(out, "w") as f:
                 job = subprocess.Popen(argv, env=env, stdout=f, stderr=subprocess.STDOUT,
@@ -129,10 +221,12 @@ def run(scenario):
             try:
                 if not wait_for(out, "soak: started", 60):
                     raise nf.Failure("the job did not start its exchange within 60 s")
-                check_two_hosts(out)
+                check_two_hosts(out, np)
                 time.sleep(FAULT_AFTER_S)
                 t_fault = time.monotonic()
-                if scenario == "nftdrop":
+                if scenario == "force":
+                    force_and_release(rank_pids(out)[0])
+                elif scenario == "nftdrop":
                     rules = topo.fabric_drop("A", "both")
                     time.sleep(DROP_FOR_S)
                     topo.nft_remove(rules)
@@ -148,12 +242,25 @@ def run(scenario):
                     job.wait()
         with open(out) as f:
             text = f.read()
-        if scenario in ("linkdown", "nftdrop"):
-            if rc != 0 or "PASSED: 2 rank(s), 0 failure(s)" not in text:
+        if scenario != "alldown":
+            if rc != 0 or "PASSED: %d rank(s), 0 failure(s)" % np not in text:
                 raise nf.Failure("the job failed (exit %d)" % rc)
             moves = ["moved from tcp@fab to tcp@eth"]
             if scenario == "nftdrop":
                 moves.append("moved from tcp@eth to tcp@fab (failback)")
+            if scenario == "force":
+                moves = ["moved from tcp@fab to tcp@eth (admin.force)",
+                         "moved from tcp@fab to tcp@eth (peer.admin)",
+                         "moved from tcp@eth to tcp@fab (admin.release)",
+                         "moved from tcp@eth to tcp@fab (peer.admin)"]
+            if vader:
+                check_transports(text)
+                results = re.findall(r"^result: .*$", text, re.M)
+                reference = reference_results(tests[1:])
+                if results != reference:
+                    raise nf.Failure("results differ from Open MPI's own transports: %s, "
+                                     "btl self,vader,tcp: %s" % (results, reference))
+                nf.log("results equal btl self,vader,tcp's: %s" % results)
             for move in moves:
                 if move not in text:
                     raise nf.Failure("no rank logged the %s" % move.replace("moved", "move"))
@@ -179,8 +286,8 @@ def run(scenario):
 
 def main():
     scenario = sys.argv[1] if len(sys.argv) > 1 else ""
-    if scenario not in ("linkdown", "nftdrop", "alldown"):
-        raise SystemExit("usage: netns_failover.py linkdown|nftdrop|alldown")
+    if scenario not in ("linkdown", "nftdrop", "force", "vader", "alldown"):
+        raise SystemExit("usage: netns_failover.py linkdown|nftdrop|force|vader|alldown")
     try:
         run(scenario)
     except nf.Skip as e:

@@ -7,7 +7,10 @@
 # on another transport, or a component that did not decline, fails.
 #
 # Usage: run.sh SCENARIO [ARGS...]
-#   job NP RAILS TEST...   NP ranks over RAILS; ob1 must use railover to every peer
+#   job NP RAILS TEST...   NP ranks over RAILS; ob1 must use railover to every peer;
+#                          the results (rov_mpi_check's "result:" lines) must equal
+#                          those of the same job on Open MPI's own transports
+#                          (btl self,vader,tcp)
 #   fault TEST...          two loopback rails, rail 0 failing (injected) mid-run:
 #                          the job passes and the connection moved to rail 1
 #   oneconn                4 ranks connecting to each other at once: while they
@@ -110,6 +113,14 @@ job)
     [ "$rc" -eq 0 ] || fail "the job exited with $rc"
     expect "PASSED: $np rank(s), 0 failure(s)"
     expect_railover_everywhere "$np"
+    results=$(grep '^result: ' "$out")
+    [ "$(echo "$results" | grep -c .)" -eq $# ] || fail "not one result line per test"
+    run_mpi "$np" --mca btl self,vader,tcp -- "$ROV_MPI_CHECK" "$@"
+    [ "$rc" -eq 0 ] || fail "the reference job (btl self,vader,tcp) exited with $rc"
+    reference=$(grep '^result: ' "$out")
+    [ "$results" = "$reference" ] ||
+        fail "results differ from Open MPI's own transports:"$'\n'"railover:"$'\n'"$results"$'\n'"btl self,vader,tcp:"$'\n'"$reference"
+    echo "$results (the same on btl self,vader,tcp)"
     ;;
 fault)
     # Rail 0 errors after 300 frames on each channel; 0.2 s without
