@@ -554,7 +554,8 @@ static bool unreachable(struct rov_conn *conn, uint64_t now)
             return false;
         since = r->down_since_ns > since ? r->down_since_ns : since;
     }
-    if (!since || now - since < limit)
+    /* now is the tick's; a rail marked down since then is newer. */
+    if (!since || now < since || now - since < limit)
         return false;
     off = (size_t)snprintf(why, sizeof(why), "no rail has reached the peer for %.1f s (",
                            (double)(now - since) / 1e9);

@@ -45,8 +45,10 @@ struct mca_btl_base_endpoint_t {
     size_t addr_len;
     rov_conn_t *conn;        /* the connection sends use; NULL until first use */
     bool conn_is_ours;       /* conn was made by this process (not accepted) */
-    opal_list_t pending;     /* frags refused with ROV_ERR_AGAIN (window full), in order */
+    opal_list_t pending;     /* frags Railover could not take yet (send_later()), in order */
     bool failed;             /* every rail to the peer is gone: sends are refused */
+    bool connect_deferred;   /* a connect hit a local limit: said once, retried */
+    double connect_again;    /* then: not before this (CLOCK_MONOTONIC, seconds) */
 };
 typedef struct mca_btl_base_endpoint_t mca_btl_base_endpoint_t;
 OBJ_CLASS_DECLARATION(mca_btl_base_endpoint_t);

@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "opal/util/output.h"
 
@@ -35,6 +36,8 @@ static void endpoint_construct(mca_btl_base_endpoint_t *ep)
     ep->conn = NULL;
     ep->conn_is_ours = false;
     ep->failed = false;
+    ep->connect_deferred = false;
+    ep->connect_again = 0;
     OBJ_CONSTRUCT(&ep->pending, opal_list_t);
 }
 
@@ -238,6 +241,26 @@ static railover_conn_t *conn_record(mca_btl_base_endpoint_t *ep)
     return rc;
 }
 
+/* A send Railover could not take now but may later: its window is full
+ * (ROV_ERR_AGAIN), or this process is short of memory or another local
+ * resource.  Neither says anything about the peer: the send waits, in
+ * order, and never reports the peer unreachable. */
+static bool send_later(rov_status_t st)
+{
+    return ROV_ERR_AGAIN == st || ROV_ERR_NOMEM == st || ROV_ERR_RESOURCE == st;
+}
+
+/* A connect deferred by a local limit is tried again this much later. */
+#define CONNECT_AGAIN_S 0.1
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 static int endpoint_connect(mca_btl_base_endpoint_t *ep)
 {
     mca_btl_railover_component_t *c = &mca_btl_railover_component;
@@ -247,6 +270,8 @@ static int endpoint_connect(mca_btl_base_endpoint_t *ep)
 
     if (NULL == ep->addr)
         return OPAL_ERR_UNREACH;
+    if (ep->connect_deferred && now_s() < ep->connect_again)
+        return OPAL_ERR_OUT_OF_RESOURCE;
     params.user = conn_record(ep);
     if (NULL == params.user)
         return OPAL_ERR_OUT_OF_RESOURCE;
@@ -255,10 +280,22 @@ static int endpoint_connect(mca_btl_base_endpoint_t *ep)
     if (ROV_OK != st) {
         ep->conn = NULL;
         conn_forget(params.user, NULL);
+        if (send_later(st)) {
+            /* Out of memory or descriptors here (EMFILE): nothing is
+             * known of the peer, so the sends wait and progress tries
+             * again; the user hears why, once. */
+            if (!ep->connect_deferred)
+                opal_output(0, "btl railover: cannot connect to %s on %s yet: %s; "
+                            "its sends wait and the connect is retried",
+                            OPAL_NAME_PRINT(ep->name), peer_host(ep), rov_status_str(st));
+            ep->connect_deferred = true;
+            ep->connect_again = now_s() + CONNECT_AGAIN_S;
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
         endpoint_fail(ep, st, "the connection could not be started");
-        return ROV_ERR_NOMEM == st || ROV_ERR_RESOURCE == st ? OPAL_ERR_OUT_OF_RESOURCE
-                                                             : OPAL_ERR_UNREACH;
+        return OPAL_ERR_UNREACH;
     }
+    ep->connect_deferred = false;
     ep->conn_is_ours = true;
     opal_output_verbose(20, c->verbose, "btl railover: connecting to %s on %s",
                         OPAL_NAME_PRINT(ep->name), peer_host(ep));
@@ -406,6 +443,8 @@ int mca_btl_railover_endpoint_can_send(mca_btl_base_endpoint_t *ep)
         if (mca_btl_railover_component.in_progress)
             return OPAL_ERR_RESOURCE_BUSY;
         rc = endpoint_connect(ep);
+        if (OPAL_ERR_OUT_OF_RESOURCE == rc)
+            return OPAL_ERR_RESOURCE_BUSY; /* queued; connected from progress */
         if (OPAL_SUCCESS != rc)
             return rc;
     }
@@ -428,7 +467,7 @@ static rov_status_t frag_try(mca_btl_base_endpoint_t *ep, mca_btl_railover_frag_
 
     st = rov_conn_send(ep->conn, frag->tag, frag->segment.seg_addr.pval,
                        frag->segment.seg_len, &params);
-    if (OPAL_UNLIKELY(ROV_OK != st && ROV_INPROGRESS != st && ROV_ERR_AGAIN != st))
+    if (OPAL_UNLIKELY(ROV_OK != st && ROV_INPROGRESS != st && !send_later(st)))
         opal_output(0, "btl railover: send of %zu bytes to %s refused: %s",
                     (size_t) frag->segment.seg_len, OPAL_NAME_PRINT(ep->name),
                     rov_status_str(st));
@@ -451,6 +490,8 @@ int mca_btl_railover_endpoint_send(mca_btl_base_endpoint_t *ep, mca_btl_railover
     case ROV_INPROGRESS:
         return OPAL_SUCCESS;
     case ROV_ERR_AGAIN: /* window full: sent from progress when acks free it */
+    case ROV_ERR_NOMEM: /* short of memory here: tried again from progress */
+    case ROV_ERR_RESOURCE:
         pending_add(ep, frag);
         return OPAL_SUCCESS;
     case ROV_ERR_MSGSIZE:
@@ -476,17 +517,22 @@ void mca_btl_railover_flush_pending(void)
     OPAL_LIST_FOREACH (ep, &c->endpoints, mca_btl_base_endpoint_t) {
         opal_list_item_t *item;
 
-        if (NULL == ep->conn && !ep->failed && !opal_list_is_empty(&ep->pending) &&
-            OPAL_SUCCESS != endpoint_connect(ep)) {
-            pending_fail(ep, OPAL_ERR_UNREACH); /* endpoint_fail said why */
-            continue;
+        if (NULL == ep->conn && !ep->failed && !opal_list_is_empty(&ep->pending)) {
+            int rc = endpoint_connect(ep);
+
+            if (OPAL_ERR_OUT_OF_RESOURCE == rc)
+                continue; /* a local limit: the next progress tries again */
+            if (OPAL_SUCCESS != rc) {
+                pending_fail(ep, OPAL_ERR_UNREACH); /* endpoint_fail said why */
+                continue;
+            }
         }
         while (NULL != ep->conn && !ep->failed &&
                (item = opal_list_get_first(&ep->pending)) != opal_list_get_end(&ep->pending)) {
             mca_btl_railover_frag_t *frag = (mca_btl_railover_frag_t *) item;
             rov_status_t st = frag_try(ep, frag);
 
-            if (ROV_ERR_AGAIN == st)
+            if (send_later(st))
                 break;
             opal_list_remove_item(&ep->pending, item);
             c->npending--;

@@ -26,6 +26,9 @@
 /* A first connect retries rails that timed out for this long (or four times
  * RAILOVER_CONNECT_TIMEOUT), first_connect_failed(). */
 #define FIRST_CONNECT_FOR_NS (10ull * 1000000000ull)
+/* A first connect the peer reset is tried again after this, doubling. */
+#define CONNECT_AGAIN_MIN_NS (50ull * 1000000ull)
+#define CONNECT_AGAIN_MAX_NS (1000ull * 1000000ull)
 
 static const char *const state_names[] = {
     [ROV_CONN_CONNECTING] = "connecting", [ROV_CONN_ESTABLISHED] = "established",
@@ -625,34 +628,86 @@ static uint64_t first_connect_for_ns(const struct rov_conn *conn)
     return t > FIRST_CONNECT_FOR_NS ? t : FIRST_CONNECT_FOR_NS;
 }
 
-/* The first connect failed on `rail` with `status`: the next rail; after
- * the last, again from the first the rails that only timed out, until
- * first_connect_for_ns() has passed since rov_conn_connect(); then the
- * connection fails, naming each rail and its answer. */
-static ROV_COLD void first_connect_failed(struct rov_conn *conn, int rail, rov_status_t status)
+/* A rail that answered and then dropped the connection before its
+ * handshake (reset, closed): the peer host is there, its process is not
+ * taking connections just now (out of descriptors, its accept queue full in
+ * a wire-up storm).  Tried again after a pause, not failed at once. */
+static bool first_connect_transient(rov_status_t status)
 {
+    return status == ROV_ERR_RESET || status == ROV_ERR_CLOSED;
+}
+
+/* Every rail of a first connect failed: within first_connect_for_ns() of
+ * rov_conn_connect(), again at once from the first rail that only timed
+ * out (the timeout was the pause), or after a pause (CONNECT_AGAIN_MIN_NS,
+ * doubling to CONNECT_AGAIN_MAX_NS) from the first rail if one was reset;
+ * then the connection fails, naming each rail and its answer. */
+static ROV_COLD void first_connect_retry_or_fail(struct rov_conn *conn)
+{
+    rov_context_t *ctx = conn->ctx;
+    uint64_t now = rov_now_ns(), pause;
+    bool within = now - conn->connect_ns < first_connect_for_ns(conn), transient = false;
     char why[256];
     size_t off;
 
-    conn->tried[rail] = status;
-    if (open_first_rail(conn, rail + 1, false) == ROV_OK)
-        return;
-    if (rov_now_ns() - conn->connect_ns < first_connect_for_ns(conn) &&
-        open_first_rail(conn, 0, true) == ROV_OK) {
+    if (within && open_first_rail(conn, 0, true) == ROV_OK) {
         rov_debug("conn", "conn %llu: connecting again from %s (slow, not refused)",
-                  (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, conn->tx_rail));
+                  (unsigned long long)conn->id, rov_context_rail_name(ctx, conn->tx_rail));
+        return;
+    }
+    for (int i = 0; i < ctx->nrails; i++)
+        transient |= first_connect_transient(conn->tried[i]);
+    if (within && transient) {
+        pause = CONNECT_AGAIN_MIN_NS << (conn->connect_tries < 5 ? conn->connect_tries : 5);
+        pause = pause < CONNECT_AGAIN_MAX_NS ? pause : CONNECT_AGAIN_MAX_NS;
+        conn->connect_tries++;
+        conn->connect_again_ns = now + pause;
+        if (!ctx->connect_again_ns || conn->connect_again_ns < ctx->connect_again_ns)
+            ctx->connect_again_ns = conn->connect_again_ns;
+        rov_debug("conn", "conn %llu: the peer dropped the connect; again in %.0f ms",
+                  (unsigned long long)conn->id, (double)pause / 1e6);
         return;
     }
     off = (size_t)snprintf(why, sizeof(why), "no rail reaches the peer (");
-    for (int i = 0; i < conn->ctx->nrails && off < sizeof(why); i++)
+    for (int i = 0; i < ctx->nrails && off < sizeof(why); i++)
         if (conn->tried[i])
             off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s: %s",
                                     why[off - 1] == '(' ? "" : ", ",
-                                    rov_context_rail_name(conn->ctx, i),
+                                    rov_context_rail_name(ctx, i),
                                     rov_status_str(conn->tried[i]));
     if (off < sizeof(why))
         snprintf(why + off, sizeof(why) - off, ")");
     conn_fail(conn, ROV_ERR_UNREACHABLE, why);
+}
+
+/* The first connect failed on `rail` with `status`: the next rail; after
+ * the last, first_connect_retry_or_fail(). */
+static ROV_COLD void first_connect_failed(struct rov_conn *conn, int rail, rov_status_t status)
+{
+    conn->tried[rail] = status;
+    if (open_first_rail(conn, rail + 1, false) == ROV_OK)
+        return;
+    first_connect_retry_or_fail(conn);
+}
+
+void rov_conn_connect_again(rov_context_t *ctx, uint64_t now)
+{
+    ctx->connect_again_ns = 0;
+    for (struct rov_conn *c = ctx->conns; c; c = c->next) {
+        /* CLOSING too: closed before its first connect went through, it
+         * still delivers what was sent on it (rov_conn_close()). */
+        if ((c->state != ROV_CONN_CONNECTING && c->state != ROV_CONN_CLOSING) ||
+            !c->connect_again_ns)
+            continue;
+        if (c->connect_again_ns > now) {
+            if (!ctx->connect_again_ns || c->connect_again_ns < ctx->connect_again_ns)
+                ctx->connect_again_ns = c->connect_again_ns;
+            continue;
+        }
+        c->connect_again_ns = 0;
+        if (open_first_rail(c, 0, false) != ROV_OK)
+            first_connect_retry_or_fail(c);
+    }
 }
 
 rov_status_t rov_conn_connect(rov_endpoint_t *ep, const void *addr, size_t addr_len,
@@ -699,7 +754,8 @@ rov_status_t rov_conn_connect_ex(rov_endpoint_t *ep, const void *addr, size_t ad
     st = open_first_rail(conn, 0, false);
     if (st == ROV_ERR_RESOURCE) {
         /* Our own limit, not the peer's reachability: the rail said which. */
-        rov_error("conn", "cannot connect: out of local resources (%s)", rov_status_str(st));
+        rov_log_ratelimited(ROV_LOG_ERROR, "conn", "cannot connect: out of local resources (%s)",
+                            rov_status_str(st));
         goto err;
     }
     if (st != ROV_OK) {

@@ -197,6 +197,8 @@ static void timer_cb(struct rov_watch *w, uint32_t events)
     ctx->timer_set_ns = 0;
     if (ctx->awaiting_hello && now >= ctx->hello_due_ns)
         sweep_unauthed(ctx, now);
+    if (ctx->connect_again_ns && now >= ctx->connect_again_ns)
+        rov_conn_connect_again(ctx, now);
     engine_tick(ctx, now); /* progress() sends the due acks next */
 }
 
@@ -257,6 +259,8 @@ static void arm_timer(rov_context_t *ctx)
 
     if (ctx->awaiting_hello && (due == 0 || ctx->hello_due_ns < due))
         due = ctx->hello_due_ns;
+    if (ctx->connect_again_ns && (due == 0 || ctx->connect_again_ns < due))
+        due = ctx->connect_again_ns;
     if (ctx->ack_head) {
         stamp_acks(ctx, now);
         if (due == 0 || ctx->ack_head->ack_deadline_ns < due)
@@ -298,6 +302,8 @@ static void epoll_check(rov_context_t *ctx, int timeout_ms, int polled)
     ctx->epoll_due_ns = now + EPOLL_GAP_NS;
     if (__builtin_expect(ctx->awaiting_hello != 0, 0) && now >= ctx->hello_due_ns)
         sweep_unauthed(ctx, now);
+    if (__builtin_expect(ctx->connect_again_ns != 0, 0) && now >= ctx->connect_again_ns)
+        rov_conn_connect_again(ctx, now);
     engine_tick(ctx, now);
     if (ctx->frames || ctx->events || ctx->push_pending ||
         (timeout_ms != 0 && arm_sleep(ctx) != ROV_OK))

@@ -74,6 +74,8 @@ struct rov_conn {
     uint8_t data[ROV_CONN_DATA_MAX];  /* connect-time data: ours, or the connector's */
     uint8_t data_len;
     rov_status_t tried[ROV_MAX_RAILS]; /* first connect: each rail's last answer */
+    uint64_t connect_again_ns;        /* first connect: next try after a reset, 0: none */
+    uint8_t connect_tries;            /* first connect: tries after a reset so far */
 };
 
 /* Hot fields first (the progress call, the per-message paths).  Allocated
@@ -118,6 +120,7 @@ struct rov_context {
     struct rov_ctl *ctl;              /* control endpoint (control.c), NULL: none */
     unsigned awaiting_hello;          /* accepted channels not yet authenticated */
     uint64_t hello_due_ns;            /* check them for the timeout then */
+    uint64_t connect_again_ns;        /* earliest conn->connect_again_ns, 0: none */
     uint32_t accept_paused;           /* rails whose listener waits for a slot */
 };
 
@@ -159,6 +162,8 @@ int rov_conn_ep_cmp(const struct rov_conn *conn);
 void rov_conn_push(struct rov_conn *conn);
 void rov_conn_send_ack(struct rov_conn *conn);
 void rov_conn_abort(struct rov_conn *conn, rov_status_t status);
+/* First connects whose try after a reset is due (ctx->connect_again_ns). */
+void rov_conn_connect_again(rov_context_t *ctx, uint64_t now);
 /* The connection failed for good (ROV_EVENT_CONN_ERROR). */
 void rov_conn_fail(struct rov_conn *conn, rov_status_t status, const char *why);
 void rov_conn_free(struct rov_conn *conn);

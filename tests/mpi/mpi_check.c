@@ -7,12 +7,16 @@
  * MPI call prints "FAIL ..." and makes the job exit 1.
  *
  * Usage: rov_mpi_check TEST...   (ring sizes alltoall anysource nonblocking
- *                                 halo threads soak)
+ *                                 halo threads soak hold)
  * soak exchanges checked messages with the pair partner for
  * $ROV_MPI_SOAK_S seconds (default 6), for a fault to be made meanwhile;
  * every rank prints its pid, rank 0 "soak: started" when the traffic runs.
+ * hold: every rank prints "hold: rank R pid P"; rank 0 then waits, without
+ * calling MPI, until the file $ROV_MPI_HOLD_FILE exists (for a limit to be
+ * set on it from outside before its first connection); no barrier follows
+ * unless $ROV_MPI_HOLD_BARRIER is set, so that rank 0 connects first.
  *
- * After each test but soak (whose length is a time), rank 0 prints
+ * After each test but soak (whose length is a time) and hold, rank 0 prints
  * "result: TEST HEX": the sum over ranks of what they received (a hash of
  * every payload's bytes with its source, destination, tag and size) and
  * computed (the ring's token, the reduction's and the stencil's totals),
@@ -489,6 +493,22 @@ static void test_soak(void)
     free(rbuf);
 }
 
+static void test_hold(void)
+{
+    const char *file = getenv("ROV_MPI_HOLD_FILE");
+
+    printf("hold: rank %d pid %d\n", rank, (int) getpid());
+    fflush(stdout);
+    if (rank != 0)
+        return;
+    if (!file) {
+        fail("hold: ROV_MPI_HOLD_FILE is not set");
+        return;
+    }
+    while (access(file, F_OK) != 0)
+        usleep(50000);
+}
+
 static const struct {
     const char *name;
     void (*run)(void);
@@ -496,6 +516,7 @@ static const struct {
     {"ring", test_ring},           {"sizes", test_sizes},   {"alltoall", test_alltoall},
     {"anysource", test_anysource}, {"nonblocking", test_nonblocking},
     {"halo", test_halo},           {"threads", test_threads}, {"soak", test_soak},
+    {"hold", test_hold},
 };
 
 int main(int argc, char **argv)
@@ -524,14 +545,17 @@ int main(int argc, char **argv)
         }
         digest = 0;
         tests[k].run();
-        if (tests[k].run != test_soak) {
+        if (tests[k].run != test_soak && tests[k].run != test_hold) {
             uint64_t sum;
 
             MPI_Reduce(&digest, &sum, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
             if (rank == 0)
                 printf("result: %s %016llx\n", t, (unsigned long long) sum);
         }
-        MPI_Barrier(MPI_COMM_WORLD);
+        /* After hold, rank 0 makes the first connection, unless the
+         * barrier is asked for (then its peers connect to it). */
+        if (tests[k].run != test_hold || getenv("ROV_MPI_HOLD_BARRIER"))
+            MPI_Barrier(MPI_COMM_WORLD);
     }
     MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)

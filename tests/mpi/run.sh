@@ -19,6 +19,11 @@
 #                          job and rank
 #   force                  `railover force` on a rank mid-job: its connections move
 #                          to the second rail (admin.force), the job passes
+#   emfile [barrier]       rank 0 out of file descriptors (prlimit) when it first
+#                          connects (or, with barrier, when rank 1 connects to
+#                          it): the sends wait and the connect is tried again,
+#                          the peer is not declared unreachable; with the limit
+#                          raised again the job completes
 #   params                 RAILOVER_EAGER_LIMIT and btl_railover_rov_eager_limit
 #                          give the same result; the MCA parameter wins
 #   badparam               bad btl_railover_* values are refused, naming the
@@ -164,6 +169,51 @@ force)
     expect "PASSED: 2 rank(s), 0 failure(s)"
     expect "forced 1 connection"
     expect "moved from tcp@127.0.0.1 to tcp@127.0.0.2 (admin.force)"
+    ;;
+emfile)
+    # Rank 0 holds before its first connection while its descriptors are
+    # all taken (prlimit), then goes on.  Without "barrier" it connects
+    # first: its BTL gets EMFILE from Railover, says so once and keeps the
+    # sends.  With "barrier" rank 1 connects to it first: rank 0's listener
+    # closes the connection at once, and rank 1's Railover tries again after
+    # a pause instead of failing the connection.  The limit is raised after
+    # that was seen: the job must complete, no peer declared unreachable.
+    hold=$(mktemp -u)
+    timeout --kill-after=10 120 mpirun --oversubscribe -np 2 --mca pml ob1 \
+        --mca btl self,railover --mca btl_railover_rails tcp@127.0.0.1 \
+        -x ROV_MPI_HOLD_FILE="$hold" ${1:+-x ROV_MPI_HOLD_BARRIER=1} \
+        "$ROV_MPI_CHECK" hold ring sizes >"$out" 2>&1 &
+    job=$!
+    for _ in $(seq 300); do
+        grep -q "hold: rank 0 pid" "$out" && break
+        sleep 0.1
+    done
+    pid=$(sed -n 's/^hold: rank 0 pid \([0-9]*\)$/\1/p' "$out")
+    [ -n "$pid" ] || { kill $job; fail "rank 0 did not start"; }
+    # The lowest free descriptor number becomes the limit: none is left.
+    nfd=0
+    while [ -e /proc/"$pid"/fd/$nfd ]; do nfd=$((nfd + 1)); done
+    prlimit --pid "$pid" --nofile="$nfd": || { kill $job; fail "prlimit failed"; }
+    touch "$hold"
+    if [ -n "${1:-}" ]; then
+        seen="tcp@127.0.0.1: out of file descriptors .*: incoming connections are closed at once"
+    else
+        seen="btl railover: cannot connect to \[\[[0-9]*,[0-9]*\],1\] on [^ ]* yet: .*file descriptors"
+    fi
+    for _ in $(seq 100); do
+        grep -q -- "$seen" "$out" && break
+        sleep 0.1
+    done
+    sleep 2 # the sends wait, the connects are retried: nothing may fail
+    prlimit --pid "$pid" --nofile=1024:
+    wait $job
+    rc=$?
+    rm -f "$hold"
+    expect "$seen"
+    [ "$rc" -eq 0 ] || fail "the job exited with $rc"
+    [ "$(grep -c 'cannot connect to .* yet' "$out")" -le 1 ] || fail "the BTL said it more than once"
+    refuse "peer unreachable"
+    expect "PASSED: 2 rank(s), 0 failure(s)"
     ;;
 params)
     # The BTL's eager limit follows Railover's above 64 KiB, so it shows
