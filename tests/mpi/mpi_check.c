@@ -9,8 +9,10 @@
  * Usage: rov_mpi_check TEST...   (ring sizes alltoall anysource nonblocking
  *                                 halo threads soak hold)
  * soak exchanges checked messages with the pair partner for
- * $ROV_MPI_SOAK_S seconds (default 6), for a fault to be made meanwhile;
- * every rank prints its pid, rank 0 "soak: started" when the traffic runs.
+ * $ROV_MPI_SOAK_S seconds (default 6), for a fault to be made meanwhile,
+ * or until the file $ROV_MPI_SOAK_STOP (on rank 0's host) exists, if that
+ * comes first; every rank prints its pid, rank 0 "soak: started" when the
+ * traffic runs.
  * hold: every rank prints "hold: rank R pid P"; rank 0 then waits, without
  * calling MPI, until the file $ROV_MPI_HOLD_FILE exists (for a limit to be
  * set on it from outside before its first connection); no barrier follows
@@ -450,10 +452,11 @@ static void test_threads(void)
 }
 
 /* Pairs exchange messages of changing size (eager to several fragments)
- * until rank 0's clock says stop; every 20 rounds everyone learns it. */
+ * until rank 0's clock (or its stop file) says stop; every 20 rounds
+ * everyone learns it. */
 static void test_soak(void)
 {
-    const char *env = getenv("ROV_MPI_SOAK_S");
+    const char *env = getenv("ROV_MPI_SOAK_S"), *stop_file = getenv("ROV_MPI_SOAK_STOP");
     double secs = env ? atof(env) : 6.0, t0 = MPI_Wtime();
     size_t max = 1u << 20;
     uint8_t *sbuf = malloc(max), *rbuf = malloc(max);
@@ -484,7 +487,8 @@ static void test_soak(void)
             check_status(&st, peer, tag, n, "soak");
             check(rbuf, peer, rank, tag, n, "soak");
         }
-        stop = rank == 0 && MPI_Wtime() - t0 > secs;
+        stop = rank == 0 && (MPI_Wtime() - t0 > secs ||
+                             (stop_file && *stop_file && 0 == access(stop_file, F_OK)));
         MPI_Bcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD);
     }
     if (rank == 0)
