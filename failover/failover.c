@@ -142,6 +142,24 @@ static void forget_chan(struct rov_fo_rail *r, uint64_t serial)
     r->probe_sent = false;
 }
 
+/* A retry's wait: anywhere in [backoff / 2, backoff], differently for each
+ * connection and attempt.  Connections that failed together (a switch died
+ * under all of them) would otherwise retry together, at the instants of one
+ * doubling schedule: after a repair all of them waited for the next instant,
+ * up to RAILOVER_FAILBACK_RETRY_MAX (5 s) away (256 connections came back a
+ * median 6.8 s after the heal).  Spread, one of N retries within about
+ * backoff / N of the repair, and its successful handshake brings the
+ * others to the same peer along at once (path_up()). */
+static uint64_t jittered(const struct rov_conn *conn, int rail, uint64_t backoff, uint64_t now)
+{
+    uint64_t x = now ^ (conn->id * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)rail << 56);
+
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return backoff / 2 + x % (backoff / 2 + 1);
+}
+
 static void mark_down(struct rov_conn *conn, int rail, rov_status_t status, uint64_t now)
 {
     struct rov_fo_rail *r = &conn->fo.rails[rail];
@@ -154,7 +172,7 @@ static void mark_down(struct rov_conn *conn, int rail, rov_status_t status, uint
     r->backoff_ns = r->backoff_ns ? r->backoff_ns * 2 : c->failback_retry_ns;
     if (r->backoff_ns > c->failback_retry_max_ns)
         r->backoff_ns = c->failback_retry_max_ns;
-    r->retry_ns = now + r->backoff_ns;
+    r->retry_ns = now + jittered(conn, rail, r->backoff_ns, now);
     forget_chan(r, 0);
 }
 

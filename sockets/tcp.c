@@ -95,6 +95,7 @@ struct tcp_rail {
     int listen_fd;
     int spare_fd;           /* kept in reserve for accept() out of descriptors */
     bool accept_paused;     /* listener out of epoll: no descriptor, no reserve */
+    uint64_t accept_try_ns; /* many channels: the next direct accept (tcp_progress()) */
     struct rov_watch lwatch;
     uint8_t addr[ROV_RAIL_ADDR_MAX];
     size_t addr_len;
@@ -769,6 +770,7 @@ static void tcp_accept_resume(struct rov_rail *rail)
  * 1024 connects is otherwise all accepted before any HELLO, and waits on
  * the handshake cap). */
 #define ACCEPT_BATCH 64
+#define ACCEPT_TRY_NS (5ull * 1000000ull)
 
 static void accept_cb(struct rov_watch *w, uint32_t events)
 {
@@ -938,6 +940,21 @@ static ROV_HOT int tcp_progress(struct rov_rail *rail)
     if (r->nchans == 0 || r->nchans > TCP_DIRECT_POLL_MAX) {
         if (r->nquiet)
             rail_wake(r);
+        /* Many channels: their readiness reaches the listener's turn in
+         * epoll only after theirs, 64 (EPOLL_BATCH) at a time, and a caller
+         * that sends for long between progress calls had 256 failback
+         * connects wait 1.5 to 10 s in the backlog (the peer's engine does
+         * not time a connect its kernel completed).  So an accept4() here
+         * too (EAGAIN when none waits), at most every ACCEPT_TRY_NS, beside
+         * the epoll_wait() this path makes on every call anyway. */
+        if (r->nchans && r->listen_fd >= 0 && !r->accept_paused) {
+            uint64_t now = rov_now_ns();
+
+            if (now >= r->accept_try_ns) {
+                r->accept_try_ns = now + ACCEPT_TRY_NS;
+                accept_cb(&r->lwatch, EPOLLIN);
+            }
+        }
         return 0;
     }
     r->busy_polls++;
