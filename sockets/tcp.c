@@ -929,6 +929,34 @@ static rov_status_t tcp_connect(struct rov_rail *rail, const void *addr, size_t 
     return ROV_OK;
 }
 
+/* The channels of a rail with many still in their handshake (connecting,
+ * or HELLO / HELLO_ACK not yet exchanged): one poll() for all of them, up
+ * to HANDSHAKE_POLL_MAX, and their events handled now, not when epoll
+ * reaches them behind the busy ones (tcp_progress()).  Channels that end
+ * meanwhile stay allocated until the next progress call (bury()). */
+#define HANDSHAKE_POLL_MAX 64
+
+static ROV_COLD void poll_handshaking(struct tcp_rail *r)
+{
+    struct pollfd p[HANDSHAKE_POLL_MAX];
+    struct tcp_chan *cs[HANDSHAKE_POLL_MAX];
+    nfds_t n = 0;
+
+    for (struct tcp_chan *c = r->chans; c && n < HANDSHAKE_POLL_MAX; c = c->next) {
+        if (c->dead || c->quiet || (c->base.handshaken && !c->connecting))
+            continue;
+        p[n].fd = c->watch.fd;
+        p[n].events = c->connecting ? POLLOUT : POLLIN;
+        p[n].revents = 0;
+        cs[n++] = c;
+    }
+    if (n == 0 || poll(p, n, 0) <= 0)
+        return;
+    for (nfds_t i = 0; i < n; i++)
+        if (p[i].revents) /* POLLIN, POLLOUT, POLLERR, POLLHUP: epoll's values */
+            chan_cb(&cs[i]->watch, (uint32_t)p[i].revents);
+}
+
 static ROV_HOT int tcp_progress(struct rov_rail *rail)
 {
     struct tcp_rail *r = (struct tcp_rail *)rail;
@@ -946,13 +974,15 @@ static ROV_HOT int tcp_progress(struct rov_rail *rail)
          * connects wait 1.5 to 10 s in the backlog (the peer's engine does
          * not time a connect its kernel completed).  So an accept4() here
          * too (EAGAIN when none waits), at most every ACCEPT_TRY_NS, beside
-         * the epoll_wait() this path makes on every call anyway. */
+         * the epoll_wait() this path makes on every call anyway, and the
+         * channels still in their handshake polled (poll_handshaking()). */
         if (r->nchans && r->listen_fd >= 0 && !r->accept_paused) {
             uint64_t now = rov_now_ns();
 
             if (now >= r->accept_try_ns) {
                 r->accept_try_ns = now + ACCEPT_TRY_NS;
                 accept_cb(&r->lwatch, EPOLLIN);
+                poll_handshaking(r);
             }
         }
         return 0;
