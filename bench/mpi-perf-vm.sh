@@ -30,6 +30,7 @@ usage() { sed -n '7,19{s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"; }
 skip() { echo "mpi-perf-vm: SKIP: $*"; exit 77; }
 
 if (($# < 1)) || [[ $1 == -* ]]; then usage >&2; exit 2; fi
+argv=("$0" "$@")
 build=$(readlink -f -- "$1")
 shift
 rounds=5 sizes=1,64,1k,8k,64k,1m repeats='' trial_ms=150 out=''
@@ -80,18 +81,20 @@ njobs=$((rounds * ${#bytes[@]} * 4))
 tmo=$((njobs * 30 + 180))
 echo "mpi-perf-vm: $rounds round(s), sizes $sizes, $njobs jobs; results in $out"
 started=$(date -u +%FT%TZ)
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+psi0=$(sed -n 's/^some //p' /proc/pressure/cpu 2> /dev/null)
 t0=$(date +%s)
 TRIAL_MS=$trial_ms "$repo/tests/vm/vmrun" --two --timeout "$tmo" --out "$out/vm" -- \
     "$here/mpi-perf-vm-job.sh" "$btl_dir" "$pkglibdir" "$rounds" "$sizes" ${repeats:+"$repeats"}
 rc=$?
 t1=$(date +%s)
 {
-    echo "command: $0 $build ${*:-}"
-    printf 'argv:'; printf ' %q' "$0" "$build" "$@"; echo
+    printf 'command:'; printf ' %q' "${argv[@]}"; echo
     echo "started: $started"
     echo "wall: $((t1 - t0)) s (vmrun exit $rc)"
     echo "commit: $(git -C "$repo" rev-parse --short HEAD 2> /dev/null)"
-    echo "host: $(uname -r), $(nproc) cpu, load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "host: $(uname -r), $(nproc) cpu"
+    echo "load before: $load0 (cpu pressure ${psi0:-?}); after: $(cut -d' ' -f1-3 /proc/loadavg) (cpu pressure $(sed -n 's/^some //p' /proc/pressure/cpu 2> /dev/null))"
     echo "rounds: $rounds; sizes: $sizes; NetPIPE: NPopenmpi -l SIZE -u SIZE -p 0 -n ${repeats:-(about $trial_ms ms per trial)}"
     echo "Open MPI: $(ompi_info --version 2> /dev/null | head -n 1); UCX: $(ucx_info -v 2> /dev/null | sed -n 's/^# Version //p')"
 } > "$out/meta.txt"
