@@ -26,21 +26,16 @@
 # move from it to tcp@eth after the fault and, once the link is back and
 # the dwell has passed, the failback.
 #
-# Launch: mpirun runs in VM a; the hosts are named by their eth addresses,
-# Open MPI's out-of-band traffic stays on eth (oob_tcp_if_include), so the
-# fault hits Railover, not the launcher.  The plm_rsh_agent runs the orted
-# command line on VM b through the vmrun mailbox (rexec).  That works
-# because with plm_rsh_no_tree_spawn Open MPI's rsh launcher passes
-# --daemonize to the orted: the orted forks, its parent exits at once, so
-# the mailbox command (which runs to completion, one at a time) ends, the
-# agent exits 0, and Open MPI's rsh launcher takes an agent's exit status 0
-# as "launched" (rsh_wait_daemon reports only an abnormal exit).  The
-# daemonized orted lives on in VM b for the job's life, reached over eth.
+# Launch: tests/mpi/vm_mpi_lib.sh (mpirun in VM a, the orted in VM b
+# started through the vmrun mailbox; Open MPI's out-of-band traffic on
+# eth, so the fault hits Railover, not the launcher).
 set -u
 [ "$ME" = b ] && exit 0 # b serves a's rexec calls (tests/vm/guest-run.sh)
 rail=${1:?usage: vm_failover.sh RAIL MPI_CHECK BTL_DIR OMPI_PKGLIBDIR RAILOVER_TOOL}
 check=${2:?} btl_dir=${3:?} pkglibdir=${4:?} railover=${5:?}
 command -v mpirun > /dev/null || { log "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 77; }
+# shellcheck source-path=SCRIPTDIR source=vm_mpi_lib.sh
+. "${VM_JOB%/*}/vm_mpi_lib.sh" # (VM_JOB: this script, absolute)
 
 # Bounds on waits, not timings under test.  Measured in 29 passing runs on
 # a 2-core host (load 3-5, ten of them beside a busy loop): the exchange
@@ -70,29 +65,8 @@ esac
 
 wd=$VMOUT/mpi-$rail # the same path in both VMs: the ranks' working directory
 rm -rf "$wd"
-mkdir -p "$wd"
+vm_mpi_setup "$wd" "$pkglibdir" "$btl_dir" || fail "cannot set up $wd"
 out=$wd/job.log stop=$wd/stop
-printf '%s slots=1\n%s slots=1\n' "$ETH_IP" "$PEER_ETH" > "$wd/hosts"
-# plm_rsh_agent: "agent HOST CMD..." runs CMD (an orted command line) on the
-# peer VM through the mailbox.  The job environment is baked in: mpirun
-# gives its agents a copy of its own environment, but nothing relies on it.
-# The agent must exist at the same path in VM b as well, where it is never
-# run: mpirun passes plm_rsh_agent on to the orted, whose rsh component
-# refuses a path it cannot find, and the orted then dies (SIGSEGV in its
-# FORCE-TERMINATE, Open MPI 4.1.4).  So it lives in the shared $wd.
-{
-    echo '#!/usr/bin/env bash'
-    printf 'ME=%q PEER=%q VM_CTL=%q VM_NAPFIFO=%q\n' "$ME" "$PEER" "$VM_CTL" "${VM_NAPFIFO:-}"
-    printf '. %q\n' "$VM_LIB"
-    printf 'peer_eth=%q wd=%q VMOUT=%q\n' "$PEER_ETH" "$wd" "$VMOUT"
-    cat << 'EOF'
-[ "$1" = "$peer_eth" ] || { echo "agent: unknown host $1" >&2; exit 1; }
-shift
-printf '%s\n' "$*" > "$wd/orted.cmd"
-rexec -t 60 "spawn orted bash $wd/orted.cmd"
-EOF
-} > "$wd/agent"
-chmod 755 "$wd/agent"
 
 # has REGEX [N]: a line of the job output after its first N matches
 # (builtins only: no fork).
@@ -126,8 +100,6 @@ on_preferred() {
 lines() { grep -E -- "$1" "$out"; }
 since() { local now; _vm_tms now; echo "$(((now - $1) / 1000)).$(((now - $1) % 1000 / 100))"; }
 
-export OMPI_MCA_mca_base_component_path="$pkglibdir:$btl_dir"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # The soak runs until the stop file exists (at most 10 minutes).
 export ROV_MPI_SOAK_S=600 ROV_MPI_SOAK_STOP=$stop
 mpi_env=(-x ROV_MPI_SOAK_S -x ROV_MPI_SOAK_STOP)
@@ -147,9 +119,7 @@ fi
 # manager listens on eth (btl_railover_tcp_if), as on a cluster.
 read -r -a extra <<< "${RAILOVER_TEST_MPIRUN_ARGS:-}"
 # shellcheck disable=SC2054 # (the commas are in option values)
-argv=(mpirun --hostfile "$wd/hosts" -np 2 --map-by node
-      --mca plm_rsh_agent "$wd/agent" --mca plm_rsh_no_tree_spawn 1
-      --mca oob_tcp_if_include "${ETH_IP%.*}.0/24"
+argv=("${vm_mpirun[@]}"
       --mca pml ob1 --mca btl self,railover --mca btl_base_verbose 20
       --mca btl_railover_rails "$rails" --mca btl_railover_tcp_if "$ETH_IF"
       --mca btl_railover_log "${RAILOVER_LOG:-warn}"
