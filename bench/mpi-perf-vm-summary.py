@@ -33,12 +33,19 @@ MODES = ("ucx", "rov", "rov-fooff", "tcp")
 RATIOS = (("rov_ucx", "rov", "ucx"), ("rov_tcp", "rov", "tcp"), ("on_off", "rov", "rov-fooff"))
 
 
-def fmt_size(n):
-    if n >= 1 << 20 and n % (1 << 20) == 0:
-        return "%d MiB" % (n >> 20)
-    if n >= 1024 and n % 1024 == 0:
-        return "%d KiB" % (n >> 10)
-    return "%d B" % n
+def _mpi_perf():
+    """bench/mpi-perf.py (the namespace benchmark) as a module, for what the
+    two summaries share; its name is not an identifier."""
+    import importlib.util
+    sys.dont_write_bytecode = True  # nothing written into the source tree
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi-perf.py")
+    spec = importlib.util.spec_from_file_location("mpi_perf", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+fmt_size = _mpi_perf().fmt_size
 
 
 def transport(mode, path):
