@@ -160,6 +160,8 @@ struct ucx_chan {
     bool connected;             /* wire-up done (outbound) or accepted */
     bool dead;                  /* closed by the transport */
     bool failed;                /* failure reported: nothing more goes out */
+    bool fail_due;              /* UCX reported a failure: report it (run_due()) */
+    ucs_status_t fail_status;   /* ... this one */
     bool force;                 /* close the endpoint without flushing */
     bool close_due;             /* dead, endpoint close not issued yet */
     bool close_done;            /* endpoint closed: may be freed */
@@ -444,12 +446,30 @@ static void fail(struct ucx_chan *c, rov_status_t st, const char *why)
     rov_rail_failed(&c->base, st, why);
 }
 
+/* A failure UCX reported (an endpoint's error callback, a failed
+ * completion) is reported up after the worker's progress loop (run_due()),
+ * not from inside it: frames that the same loop still hands us are
+ * delivered first.  A peer that closes and exits at once has its last
+ * frames (the close handshake's) in our receive queue when UCX's connection
+ * manager reports its endpoint gone; failed from the callback, the channel
+ * dropped them, and the connection's close never ended (docs/mpi.md).
+ * Nothing more is sent on it meanwhile. */
 static void fail_ucs(struct ucx_chan *c, ucs_status_t s)
 {
-    const char *why;
-    rov_status_t st = ucs_to_rov(s, &why);
-
+    if (c->dead || c->failed || c->fail_due)
+        return;
     rov_debug("ucx", "%s channel: %s", c->rail->base.spec->name, ucs_status_string(s));
+    c->fail_due = true;
+    c->fail_status = s;
+    c->rail->work_due = true;
+}
+
+static void fail_reported(struct ucx_chan *c)
+{
+    const char *why;
+    rov_status_t st = ucs_to_rov(c->fail_status, &why);
+
+    c->fail_due = false;
     fail(c, st, why);
 }
 
@@ -688,7 +708,7 @@ static rov_status_t ucx_send(struct rov_chan *chan, const struct iovec *iov, int
     const void *buffer;
     size_t count;
 
-    if (c->dead || c->failed)
+    if (c->dead || c->failed || c->fail_due)
         return ROV_ERR_RESET;
     if (iovcnt < 1 || iovcnt > ROV_RAIL_MAX_IOV)
         return ROV_ERR_INVAL;
@@ -798,7 +818,7 @@ static void drain_held(struct ucx_chan *c)
 {
     struct ucx_op *op;
 
-    while (!c->dead && !c->failed && (op = c->held) != NULL && op->done &&
+    while (!c->dead && !c->failed && !c->fail_due && (op = c->held) != NULL && op->done &&
            op->seq == c->rx_seq) {
         c->held = op->next;
         if (!c->held)
@@ -1521,6 +1541,11 @@ static void run_due(struct ucx_rail *r)
     while (again) {
         again = false;
         for (struct ucx_chan *c = r->chans; c; c = c->next) {
+            if (c->fail_due) {
+                fail_reported(c);
+                again = true;
+                break;
+            }
             if (c->connect_due) {
                 c->connect_due = false;
                 if (!c->failed)
