@@ -168,6 +168,7 @@ static void mark_down(struct rov_conn *conn, int rail, rov_status_t status, uint
     if (r->state != ROV_FO_DOWN)
         r->down_since_ns = now;
     r->state = ROV_FO_DOWN;
+    r->path_ok = false;
     r->down_status = status;
     r->backoff_ns = r->backoff_ns ? r->backoff_ns * 2 : c->failback_retry_ns;
     if (r->backoff_ns > c->failback_retry_max_ns)
@@ -214,8 +215,9 @@ static bool move_or_wait(struct rov_conn *conn, int to, rov_reason_t reason, con
     if (!chan || chan->state == ROV_CHAN_CLOSED) {
         if (r->state == ROV_FO_DOWN && now < r->retry_ns)
             when = r->retry_ns;
-        else
+        else if (!r->path_ok)
             connect_allowed(conn->ctx, now, &when);
+        r->path_ok = false;
     }
     if (!when) {
         conn->fo.wait_to = 0;
@@ -329,8 +331,11 @@ void rov_fo_peer_failed(struct rov_conn *conn, int rail)
 /* A rail that was down for conn passed its probe (a new channel's
  * handshake): the path to that peer works again, whatever the backoff of
  * the peer's other connections says.  Their reconnects (the leader's) and
- * their waiting moves are due now, so a thousand connections come back
- * within one probe of the path, not each within its own doubled step. */
+ * their waiting moves are due now, and outside the context's reconnect
+ * budget (path_ok): a thousand connections come back within one probe of
+ * the path, not each within its own doubled step, nor at the budget's 500
+ * a second (which the retries of a long fault leave empty: 1,024
+ * connections came back spread evenly over two seconds after the heal). */
 static void path_up(struct rov_conn *conn, int rail, uint64_t now)
 {
     for (struct rov_conn *c = conn->ctx->conns; c; c = c->next) {
@@ -338,6 +343,8 @@ static void path_up(struct rov_conn *conn, int rail, uint64_t now)
 
         if (c == conn || !c->peer_id || memcmp(c->peer.ep_id, conn->peer.ep_id, ROV_EP_ID_LEN))
             continue;
+        if (r->state == ROV_FO_DOWN || c->fo.wait_to == rail + 1)
+            r->path_ok = true;
         if (r->state == ROV_FO_DOWN && r->retry_ns > now)
             r->retry_ns = c->fo.check_due_ns = now;
         if (c->fo.wait_to == rail + 1 && c->fo.wait_ns > now)
@@ -497,10 +504,11 @@ static void retry_rail(struct rov_conn *conn, int rail, uint64_t now)
 
     if (r->state == ROV_FO_DOWN && now < r->retry_ns)
         return;
-    if (!connect_allowed(conn->ctx, now, &when)) {
+    if (!r->path_ok && !connect_allowed(conn->ctx, now, &when)) {
         r->retry_ns = when;
         return;
     }
+    r->path_ok = false;
     rov_debug("failover", "conn %llu: retrying %s", (unsigned long long)conn->id,
               rov_context_rail_name(conn->ctx, rail));
     st = rov_conn_open_rail(conn, rail);

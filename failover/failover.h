@@ -38,6 +38,9 @@ enum rov_fo_rail_state {
 struct rov_fo_rail {
     uint8_t state;
     bool probe_sent;          /* keepalive probe outstanding on the channel */
+    bool path_ok;             /* DOWN: another connection to the peer passed its
+                               * probe on this rail: reconnect now, outside the
+                               * context's budget (path_up()) */
     rov_reason_t pending;     /* reason of a failure the engine is reporting */
     uint64_t chan_serial;     /* channel the fields below describe */
     uint64_t busy_since_ns;   /* channel seen busy since, 0: idle */

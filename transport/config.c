@@ -246,6 +246,7 @@ void rov_config_defaults(struct rov_config *c)
     c->window_msgs = 8192;
     c->window_bytes = 16 * MiB;
     c->window_total = 256 * MiB;
+    c->window_time_ns = 20 * NS_PER_MS;
     c->eager_limit = 8 * KiB;
     c->max_msg = 64 * MiB;
     c->reorder_msgs = 256;
@@ -299,6 +300,11 @@ static const struct var vars[] = {
     {"RAILOVER_WINDOW_TOTAL", V_SIZE, OFF(window_total), 64 * KiB, 1024 * GiB,
      "unacknowledged bytes of all connections together (one message always fits an "
      "empty connection)"},
+    {"RAILOVER_WINDOW_TIME", V_DURATION, OFF(window_time_ns), 0, 3600 * NS_PER_S,
+     "unacknowledged bytes of all connections together, in time: what the peers "
+     "acknowledge in this long at their recent rate (at least 1 MiB, at most "
+     "RAILOVER_WINDOW_TOTAL; 0s: RAILOVER_WINDOW_TOTAL alone); bounds how long a "
+     "failover's control frames wait behind data"},
     {"RAILOVER_EAGER_LIMIT", V_SIZE, OFF(eager_limit), 0, 1 * MiB,
      "largest message copied at send; larger ones are zero-copy"},
     {"RAILOVER_MAX_MSG", V_SIZE, OFF(max_msg), 1 * KiB, 1 * GiB,

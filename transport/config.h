@@ -22,6 +22,7 @@ struct rov_config {
     uint64_t window_msgs;
     uint64_t window_bytes;
     uint64_t window_total;            /* all connections of the context */
+    uint64_t window_time_ns;          /* ... and in time at their ack rate; 0: off */
     uint64_t eager_limit;
     uint64_t max_msg;
     uint64_t ack_delay_ns;

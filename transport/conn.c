@@ -827,9 +827,10 @@ ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const v
     /* The per-context bound: a thousand connections times a 16 MiB
      * window is more memory than a rank has (1,024 connecting connections
      * filled with 2 GiB of queued sends took the process's CPU in page
-     * faults for seconds, and their handshakes timed out). */
+     * faults for seconds, and their handshakes timed out), and in time
+     * (tx_cap, window_update()). */
     if (!rov_retain_has_room(&conn->tx, len) ||
-        (conn->ctx->tx_bytes + len > cfg->window_total && conn->tx.count)) {
+        (conn->ctx->tx_bytes + len > conn->ctx->tx_cap && conn->tx.count)) {
         conn->stats.window_full++;
         return ROV_ERR_AGAIN;
     }
@@ -1062,6 +1063,7 @@ static ROV_HOT bool apply_ack(struct rov_conn *conn, struct rov_chan *chan, uint
         return false;
     }
     conn->ctx->tx_bytes -= bytes - conn->tx.bytes;
+    conn->ctx->acked_bytes += bytes - conn->tx.bytes;
     rov_msg_release_list(acked, ROV_OK);
     return conn->state != ROV_CONN_DEAD && chan->conn == conn;
 }

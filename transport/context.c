@@ -171,6 +171,54 @@ static void unauthed_gone(rov_context_t *ctx)
             ctx->rails[i]->ops.accept_resume(ctx->rails[i]);
 }
 
+/* RAILOVER_WINDOW_TIME: what the connections of a context retain together
+ * is bounded by what their peers acknowledge in that long, at the rate they
+ * acknowledged lately (tx_cap, between WINDOW_FLOOR and
+ * RAILOVER_WINDOW_TOTAL).  Everything retained waits in socket buffers or
+ * in the peer's backlog ahead of a control frame, so this bounds how late a
+ * switch, a probe's answer or an ack arrives behind the data: 256
+ * connections streaming 2 KiB messages, acknowledged at about 55 MB/s on
+ * two shared cores, kept up to RAILOVER_WINDOW_TOTAL (256 MiB, seconds of
+ * backlog) in flight, and their moves and failbacks took seconds each
+ * (bench/README.md, failover-scale.py).  A faster path acknowledges more
+ * in the same time, so the bound grows with it; it is measured every
+ * RATE_INTERVAL_NS while anything is retained, follows a rise at once and
+ * a fall by a quarter per interval (a pause in the acks, a failover, is
+ * not taken for a slow path at once), and an idle interval teaches
+ * nothing. */
+#define RATE_INTERVAL_NS (10ull * 1000000ull)
+#define WINDOW_FLOOR (1ull << 20)
+
+static void window_update(rov_context_t *ctx, uint64_t now)
+{
+    uint64_t elapsed = now - ctx->rate_ns, floor, cap;
+    double rate;
+
+    if (ctx->config.window_time_ns == 0 || elapsed < RATE_INTERVAL_NS)
+        return;
+    if (ctx->acked_bytes != 0 || ctx->tx_bytes != 0) {
+        rate = (double)ctx->acked_bytes * 1e9 / (double)elapsed;
+        if (rate >= (double)ctx->ack_rate)
+            ctx->ack_rate = (uint64_t)rate;
+        else
+            ctx->ack_rate -= (ctx->ack_rate - (uint64_t)rate) / 4;
+        floor = ctx->config.window_total < WINDOW_FLOOR ? ctx->config.window_total : WINDOW_FLOOR;
+        cap = (uint64_t)((double)ctx->ack_rate * (double)ctx->config.window_time_ns / 1e9);
+        ctx->tx_cap = cap < floor ? floor : cap > ctx->config.window_total ?
+                      ctx->config.window_total : cap;
+    }
+    ctx->rate_ns = now;
+    ctx->acked_bytes = 0;
+}
+
+static void window_init(rov_context_t *ctx)
+{
+    ctx->tx_cap = ctx->config.window_total;
+    if (ctx->config.window_time_ns != 0 && ctx->tx_cap > WINDOW_FLOOR)
+        ctx->tx_cap = WINDOW_FLOOR;
+    ctx->rate_ns = rov_now_ns();
+}
+
 /* The failover engine's tick, on what the rails have reported.  After the
  * process was away, the rails are polled first: what arrived meanwhile (the
  * completions of sends the peer's transport acknowledged, frames) counts
@@ -184,6 +232,7 @@ static void engine_tick(rov_context_t *ctx, uint64_t now)
         for (int i = 0; i < ctx->nrails; i++)
             ctx->rails[i]->ops.progress(ctx->rails[i]);
     ctx->engine_seen_ns = now;
+    window_update(ctx, now);
     rov_fo_poll(ctx, now);
 }
 
@@ -487,6 +536,7 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
     if (ctx->fault_armed)
         rov_warn("core", "fault injection armed: RAILOVER_FAULT=%s", ctx->config.fault);
     rov_fo_init(ctx);
+    window_init(ctx);
     for (unsigned i = 0; i < ctx->config.nrails; i++) {
         const struct rov_rail_spec *spec = &ctx->config.rails[i];
         const struct rov_rail_ops *ops = rov_rail_lookup(spec->kind);

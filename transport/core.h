@@ -103,6 +103,10 @@ struct rov_context {
     unsigned ack_unstamped_poll;      /* poll_count when the first of those came */
     struct rov_msg_cache msg_cache;
     uint64_t tx_bytes;                /* retained by every connection (window_total) */
+    uint64_t tx_cap;                  /* ... at most this (window_update()) */
+    uint64_t acked_bytes;             /* released by acks since rate_ns */
+    uint64_t rate_ns;                 /* the ack rate's measuring interval began */
+    uint64_t ack_rate;                /* bytes acknowledged per second, estimate */
     struct rov_config config;
     rov_event_cb_t event_cb;
     int epfd;

@@ -62,15 +62,22 @@ def frozen_link_down(topo, pair, side, tries=20):
 
 def test():
     args = nf.common_args(__doc__.splitlines()[0], opts)
+    env = None
     if args.frozen:
         name, small = "linkdown_frozen", "4096 32768 65536"
         inject = lambda topo, pair: frozen_link_down(topo, pair, args.side)  # noqa: E731
+        # Both windows closed needs more queued than RAILOVER_WINDOW_TIME
+        # lets a stream keep in flight (none in 20 stops with it): the
+        # state comes from an application that itself stops reading (a
+        # peer computing for minutes), which this test makes by stopping
+        # both processes; the byte bounds alone let the queue build up.
+        env = dict(nf.FAULT_ENV, RAILOVER_WINDOW_TIME="0s")
     else:
         name, small = "linkdown" + args.side, None
         inject = lambda topo, _pair: topo.link_down(args.side, "fab")  # noqa: E731
     nf.fault_and_heal(args, name, inject=inject,
                       heal=lambda topo, _: topo.link_up(args.side, "fab"),
-                      leader_ok=nf.stall_reason, tcp_rmem=small)
+                      leader_ok=nf.stall_reason, tcp_rmem=small, env=env)
 
 
 if __name__ == "__main__":
