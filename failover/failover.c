@@ -169,6 +169,7 @@ static void mark_down(struct rov_conn *conn, int rail, rov_status_t status, uint
         r->down_since_ns = now;
     r->state = ROV_FO_DOWN;
     r->path_ok = false;
+    r->path_since_ns = 0;
     r->down_status = status;
     r->backoff_ns = r->backoff_ns ? r->backoff_ns * 2 : c->failback_retry_ns;
     if (r->backoff_ns > c->failback_retry_max_ns)
@@ -345,6 +346,8 @@ static void path_up(struct rov_conn *conn, int rail, uint64_t now)
             continue;
         if (r->state == ROV_FO_DOWN || c->fo.wait_to == rail + 1)
             r->path_ok = true;
+        if (r->state == ROV_FO_DOWN && !r->path_since_ns)
+            r->path_since_ns = now;
         if (r->state == ROV_FO_DOWN && r->retry_ns > now)
             r->retry_ns = c->fo.check_due_ns = now;
         if (c->fo.wait_to == rail + 1 && c->fo.wait_ns > now)
@@ -441,7 +444,12 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
      * during the handshake) shows as busy with no completion. */
     if (chan->handshaken && !r->healthy_since_ns) {
         r->connect_ns = (now - r->opened_ns) | 1; /* (0: none yet) */
-        r->healthy_since_ns = now; /* passed its probe: the handshake */
+        /* Passed its probe: the handshake.  One that another connection's
+         * probe on the same path brought along counts the path's time,
+         * not its own (one verdict per path): 1,024 handshakes after a
+         * heal take some 100 ms, and each waited its own dwell after. */
+        r->healthy_since_ns = r->path_since_ns && r->path_since_ns < now ? r->path_since_ns : now;
+        r->path_since_ns = 0;
         r->busy_since_ns = 0;
         if (r->state == ROV_FO_DOWN)
             path_up(conn, chan->rail->index, now);
