@@ -330,8 +330,10 @@ void rov_fo_peer_failed(struct rov_conn *conn, int rail)
 /* Periodic checks -------------------------------------------------------------------- */
 
 /* A rail that was down for conn passed its probe (a new channel's
- * handshake): the path to that peer works again, whatever the backoff of
- * the peer's other connections says.  Their reconnects (the leader's) and
+ * handshake): the path works again (rail.h, path_key: the peer's remote
+ * interface, which the connections to every process on that host share,
+ * an MPI rank's to each remote rank), whatever the backoff of the other
+ * connections on it says.  Their reconnects (the leader's) and
  * their waiting moves are due now, and outside the context's reconnect
  * budget (path_ok): a thousand connections come back within one probe of
  * the path, not each within its own doubled step, nor at the budget's 500
@@ -339,10 +341,14 @@ void rov_fo_peer_failed(struct rov_conn *conn, int rail)
  * connections came back spread evenly over two seconds after the heal). */
 static void path_up(struct rov_conn *conn, int rail, uint64_t now)
 {
+    uint64_t path = conn->fo.rails[rail].path;
+
+    if (!path)
+        return;
     for (struct rov_conn *c = conn->ctx->conns; c; c = c->next) {
         struct rov_fo_rail *r = &c->fo.rails[rail];
 
-        if (c == conn || !c->peer_id || memcmp(c->peer.ep_id, conn->peer.ep_id, ROV_EP_ID_LEN))
+        if (c == conn || !c->peer_id || r->path != path)
             continue;
         if (r->state == ROV_FO_DOWN || c->fo.wait_to == rail + 1)
             r->path_ok = true;
@@ -448,10 +454,12 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
          * probe on the same path brought along counts the path's time,
          * not its own (one verdict per path): 1,024 handshakes after a
          * heal take some 100 ms, and each waited its own dwell after. */
-        r->healthy_since_ns = r->path_since_ns && r->path_since_ns < now ? r->path_since_ns : now;
+        uint64_t path_since = r->path_since_ns;
+
+        r->healthy_since_ns = path_since && path_since < now ? path_since : now;
         r->path_since_ns = 0;
         r->busy_since_ns = 0;
-        if (r->state == ROV_FO_DOWN)
+        if (r->state == ROV_FO_DOWN && !path_since) /* (else woken already) */
             path_up(conn, chan->rail->index, now);
         r->state = ROV_FO_UP;
     }
@@ -724,6 +732,9 @@ void rov_fo_conn_connecting(struct rov_conn *conn)
 void rov_fo_conn_up(struct rov_conn *conn)
 {
     rov_context_t *ctx = conn->ctx;
+
+    for (int i = 0; i < ctx->nrails; i++)
+        conn->fo.rails[i].path = rov_conn_path_key(conn, i);
 
     if (ctx->fo.hold_all || conn->fo.hold) {
         conn->fo.hold = false;

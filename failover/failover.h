@@ -47,6 +47,7 @@ struct rov_fo_rail {
     uint64_t healthy_since_ns; /* channel handshaken and healthy since */
     uint64_t path_since_ns;   /* DOWN: another connection's probe on this path
                                * passed then (path_up()), 0: none */
+    uint64_t path;            /* rov_conn_path_key() when it came up, 0: none */
     uint64_t heard_ago_ns;    /* at the last check: since the rail last answered */
     uint64_t probe_ns;        /* last keepalive probe sent */
     uint64_t down_since_ns;

@@ -1152,6 +1152,7 @@ static const struct rov_rail_ops tcp_ops = {
     .chan_flush = tcp_chan_flush,
     .chan_str = tcp_chan_str,
     .addr_str = tcp_addr_str,
+    .path_key = rov_net_addr_path_key,
 };
 
 ROV_RAIL_REGISTER(tcp_ops)

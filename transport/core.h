@@ -156,6 +156,9 @@ rov_status_t rov_conn_probe(struct rov_chan *chan);
 bool rov_conn_chan_ready(const struct rov_chan *chan);
 /* Whether the peer has rail (same index and kind). */
 bool rov_conn_peer_has_rail(const struct rov_conn *conn, int rail);
+/** The path `rail` takes to the peer (rail.h: path_key), 0: the peer has
+ * no such rail. */
+uint64_t rov_conn_path_key(const struct rov_conn *conn, int rail);
 /* Endpoint id order: negative when this side leads the connection. */
 int rov_conn_ep_cmp(const struct rov_conn *conn);
 /* Hand retained messages from tx.next_tx on to the transmit channel, until

@@ -258,6 +258,22 @@ void rov_net_addr_str(const void *addr, size_t len, char *buf, size_t buf_len)
         rov_net_sockaddr_str(&ss, buf, buf_len);
 }
 
+uint64_t rov_net_addr_path_key(const void *addr, size_t len)
+{
+    const uint8_t *p = addr;
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    bool ip = rov_net_addr_decode(addr, len, &ss, &sl) == ROV_OK;
+
+    for (size_t i = 0; i < len; i++) {
+        if (ip && (i == 1 || i == 2))
+            continue; /* the port */
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    }
+    return h ? h : 1;
+}
+
 void rov_net_keepalive(int fd, uint64_t idle_ns)
 {
     int one = 1, cnt = 3, intvl = 1;

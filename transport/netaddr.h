@@ -24,6 +24,9 @@ rov_status_t rov_net_addr_decode(const void *addr, size_t len, struct sockaddr_s
 /** "192.0.2.1:5000" / "[2001:db8::1]:5000", or "<bad address>". */
 void rov_net_addr_str(const void *addr, size_t len, char *buf, size_t buf_len);
 void rov_net_sockaddr_str(const struct sockaddr_storage *ss, char *buf, size_t len);
+/** A rail's path_key (rail.h): the family and the address bytes, not the
+ * port, hashed; never 0.  A malformed address hashes whole. */
+uint64_t rov_net_addr_path_key(const void *addr, size_t len);
 
 /** The local address to bind (port 0): arg is an IP literal, an interface
  * name (its first address, IPv4 preferred) or empty (the first non-loopback

@@ -177,6 +177,13 @@ struct rov_rail_ops {
     /** Human-readable form of a rail address, for logs.  Optional. */
     void (*addr_str)(const void *addr, size_t len, char *buf, size_t buf_len);
 
+    /** The path a peer's rail address names, as a key: connections whose
+     * peers' addresses on this rail give the same key reach them through
+     * the same remote interface (an IP address without its port), so one
+     * probe and one dwell answer for all of them (failover's path_up()).
+     * Never 0.  Optional (stub: the peer endpoint, one path per peer). */
+    uint64_t (*path_key)(const void *addr, size_t len);
+
     /** Whether progress would find anything, asked without touching what
      * the peer's traffic needs: rov_context_wait() runs this, and progress
      * only when it answers nonzero, while it spins before a sleep.  A busy

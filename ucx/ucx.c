@@ -2127,6 +2127,7 @@ static const struct rov_rail_ops ucx_ops = {
     .chan_health = ucx_chan_health,
     .chan_str = ucx_chan_str,
     .addr_str = ucx_addr_str,
+    .path_key = rov_net_addr_path_key,
 };
 
 ROV_RAIL_REGISTER(ucx_ops)

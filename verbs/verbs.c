@@ -1922,6 +1922,7 @@ static const struct rov_rail_ops vb_ops = {
     .chan_flush = vb_chan_flush,
     .chan_str = vb_chan_str,
     .addr_str = rov_net_addr_str,
+    .path_key = rov_net_addr_path_key,
 };
 
 ROV_RAIL_REGISTER(vb_ops)

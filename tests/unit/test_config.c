@@ -379,6 +379,46 @@ START_TEST(test_resolve_unusable)
 }
 END_TEST
 
+/* A rail's path key (failover's one probe per path): the same host on
+ * another port is the same path, another address or family is not, and a
+ * malformed address still gets a key. */
+static uint64_t path_of(const char *ip, uint16_t port)
+{
+    struct sockaddr_storage ss;
+    uint8_t blob[ROV_NET_ADDR_MAX];
+
+    memset(&ss, 0, sizeof(ss));
+    if (strchr(ip, ':')) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons(port);
+        ck_assert_int_eq(inet_pton(AF_INET6, ip, &s6->sin6_addr), 1);
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(port);
+        ck_assert_int_eq(inet_pton(AF_INET, ip, &s4->sin_addr), 1);
+    }
+    return rov_net_addr_path_key(blob, rov_net_addr_encode(&ss, blob));
+}
+
+START_TEST(test_path_key)
+{
+    const uint8_t junk[3] = {9, 1, 2};
+
+    ck_assert_uint_eq(path_of("192.0.2.1", 5000), path_of("192.0.2.1", 41234));
+    ck_assert_uint_ne(path_of("192.0.2.1", 5000), path_of("192.0.2.2", 5000));
+    ck_assert_uint_ne(path_of("192.0.2.1", 5000), path_of("198.51.100.1", 5000));
+    ck_assert_uint_eq(path_of("2001:db8::1", 1), path_of("2001:db8::1", 2));
+    ck_assert_uint_ne(path_of("2001:db8::1", 1), path_of("2001:db8::2", 1));
+    ck_assert_uint_ne(path_of("::ffff:192.0.2.1", 1), path_of("192.0.2.1", 1));
+    ck_assert_uint_ne(rov_net_addr_path_key(junk, sizeof(junk)), 0);
+    ck_assert_uint_ne(rov_net_addr_path_key(junk, 0), 0);
+}
+END_TEST
+
 struct rails_bad {
     const char *s;
     const char *named; /* what the message must quote; NULL: only non-empty */
@@ -1109,6 +1149,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_print_roundtrip);
     tcase_add_test(tc, test_print_roundtrip_sub_us_duration);
     tcase_add_test(tc, test_enumeration);
+    tcase_add_test(tc, test_path_key);
     suite_add_tcase(s, tc);
 #undef N
     return s;
