@@ -97,16 +97,10 @@ bool rov_conn_peer_has_rail(const struct rov_conn *conn, int rail)
 
 uint64_t rov_conn_path_key(const struct rov_conn *conn, int rail)
 {
-    const struct rov_rail *r = conn->ctx->rails[rail];
     int pr = peer_rail(conn, rail);
-    uint64_t key;
 
-    if (pr < 0)
-        return 0;
-    if (r->ops.path_key)
-        return r->ops.path_key(conn->peer.rails[pr].addr, conn->peer.rails[pr].addr_len);
-    memcpy(&key, conn->peer.ep_id, sizeof(key));
-    return key ? key : 1;
+    return pr < 0 ? 0 : conn->ctx->rails[rail]->ops.path_key(conn->peer.rails[pr].addr,
+                                                              conn->peer.rails[pr].addr_len);
 }
 
 struct rov_conn *rov_conn_new(rov_context_t *ctx)

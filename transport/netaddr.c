@@ -12,6 +12,7 @@
 
 #include "transport/log.h"
 #include "transport/netaddr.h"
+#include "transport/rail.h" /* rov_hash_bytes() */
 
 rov_status_t rov_net_errno_status(int err)
 {
@@ -261,16 +262,14 @@ void rov_net_addr_str(const void *addr, size_t len, char *buf, size_t buf_len)
 uint64_t rov_net_addr_path_key(const void *addr, size_t len)
 {
     const uint8_t *p = addr;
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
     struct sockaddr_storage ss;
     socklen_t sl;
-    bool ip = rov_net_addr_decode(addr, len, &ss, &sl) == ROV_OK;
+    uint64_t h;
 
-    for (size_t i = 0; i < len; i++) {
-        if (ip && (i == 1 || i == 2))
-            continue; /* the port */
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    }
+    if (rov_net_addr_decode(addr, len, &ss, &sl) == ROV_OK) /* without the port */
+        h = rov_hash_bytes(rov_hash_bytes(ROV_HASH_INIT, p, 1), p + 3, len - 3);
+    else
+        h = rov_hash_bytes(ROV_HASH_INIT, p, len);
     return h ? h : 1;
 }
 

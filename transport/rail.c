@@ -44,6 +44,13 @@ static void stub_addr_str(const void *addr, size_t len, char *buf, size_t buf_le
     snprintf(buf, buf_len, "<%zu bytes>", len);
 }
 
+static uint64_t stub_path_key(const void *addr, size_t len)
+{
+    uint64_t h = rov_hash_bytes(ROV_HASH_INIT, addr, len);
+
+    return h ? h : 1;
+}
+
 void rov_rail_register(const struct rov_rail_ops *ops)
 {
     struct rov_rail_ops *r;
@@ -76,6 +83,8 @@ void rov_rail_register(const struct rov_rail_ops *ops)
         r->chan_str = stub_chan_str;
     if (!r->addr_str)
         r->addr_str = stub_addr_str;
+    if (!r->path_key)
+        r->path_key = stub_path_key;
 }
 
 const struct rov_rail_ops *rov_rail_lookup(const char *kind)

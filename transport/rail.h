@@ -181,7 +181,8 @@ struct rov_rail_ops {
      * peers' addresses on this rail give the same key reach them through
      * the same remote interface (an IP address without its port), so one
      * probe and one dwell answer for all of them (failover's path_up()).
-     * Never 0.  Optional (stub: the peer endpoint, one path per peer). */
+     * Never 0.  Optional (stub: the whole address, whose port differs per
+     * peer endpoint: one path per peer). */
     uint64_t (*path_key)(const void *addr, size_t len);
 
     /** Whether progress would find anything, asked without touching what
@@ -295,5 +296,14 @@ void rov_rail_writable(struct rov_chan *chan);
  * sends and receives nothing more on it; the transport will chan_close it.
  * why is a static string naming the cause precisely. */
 void rov_rail_failed(struct rov_chan *chan, rov_status_t status, const char *why);
+
+/** FNV-1a of len bytes at p, continuing from h (start: ROV_HASH_INIT). */
+#define ROV_HASH_INIT 0xcbf29ce484222325ull
+static inline uint64_t rov_hash_bytes(uint64_t h, const void *p, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+    return h;
+}
 
 #endif
