@@ -23,6 +23,14 @@ Scenarios (argument):
             the halo stencil run across both transports, and their results
             equal those of the same job on Open MPI's own transports alone
             (btl self,vader,tcp, one host).
+  hostpath  eight ranks, four per host: each rank's connections to the four
+            ranks of the other host share one path (the fabric address of
+            that host).  The fabric drops for HOSTPATH_DROP_S, long enough
+            for the retries' backoff to reach seconds; after the heal every
+            connection between the hosts moves back, and the script prints
+            how long after the heal each did (RAILOVER_LOG=info): one probe
+            on the path brings the others along (failover's path_up()),
+            instead of each waiting out its own backoff.
   alldown   a single rail, tcp@fab, taken down the same way: no rail is left,
             so the job must end, within a bound (btl_railover_unreachable_timeout
             5s: Railover fails the connection, and Open MPI's abort), with the BTL's message naming the peer
@@ -54,6 +62,11 @@ DWELL = "500ms"       # btl_railover_failback_dwell
 JOB_TIMEOUT_S = 90    # a job that is not over by then hangs
 UNREACHABLE = "5s"    # btl_railover_unreachable_timeout (RAILOVER_UNREACHABLE_TIMEOUT)
 ALLDOWN_BOUND_S = 30  # alldown: from the fault to the end of the job
+HOSTPATH_DROP_S = 8   # hostpath: the fabric drops this long
+HOSTPATH_AFTER_S = 8  # ... and the exchange goes on this long after: past the
+                      # longest retry step (RAILOVER_FAILBACK_RETRY_MAX, 5 s)
+                      # plus the dwell, so that every connection is back
+                      # whether or not a probe brings it along
 
 # The hosts are named by their ethernet addresses (no name lookup, which a
 # namespace without a resolver can stall on); the agent maps them to the
@@ -192,6 +205,26 @@ def reference_results(tests):
     return re.findall(r"^result: .*$", r.stdout, re.M)
 
 
+FAILBACK_RE = re.compile(r"^\[(\d+\.\d+)\] railover\[(\d+)\] info conn: conn (\d+): "
+                         r"rail tcp@eth -> tcp@fab \((failback|peer\.failback):", re.M)
+
+
+def failbacks_after(text, t_heal, np):
+    """hostpath: each connection-side's first move back to the fabric after
+    the heal, in seconds; every one of the np * np / 2 sides (each rank has
+    np / 2 peers on the other host) must have moved back."""
+    first = {}
+    for t, pid, conn, _why in FAILBACK_RE.findall(text):
+        t = float(t) - t_heal
+        if t >= 0 and (pid, conn) not in first:
+            first[(pid, conn)] = t
+    want = np * np // 2
+    if len(first) != want:
+        raise nf.Failure("%d of %d connection sides moved back to tcp@fab after the heal"
+                         % (len(first), want))
+    return sorted(first.values())
+
+
 def run(scenario):
     for var in ("ROV_MPI_CHECK", "ROV_BTL_DIR", "ROV_OMPI_PKGLIBDIR", "ROV_RAILOVER"):
         if var not in os.environ:
@@ -201,12 +234,16 @@ def run(scenario):
         raise nf.Skip("mpirun not found (apt-get install openmpi-bin)")
     rails = "tcp@fab" if scenario == "alldown" else "tcp@fab,tcp@eth"
     vader = scenario == "vader"
-    np = 4 if vader else 2
-    tests = ("soak", "alltoall", "halo") if vader else ("soak",)
+    hostpath = scenario == "hostpath"
+    np = 4 if vader else 8 if hostpath else 2
+    tests = ("soak", "alltoall", "halo") if vader else ("alltoall", "soak") if hostpath \
+        else ("soak",)
     env = dict(os.environ,
                OMPI_MCA_mca_base_component_path="%s:%s" % (os.environ["ROV_OMPI_PKGLIBDIR"],
                                                            os.environ["ROV_BTL_DIR"]),
-               ROV_MPI_SOAK_S=str(SOAK_S), RAILOVER_LOG="warn")
+               ROV_MPI_SOAK_S=str(FAULT_AFTER_S + HOSTPATH_DROP_S + HOSTPATH_AFTER_S if hostpath
+                                  else SOAK_S),
+               RAILOVER_LOG="info" if hostpath else "warn")
     wd = tempfile.mkdtemp(prefix="rov-mpi-%s-" % scenario)
     out = os.path.join(wd, "job.out")
     ok = False
@@ -226,10 +263,11 @@ def run(scenario):
                 t_fault = time.monotonic()
                 if scenario == "force":
                     force_and_release(rank_pids(out)[0])
-                elif scenario == "nftdrop":
+                elif scenario in ("nftdrop", "hostpath"):
                     rules = topo.fabric_drop("A", "both")
-                    time.sleep(DROP_FOR_S)
+                    time.sleep(HOSTPATH_DROP_S if hostpath else DROP_FOR_S)
                     topo.nft_remove(rules)
+                    t_heal = time.time()
                 else:
                     topo.link_down("A", "fab")
                 rc = job.wait(timeout=JOB_TIMEOUT_S)
@@ -246,7 +284,12 @@ def run(scenario):
             if rc != 0 or "PASSED: %d rank(s), 0 failure(s)" % np not in text:
                 raise nf.Failure("the job failed (exit %d)" % rc)
             moves = ["moved from tcp@fab to tcp@eth"]
-            if scenario == "nftdrop":
+            if hostpath:
+                back = failbacks_after(text, t_heal, np)
+                nf.log("hostpath: %d connection sides back on tcp@fab after the heal: first "
+                       "%.3f s, median %.3f s, last %.3f s (dwell %s)"
+                       % (len(back), back[0], back[len(back) // 2], back[-1], DWELL))
+            if scenario in ("nftdrop", "hostpath"):
                 moves.append("moved from tcp@eth to tcp@fab (failback)")
             if scenario == "force":
                 moves = ["moved from tcp@fab to tcp@eth (admin.force)",
@@ -286,8 +329,8 @@ def run(scenario):
 
 def main():
     scenario = sys.argv[1] if len(sys.argv) > 1 else ""
-    if scenario not in ("linkdown", "nftdrop", "force", "vader", "alldown"):
-        raise SystemExit("usage: netns_failover.py linkdown|nftdrop|force|vader|alldown")
+    if scenario not in ("linkdown", "nftdrop", "force", "vader", "alldown", "hostpath"):
+        raise SystemExit("usage: netns_failover.py linkdown|nftdrop|force|vader|alldown|hostpath")
     try:
         run(scenario)
     except nf.Skip as e:
