@@ -62,11 +62,9 @@ DWELL = "500ms"       # btl_railover_failback_dwell
 JOB_TIMEOUT_S = 90    # a job that is not over by then hangs
 UNREACHABLE = "5s"    # btl_railover_unreachable_timeout (RAILOVER_UNREACHABLE_TIMEOUT)
 ALLDOWN_BOUND_S = 30  # alldown: from the fault to the end of the job
-HOSTPATH_DROP_S = 8   # hostpath: the fabric drops this long
-HOSTPATH_AFTER_S = 8  # ... and the exchange goes on this long after: past the
-                      # longest retry step (RAILOVER_FAILBACK_RETRY_MAX, 5 s)
-                      # plus the dwell, so that every connection is back
-                      # whether or not a probe brings it along
+HOSTPATH_DROP_S = 8   # hostpath: the fabric drops this long; then the
+                      # exchange goes on until every connection is back
+HOSTPATH_BACK_S = 60  # ... which it must be by then (a hang, not a timing)
 
 # The hosts are named by their ethernet addresses (no name lookup, which a
 # namespace without a resolver can stall on); the agent maps them to the
@@ -209,20 +207,32 @@ FAILBACK_RE = re.compile(r"^\[(\d+\.\d+)\] railover\[(\d+)\] info conn: conn (\d
                          r"rail tcp@eth -> tcp@fab \((failback|peer\.failback):", re.M)
 
 
-def failbacks_after(text, t_heal, np):
-    """hostpath: each connection-side's first move back to the fabric after
-    the heal, in seconds; every one of the np * np / 2 sides (each rank has
-    np / 2 peers on the other host) must have moved back."""
+def failbacks_after(out, t_heal):
+    """hostpath: {(pid, conn): seconds} of each connection side's first move
+    back to the fabric after the heal, from the job's output so far."""
     first = {}
-    for t, pid, conn, _why in FAILBACK_RE.findall(text):
-        t = float(t) - t_heal
-        if t >= 0 and (pid, conn) not in first:
-            first[(pid, conn)] = t
-    want = np * np // 2
-    if len(first) != want:
-        raise nf.Failure("%d of %d connection sides moved back to tcp@fab after the heal"
-                         % (len(first), want))
-    return sorted(first.values())
+    with open(out) as f:
+        for t, pid, conn, _why in FAILBACK_RE.findall(f.read()):
+            t = float(t) - t_heal
+            if t >= 0 and (pid, conn) not in first:
+                first[(pid, conn)] = t
+    return first
+
+
+def wait_all_back(out, t_heal, np, stop):
+    """hostpath: wait until every one of the np * np / 2 connection sides
+    between the hosts (each rank has np / 2 peers on the other one) has
+    moved back, then end the exchange (the soak's stop file); the seconds
+    after the heal, sorted."""
+    want, deadline = np * np // 2, time.monotonic() + HOSTPATH_BACK_S
+    while len(failbacks_after(out, t_heal)) < want and time.monotonic() < deadline:
+        time.sleep(0.2)
+    open(stop, "w").close()
+    back = failbacks_after(out, t_heal)
+    if len(back) != want:
+        raise nf.Failure("%d of %d connection sides moved back to tcp@fab within %d s of the "
+                         "heal" % (len(back), want, HOSTPATH_BACK_S))
+    return sorted(back.values())
 
 
 def run(scenario):
@@ -238,14 +248,15 @@ def run(scenario):
     np = 4 if vader else 8 if hostpath else 2
     tests = ("soak", "alltoall", "halo") if vader else ("alltoall", "soak") if hostpath \
         else ("soak",)
+    wd = tempfile.mkdtemp(prefix="rov-mpi-%s-" % scenario)
+    out, stop = os.path.join(wd, "job.out"), os.path.join(wd, "soak.stop")
     env = dict(os.environ,
                OMPI_MCA_mca_base_component_path="%s:%s" % (os.environ["ROV_OMPI_PKGLIBDIR"],
                                                            os.environ["ROV_BTL_DIR"]),
-               ROV_MPI_SOAK_S=str(FAULT_AFTER_S + HOSTPATH_DROP_S + HOSTPATH_AFTER_S if hostpath
-                                  else SOAK_S),
+               ROV_MPI_SOAK_S=str(JOB_TIMEOUT_S if hostpath else SOAK_S),
                RAILOVER_LOG="info" if hostpath else "warn")
-    wd = tempfile.mkdtemp(prefix="rov-mpi-%s-" % scenario)
-    out = os.path.join(wd, "job.out")
+    if hostpath:
+        env["ROV_MPI_SOAK_STOP"] = stop
     ok = False
     try:
         with nf.Topology() as topo:
@@ -267,7 +278,8 @@ def run(scenario):
                     rules = topo.fabric_drop("A", "both")
                     time.sleep(HOSTPATH_DROP_S if hostpath else DROP_FOR_S)
                     topo.nft_remove(rules)
-                    t_heal = time.time()
+                    if hostpath:
+                        back = wait_all_back(out, time.time(), np, stop)
                 else:
                     topo.link_down("A", "fab")
                 rc = job.wait(timeout=JOB_TIMEOUT_S)
@@ -285,7 +297,6 @@ def run(scenario):
                 raise nf.Failure("the job failed (exit %d)" % rc)
             moves = ["moved from tcp@fab to tcp@eth"]
             if hostpath:
-                back = failbacks_after(text, t_heal, np)
                 nf.log("hostpath: %d connection sides back on tcp@fab after the heal: first "
                        "%.3f s, median %.3f s, last %.3f s (dwell %s)"
                        % (len(back), back[0], back[len(back) // 2], back[-1], DWELL))
