@@ -189,9 +189,14 @@ static void unauthed_gone(rov_context_t *ctx)
 #define RATE_INTERVAL_NS (10ull * 1000000ull)
 #define WINDOW_FLOOR (1ull << 20)
 
+static uint64_t window_floor(const rov_context_t *ctx)
+{
+    return ctx->config.window_total < WINDOW_FLOOR ? ctx->config.window_total : WINDOW_FLOOR;
+}
+
 static void window_update(rov_context_t *ctx, uint64_t now)
 {
-    uint64_t elapsed = now - ctx->rate_ns, floor, cap;
+    uint64_t elapsed = now - ctx->rate_ns, floor = window_floor(ctx), cap;
     double rate;
 
     if (ctx->config.window_time_ns == 0 || elapsed < RATE_INTERVAL_NS)
@@ -202,7 +207,6 @@ static void window_update(rov_context_t *ctx, uint64_t now)
             ctx->ack_rate = (uint64_t)rate;
         else
             ctx->ack_rate -= (ctx->ack_rate - (uint64_t)rate) / 4;
-        floor = ctx->config.window_total < WINDOW_FLOOR ? ctx->config.window_total : WINDOW_FLOOR;
         cap = (uint64_t)((double)ctx->ack_rate * (double)ctx->config.window_time_ns / 1e9);
         ctx->tx_cap = cap < floor ? floor : cap > ctx->config.window_total ?
                       ctx->config.window_total : cap;
@@ -213,9 +217,7 @@ static void window_update(rov_context_t *ctx, uint64_t now)
 
 static void window_init(rov_context_t *ctx)
 {
-    ctx->tx_cap = ctx->config.window_total;
-    if (ctx->config.window_time_ns != 0 && ctx->tx_cap > WINDOW_FLOOR)
-        ctx->tx_cap = WINDOW_FLOOR;
+    ctx->tx_cap = ctx->config.window_time_ns ? window_floor(ctx) : ctx->config.window_total;
     ctx->rate_ns = rov_now_ns();
 }
 

@@ -454,9 +454,16 @@ static void fail(struct ucx_chan *c, rov_status_t st, const char *why)
  * manager reports its endpoint gone; failed from the callback, the channel
  * dropped them, and the connection's close never ended (docs/mpi.md).
  * Nothing more is sent on it meanwhile. */
+/* Nothing more goes out on c, nor is handed up: closed, failed, or its
+ * failure about to be reported. */
+static bool ended(const struct ucx_chan *c)
+{
+    return c->dead || c->failed || c->fail_due;
+}
+
 static void fail_ucs(struct ucx_chan *c, ucs_status_t s)
 {
-    if (c->dead || c->failed || c->fail_due)
+    if (ended(c))
         return;
     rov_debug("ucx", "%s channel: %s", c->rail->base.spec->name, ucs_status_string(s));
     c->fail_due = true;
@@ -708,7 +715,7 @@ static rov_status_t ucx_send(struct rov_chan *chan, const struct iovec *iov, int
     const void *buffer;
     size_t count;
 
-    if (c->dead || c->failed || c->fail_due)
+    if (ended(c))
         return ROV_ERR_RESET;
     if (iovcnt < 1 || iovcnt > ROV_RAIL_MAX_IOV)
         return ROV_ERR_INVAL;
@@ -818,7 +825,7 @@ static void drain_held(struct ucx_chan *c)
 {
     struct ucx_op *op;
 
-    while (!c->dead && !c->failed && !c->fail_due && (op = c->held) != NULL && op->done &&
+    while (!ended(c) && (op = c->held) != NULL && op->done &&
            op->seq == c->rx_seq) {
         c->held = op->next;
         if (!c->held)
