@@ -322,6 +322,7 @@ static int railover_finalize(mca_btl_base_module_t *btl)
     c->ctx = NULL;
     mca_btl_railover_conns_forget_all();
     mca_btl_railover_complete_dead();
+    mca_btl_railover_gets_failed(); /* finalizing: freed, not reported */
     OPAL_LIST_FOREACH_SAFE (ep, next, &c->endpoints, mca_btl_base_endpoint_t) {
         opal_list_remove_item(&c->endpoints, &ep->super);
         OBJ_RELEASE(ep);

@@ -133,6 +133,11 @@ void mca_btl_railover_event(void *arg, const rov_event_t *event);
 void mca_btl_railover_flush_pending(void);
 void mca_btl_railover_complete_dead(void);
 
+/* btl_railover_rdma.c: RDMA get (registration, get, gets that fell back). */
+void mca_btl_railover_rdma_init(bool flags_set);
+bool mca_btl_railover_gets_pending(void);
+void mca_btl_railover_gets_failed(void);
+
 END_C_DECLS
 
 #endif

@@ -305,7 +305,10 @@ static mca_btl_base_module_t **railover_init(int *num_btls, bool progress_thread
     railover_add_help_dir();
     if (OPAL_SUCCESS != context_open())
         return NULL;
-    if (OPAL_SUCCESS != railover_limits() || OPAL_SUCCESS != frag_lists_init() ||
+    if (OPAL_SUCCESS != railover_limits())
+        goto fail;
+    mca_btl_railover_rdma_init(user_set("flags"));
+    if (OPAL_SUCCESS != frag_lists_init() ||
         OPAL_SUCCESS != opal_hash_table_init(&c->peers, 256) ||
         OPAL_SUCCESS != publish_address())
         goto fail;
@@ -315,10 +318,13 @@ static mca_btl_base_module_t **railover_init(int *num_btls, bool progress_thread
     modules[0] = &mca_btl_railover_module.super;
     *num_btls = 1;
     opal_output_verbose(10, c->verbose,
-                        "btl railover: %d rail(s), first %s; eager limit %zu, max send size %zu",
+                        "btl railover: %d rail(s), first %s; eager limit %zu, max send size %zu, "
+                        "RDMA get %s (up to %zu bytes)",
                         rov_context_rail_count(c->ctx), rov_context_rail_name(c->ctx, 0),
                         mca_btl_railover_module.super.btl_eager_limit,
-                        mca_btl_railover_module.super.btl_max_send_size);
+                        mca_btl_railover_module.super.btl_max_send_size,
+                        (mca_btl_railover_module.super.btl_flags & MCA_BTL_FLAGS_GET) ? "on" : "off",
+                        mca_btl_railover_module.super.btl_get_limit);
     return modules;
 fail:
     context_close();
@@ -346,6 +352,8 @@ static int railover_progress(void)
         c->in_progress = false;
         if (OPAL_UNLIKELY(!opal_list_is_empty(&c->dead_frags)))
             mca_btl_railover_complete_dead();
+        if (OPAL_UNLIKELY(mca_btl_railover_gets_pending()))
+            mca_btl_railover_gets_failed();
         if (c->npending > 0)
             mca_btl_railover_flush_pending();
     }

@@ -384,6 +384,8 @@ static ROV_INLINE int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
                          (ctx->poll_count &
                           (ctx->frames ? CLOCK_EVERY - 1 : CLOCK_EVERY_IDLE - 1)) == 0, 0))
         epoll_check(ctx, timeout_ms, polled);
+    if (__builtin_expect(ctx->gets_done != NULL, 0))
+        rov_ctx_gets_deliver(ctx);
     /* Acks owed only since this call cannot be due: no clock read for them
      * (the caller usually replies next, and the reply carries them). */
     if (__builtin_expect(ctx->ack_head != NULL, 0) &&
@@ -401,10 +403,11 @@ ROV_HOT int rov_progress(rov_context_t *ctx)
 }
 
 /* Work of the context's own that the next progress call does whatever the
- * rails report: sends waiting for room, closed objects to free. */
+ * rails report: sends waiting for room, closed objects to free, callbacks
+ * of finished reads. */
 static bool own_work(const rov_context_t *ctx)
 {
-    return ctx->push_pending || ctx->reap;
+    return ctx->push_pending || ctx->reap || ctx->gets_done;
 }
 
 /* The spin of rov_context_wait(): whether a progress call would find work
@@ -462,6 +465,7 @@ void rov_context_limits(const rov_context_t *ctx, rov_limits_t *limits)
     limits->max_msg = (size_t)ctx->config.max_msg;
     limits->eager_limit = (size_t)ctx->config.eager_limit;
     limits->conn_data_max = ROV_CONN_DATA_MAX;
+    limits->get_max = rov_ctx_get_max(ctx);
 }
 
 const char *rov_context_rail_name(const rov_context_t *ctx, int rail)
@@ -604,6 +608,7 @@ void rov_context_destroy(rov_context_t *ctx)
 
         rail->ops.close(rail);
     }
+    rov_ctx_gets_deliver(ctx); /* reads the closes ended: their callbacks, as for sends */
     close(ctx->timer.fd);
     close(ctx->epfd);
     rov_msg_cache_fini(&ctx->msg_cache);

@@ -102,6 +102,8 @@ struct rov_context {
     struct rov_conn *ack_unstamped;   /* the list's tail from here: no deadline yet */
     unsigned ack_unstamped_poll;      /* poll_count when the first of those came */
     struct rov_msg_cache msg_cache;
+    struct rov_get_op *gets_done;     /* reads over, callbacks not yet run (mem.c) */
+    struct rov_get_op *gets_tail;
     uint64_t tx_bytes;                /* retained by every connection (window_total) */
     uint64_t tx_cap;                  /* ... at most this (window_update()) */
     uint64_t acked_bytes;             /* released by acks since rate_ns */
@@ -177,6 +179,9 @@ void rov_conn_free(struct rov_conn *conn);
 
 /* context.c: channel bookkeeping */
 void rov_ctx_chan_close(struct rov_chan *chan);
+/* mem.c: run the callbacks of finished reads; the largest read a rail does. */
+void rov_ctx_gets_deliver(rov_context_t *ctx);
+size_t rov_ctx_get_max(const rov_context_t *ctx);
 /* The peer of an accepted channel proved its key (handshake timeout and cap
  * no longer apply to it). */
 void rov_ctx_chan_authed(struct rov_chan *chan);

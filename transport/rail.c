@@ -51,14 +51,31 @@ static uint64_t stub_path_key(const void *addr, size_t len)
     return h ? h : 1;
 }
 
+static rov_status_t stub_mem_reg(struct rov_rail *rail, void *addr, size_t len,
+                                 void **handle_p, uint32_t *key_p)
+{
+    return ROV_ERR_UNSUPPORTED;
+}
+
+static void stub_mem_dereg(struct rov_rail *rail, void *handle)
+{
+}
+
+static rov_status_t stub_get(struct rov_chan *chan, void *local, void *handle, uint64_t raddr,
+                             uint32_t key, size_t len, void *cookie)
+{
+    return ROV_ERR_UNSUPPORTED;
+}
+
 void rov_rail_register(const struct rov_rail_ops *ops)
 {
     struct rov_rail_ops *r;
 
     if (!ops->name || !ops->open || !ops->close || !ops->listen || !ops->connect ||
-        !ops->send || !ops->chan_close) {
+        !ops->send || !ops->chan_close || !ops->mem_reg != !ops->get ||
+        !ops->mem_reg != !ops->mem_dereg) {
         /* A bug in the rail, found before any traffic. */
-        fprintf(stderr, "railover: rail '%s' lacks a mandatory op; not registered\n",
+        fprintf(stderr, "railover: rail '%s' lacks a mandatory op (or has half of get); not registered\n",
                 ops->name ? ops->name : "?");
         abort();
     }
@@ -85,6 +102,11 @@ void rov_rail_register(const struct rov_rail_ops *ops)
         r->addr_str = stub_addr_str;
     if (!r->path_key)
         r->path_key = stub_path_key;
+    if (!r->mem_reg) {
+        r->mem_reg = stub_mem_reg;
+        r->mem_dereg = stub_mem_dereg;
+        r->get = stub_get;
+    }
 }
 
 const struct rov_rail_ops *rov_rail_lookup(const char *kind)

@@ -195,6 +195,26 @@ struct rov_rail_ops {
      * progress on every turn of the spin). */
     int (*ready)(struct rov_rail *rail);
 
+    /** Register [addr, addr + len) for one-sided reads: readable by the
+     * peers of this rail's channels and writable by this rail's reads.
+     * *handle_p is the rail's, *key_p what a peer's get names it by.
+     * Optional (stub: ROV_ERR_UNSUPPORTED, the rail has no get). */
+    rov_status_t (*mem_reg)(struct rov_rail *rail, void *addr, size_t len, void **handle_p,
+                            uint32_t *key_p);
+    /** Release a registration of mem_reg.  Optional (with mem_reg). */
+    void (*mem_dereg)(struct rov_rail *rail, void *handle);
+
+    /** Read len bytes (at most rail->get_max) at the peer's raddr,
+     * registered there under key, into local (inside the registration
+     * handle of ours) on an OPEN channel.  ROV_INPROGRESS: the rail calls
+     * rov_rail_get_done(chan, cookie, status) when the data is in local,
+     * or with an error when the channel fails or closes first (from
+     * chan_close at the latest).  Reads queue in the rail when it has no
+     * room, never ROV_ERR_AGAIN.  Other negative: nothing was started.
+     * Optional (with mem_reg; stub: ROV_ERR_UNSUPPORTED). */
+    rov_status_t (*get)(struct rov_chan *chan, void *local, void *handle, uint64_t raddr,
+                        uint32_t key, size_t len, void *cookie);
+
     /* The two per-message calls last: in struct rov_rail the ops come last,
      * so these two share a cache line with the rail's own first fields
      * (struct rov_rail). */
@@ -227,6 +247,7 @@ struct rov_rail {
     const struct rov_rail_spec *spec; /* kind, argument, display name */
     int index;                        /* position in RAILOVER_RAILS */
     size_t max_frame;                 /* header + RAILOVER_MAX_MSG */
+    size_t get_max;                   /* largest get (ops.get), 0: none */
     /* A copy of the rail's ops, filled in by the context at open: the per-
      * message calls (send, progress, the last two) find them in the object
      * they already touch, not in a table on another page, and in the cache
@@ -290,6 +311,8 @@ void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len);
 void rov_rail_send_done(struct rov_chan *chan, void *cookie);
 /** Everything sent on the channel before chan_flush() has reached the peer. */
 void rov_rail_flushed(struct rov_chan *chan);
+/** A get (ops.get) is over: status ROV_OK when its data is in place. */
+void rov_rail_get_done(struct rov_chan *chan, void *cookie, rov_status_t status);
 /** The rail can take sends again after ROV_ERR_AGAIN. */
 void rov_rail_writable(struct rov_chan *chan);
 /** The channel failed (EOF, reset, protocol error, provider error).  The rail

@@ -15,6 +15,7 @@ struct rov_reg {
     unsigned refs;
     bool watched;                /* its memory's release will be reported */
     bool released;               /* it was: deregister at the last put */
+    bool remote;                 /* peers may read it (rov_mem_register()) */
 };
 
 struct rov_regcache {
@@ -126,7 +127,8 @@ static void released(void *arg, uintptr_t start, uintptr_t end)
     }
 }
 
-struct rov_reg *rov_regcache_get(struct rov_regcache *c, const void *addr, size_t len)
+struct rov_reg *rov_regcache_get(struct rov_regcache *c, const void *addr, size_t len,
+                                 bool remote)
 {
     uintptr_t start = (uintptr_t)addr & ~(c->page - 1);
     uintptr_t end = ((uintptr_t)addr + len + c->page - 1) & ~(c->page - 1);
@@ -135,7 +137,7 @@ struct rov_reg *rov_regcache_get(struct rov_regcache *c, const void *addr, size_
     if (c->watch)
         rov_memwatch_sync(&c->seen, released, c);
     for (r = c->head; r; r = r->next) {
-        if (!r->released && r->start <= start && end <= r->end) {
+        if (!r->released && r->start <= start && end <= r->end && r->remote == remote) {
             if (r->refs++ == 0)
                 c->idle_bytes -= r->end - r->start;
             lru_unlink(c, r);
@@ -147,9 +149,11 @@ struct rov_reg *rov_regcache_get(struct rov_regcache *c, const void *addr, size_
     r = calloc(1, sizeof(*r));
     if (!r)
         return NULL;
-    /* LOCAL_WRITE only because some providers want it with any access;
-     * no remote access: the peer never touches the application's memory. */
-    r->mr = ibv_reg_mr(c->pd, (void *)start, end - start, IBV_ACCESS_LOCAL_WRITE);
+    /* LOCAL_WRITE only because some providers want it with any access (and
+     * a read writes it); remote access only for what the application
+     * registered for peers' reads: a frame's source is never exposed. */
+    r->mr = ibv_reg_mr(c->pd, (void *)start, end - start,
+                       IBV_ACCESS_LOCAL_WRITE | (remote ? IBV_ACCESS_REMOTE_READ : 0));
     if (!r->mr) {
         rov_error("verbs", "ibv_reg_mr of %zu bytes: %m", (size_t)(end - start));
         free(r);
@@ -158,6 +162,7 @@ struct rov_reg *rov_regcache_get(struct rov_regcache *c, const void *addr, size_
     r->start = start;
     r->end = end;
     r->refs = 1;
+    r->remote = remote;
     /* Registered first: the pages are present when the watch starts. */
     r->watched = c->watch && rov_memwatch_track(start, end);
     lru_push(c, r);
@@ -180,6 +185,11 @@ void rov_regcache_put(struct rov_regcache *c, struct rov_reg *r)
 uint32_t rov_reg_lkey(const struct rov_reg *r)
 {
     return r->mr->lkey;
+}
+
+uint32_t rov_reg_rkey(const struct rov_reg *r)
+{
+    return r->mr->rkey;
 }
 
 void rov_regcache_stats(const struct rov_regcache *c, struct rov_regcache_stats *st)

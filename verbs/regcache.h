@@ -20,6 +20,7 @@
 #ifndef ROV_VERBS_REGCACHE_H
 #define ROV_VERBS_REGCACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,11 +34,14 @@ struct rov_regcache *rov_regcache_new(struct ibv_pd *pd, uint64_t limit);
 /** Deregister everything; registrations still in use are a bug (logged). */
 void rov_regcache_free(struct rov_regcache *cache);
 
-/** A registration covering [addr, addr+len), a local source of RDMA writes.
- * NULL when registration fails (logged). */
-struct rov_reg *rov_regcache_get(struct rov_regcache *cache, const void *addr, size_t len);
+/** A registration covering [addr, addr+len), a local source of RDMA writes;
+ * with remote, also readable by the peers (RDMA READ) and writable by our
+ * reads.  NULL when registration fails (logged). */
+struct rov_reg *rov_regcache_get(struct rov_regcache *cache, const void *addr, size_t len,
+                                 bool remote);
 void rov_regcache_put(struct rov_regcache *cache, struct rov_reg *reg);
 uint32_t rov_reg_lkey(const struct rov_reg *reg);
+uint32_t rov_reg_rkey(const struct rov_reg *reg);
 
 /** Counters, for tests and status. */
 struct rov_regcache_stats {

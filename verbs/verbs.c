@@ -296,7 +296,7 @@ static rov_status_t send_big(struct vb_chan *c, const struct iovec *iov, int iov
         iov_copy(b->copy, iov, iovcnt);
         b->base = b->copy;
     }
-    b->reg = rov_regcache_get(c->rail->regcache, b->base, b->len);
+    b->reg = rov_regcache_get(c->rail->regcache, b->base, b->len, false);
     if (!b->reg) {
         free(b->copy);
         free(b);
@@ -391,6 +391,95 @@ static void write_done(struct vb_chan *c)
     free(b);
 }
 
+/* Reads (rov_conn_get()) ------------------------------------------------------ */
+
+/* Post the queued reads, in order, as the QP's outstanding reads allow. */
+static void post_reads(struct vb_chan *c)
+{
+    for (struct vb_get *g = c->get_head; g && !c->dead && c->rd_out < VB_MAX_RD_ATOMIC;
+         g = g->next) {
+        struct ibv_sge sge = {(uintptr_t)g->local, g->len, g->lkey};
+        struct ibv_send_wr wr = {0}, *bad;
+        int rc;
+
+        if (g->posted)
+            continue;
+        wr.wr_id = WR_ID(VB_WR_READ, 0);
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_RDMA_READ;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.wr.rdma.remote_addr = g->raddr;
+        wr.wr.rdma.rkey = g->rkey;
+        rc = ibv_post_send(c->qp, &wr, &bad);
+        if (rc) {
+            post_failed(c, rc);
+            return;
+        }
+        c->rd_out++;
+        c->last_post_ns = rov_now_ns();
+        g->posted = true;
+    }
+}
+
+/* The oldest posted read completed (status ROV_OK: its data is in place). */
+static void read_done(struct vb_chan *c, rov_status_t status)
+{
+    struct vb_get *g = c->get_head;
+
+    if (!g || !g->posted)
+        return;
+    c->get_head = g->next;
+    if (!c->get_head)
+        c->get_tail = NULL;
+    rov_rail_get_done(&c->base, g->cookie, status);
+    free(g);
+}
+
+static rov_status_t vb_mem_reg(struct rov_rail *rail, void *addr, size_t len, void **handle_p,
+                               uint32_t *key_p)
+{
+    struct vb_rail *r = (struct vb_rail *)rail;
+    struct rov_reg *reg = rov_regcache_get(r->regcache, addr, len, true);
+
+    if (!reg)
+        return ROV_ERR_IO; /* logged */
+    *handle_p = reg;
+    *key_p = rov_reg_rkey(reg);
+    return ROV_OK;
+}
+
+static void vb_mem_dereg(struct rov_rail *rail, void *handle)
+{
+    rov_regcache_put(((struct vb_rail *)rail)->regcache, handle);
+}
+
+static rov_status_t vb_get(struct rov_chan *chan, void *local, void *handle, uint64_t raddr,
+                           uint32_t key, size_t len, void *cookie)
+{
+    struct vb_chan *c = (struct vb_chan *)chan;
+    struct vb_get *g;
+
+    if (c->dead)
+        return ROV_ERR_CLOSED;
+    g = calloc(1, sizeof(*g));
+    if (!g)
+        return ROV_ERR_NOMEM;
+    g->cookie = cookie;
+    g->local = local;
+    g->lkey = rov_reg_lkey(handle);
+    g->rkey = key;
+    g->raddr = raddr;
+    g->len = (uint32_t)len;
+    if (c->get_tail)
+        c->get_tail->next = g;
+    else
+        c->get_head = g;
+    c->get_tail = g;
+    post_reads(c);
+    return ROV_INPROGRESS;
+}
+
 /* Try one message now.  ROV_ERR_AGAIN: no credit, slot or send queue room. */
 static rov_status_t try_send(struct vb_chan *c, enum vb_msg type, const struct iovec *iov,
                              int iovcnt, void *cookie)
@@ -448,6 +537,7 @@ static rov_status_t pend_copy(struct vb_chan *c, enum vb_msg type, const struct 
 static void flush(struct vb_chan *c)
 {
     post_writes(c);
+    post_reads(c);
     while (c->pend_head && !c->dead) {
         struct vb_pend *p = c->pend_head;
         struct iovec iov = {p->data, p->len};
@@ -745,11 +835,22 @@ static void on_wc(struct vb_chan *c, const struct ibv_wc *wc)
 {
     unsigned kind = WR_KIND(wc->wr_id);
 
-    if (kind != VB_WR_RECV)
+    if (kind == VB_WR_READ)
+        c->rd_out--;
+    else if (kind != VB_WR_RECV)
         c->sq_out--;
     if (wc->status != IBV_WC_SUCCESS) {
         const char *why;
         rov_status_t st = wc_status(wc->status, &why);
+
+        if (kind == VB_WR_READ && wc->status == IBV_WC_REM_ACCESS_ERR) {
+            /* The key came from the application (the peer's, passed on):
+             * that read fails, and the QP with it, not the connection. */
+            why = "verbs: a read named memory the peer does not expose (IBV_WC_REM_ACCESS_ERR)";
+            st = ROV_ERR_IO;
+        }
+        if (kind == VB_WR_READ)
+            read_done(c, st);
 
         if (!c->dead)
             rov_info(VB, "qp %u: work completion %s (%s, vendor error 0x%x)", c->qp->qp_num,
@@ -769,6 +870,9 @@ static void on_wc(struct vb_chan *c, const struct ibv_wc *wc)
         break;
     case VB_WR_WRITE:
         write_done(c);
+        break;
+    case VB_WR_READ:
+        read_done(c, ROV_OK);
         break;
     default:
         break;
@@ -816,6 +920,14 @@ static void release_sends(struct vb_chan *c)
         free(b);
     }
     c->big_tail = NULL;
+    while (c->get_head) {
+        struct vb_get *g = c->get_head;
+
+        c->get_head = g->next;
+        rov_rail_get_done(&c->base, g->cookie, ROV_ERR_CANCELED);
+        free(g);
+    }
+    c->get_tail = NULL;
     while (c->pend_head) {
         struct vb_pend *p = c->pend_head;
 
@@ -973,7 +1085,7 @@ void vb_qp_init_attr(struct vb_chan *c, struct ibv_qp_init_attr *qia)
     qia->recv_cq = c->cq;
     qia->qp_type = IBV_QPT_RC;
     qia->qp_context = c;
-    qia->cap.max_send_wr = c->sq_max;
+    qia->cap.max_send_wr = c->sq_max + VB_MAX_RD_ATOMIC; /* + reads (rd_out) */
     qia->cap.max_recv_wr = c->nrecv + VB_NCTRL;
     qia->cap.max_send_sge = ROV_RAIL_MAX_IOV;
     qia->cap.max_recv_sge = 1;
@@ -1036,7 +1148,10 @@ static struct vb_chan *chan_new(struct vb_rail *r, bool outbound)
     attr.qp_state = IBV_QPS_INIT;
     attr.pkey_index = 0;
     attr.port_num = r->port;
-    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE; /* large frames, keepalive */
+    /* Large frames and keepalive are written; memory registered for peers'
+     * reads (rov_mem_register()) is read.  The rest of our memory has no
+     * remote access in its registration, whatever the QP allows. */
+    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     if (ibv_modify_qp(qp, &attr,
                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
         rov_error(VB, "QP to INIT on %s: %m", r->dev_name);
@@ -1565,6 +1680,7 @@ static rov_status_t vb_open(rov_context_t *ctx, const struct rov_rail_spec *spec
 {
     struct vb_rail *r = rov_zalloc_lines(sizeof(*r));
     struct ibv_device_attr da;
+    struct ibv_port_attr pa;
     rov_status_t st = ROV_ERR_NOT_FOUND;
     char list[sizeof(config->verbs_dev)];
     char *save, *tok;
@@ -1612,8 +1728,10 @@ static rov_status_t vb_open(rov_context_t *ctx, const struct rov_rail_spec *spec
         rov_error(VB, "%s: cannot query GID %d / device: %m", r->dev_name, r->gid_index);
         goto fail;
     }
-    if (r->nrecv + VB_NCTRL + 2 > (uint32_t)da.max_qp_wr)
-        r->nrecv = (uint32_t)da.max_qp_wr - VB_NCTRL - 2;
+    if (ibv_query_port(r->ctx, r->port, &pa) == 0)
+        r->base.get_max = pa.max_msg_sz; /* an RDMA READ's limit (rov_conn_get()) */
+    if (r->nrecv + VB_NCTRL + 2 + VB_MAX_RD_ATOMIC > (uint32_t)da.max_qp_wr)
+        r->nrecv = (uint32_t)da.max_qp_wr - VB_NCTRL - 2 - VB_MAX_RD_ATOMIC;
     r->max_inline = 128;
     r->pd = ibv_alloc_pd(r->ctx);
     r->cc = ibv_create_comp_channel(r->ctx);
@@ -1876,8 +1994,8 @@ static rov_status_t vb_chan_health(struct rov_chan *chan, struct rov_chan_health
     if (c->sq_out == 0 && c->rail->keepalive_ns &&
         now - c->last_post_ns >= c->rail->keepalive_ns / 2)
         post_probe(c);
-    h->busy = c->sq_out > 0;
-    h->queued = c->pend_head != NULL || c->want_writable;
+    h->busy = c->sq_out > 0 || c->rd_out > 0;
+    h->queued = c->pend_head != NULL || c->want_writable || (c->get_tail && !c->get_tail->posted);
     h->heard_ago_ns = now - c->last_heard_ns;
     h->sent_ago_ns = now - c->last_post_ns;
     return c->dead ? ROV_ERR_RESET : ROV_OK;
@@ -1923,6 +2041,9 @@ static const struct rov_rail_ops vb_ops = {
     .chan_str = vb_chan_str,
     .addr_str = rov_net_addr_str,
     .path_key = rov_net_addr_path_key,
+    .mem_reg = vb_mem_reg,
+    .mem_dereg = vb_mem_dereg,
+    .get = vb_get,
 };
 
 ROV_RAIL_REGISTER(vb_ops)

@@ -42,6 +42,7 @@ enum vb_wr {
     VB_WR_INLINE = 3, /* no slot */
     VB_WR_WRITE = 4,  /* a large frame's RDMA WRITE WITH IMM */
     VB_WR_PROBE = 5,
+    VB_WR_READ = 6,   /* an RDMA READ of rov_conn_get() */
 };
 #define WR_ID(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
 #define WR_KIND(id) ((unsigned)((id) >> 56))
@@ -103,6 +104,17 @@ struct vb_big {
     uint64_t raddr;           /* from the CTS */
     uint32_t rkey;
     bool cts, posted;
+};
+
+/* A read (ops.get): posted when the send queue and the QP's outstanding
+ * reads allow, in order; RC completes a queue's work in order. */
+struct vb_get {
+    struct vb_get *next;
+    void *cookie;
+    void *local;
+    uint32_t lkey, rkey, len;
+    uint64_t raddr;
+    bool posted;
 };
 
 /* Receiver side of a large frame: where the peer writes it. */
@@ -168,6 +180,8 @@ struct vb_chan {
     bool want_writable;
     bool want_flush;           /* chan_flush: report when nothing is outstanding */
     struct vb_big *big_head, *big_tail; /* RTS sent, write not complete, in order */
+    struct vb_get *get_head, *get_tail; /* reads, oldest first */
+    uint32_t rd_out;           /* reads posted, not complete (<= VB_MAX_RD_ATOMIC) */
 
     /* keepalive */
     uint64_t *ka_local;        /* the peer writes here */

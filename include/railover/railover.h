@@ -290,6 +290,8 @@ typedef struct rov_limits {
     size_t max_msg;
     size_t eager_limit;
     size_t conn_data_max; /* rov_connect_params_t.data_len, at most */
+    size_t get_max;       /* the largest rov_conn_get(); 0: no rail reads
+                           * a peer's memory (only verbs does) */
 } rov_limits_t;
 
 void rov_context_limits(const rov_context_t *context, rov_limits_t *limits_p);
@@ -449,6 +451,60 @@ typedef struct rov_conn_stats {
 } rov_conn_stats_t;
 
 void rov_conn_stats(const rov_conn_t *conn, rov_conn_stats_t *stats_p);
+
+/* ------------------------------------------------------------------------ */
+/* One-sided reads (RDMA GET), where a rail offers them                      */
+/*
+ * A process registers memory that its peers may read, and gives each peer
+ * the registration's key (rov_mem_key(), out of band or in a message); a
+ * peer reads it with rov_conn_get() on its connection to the process, with
+ * no work on the process's CPU.  Only a rail that reads remote memory in
+ * hardware does this (verbs: RDMA READ); on any other rail, and after a
+ * failover to one, rov_conn_get() answers ROV_ERR_UNSUPPORTED and the
+ * caller moves the data with messages instead, which fail over like any.
+ * A read that its rail cannot finish (the rail failed under it) completes
+ * with an error status and may be asked for again by message: a read has
+ * no effect at the owner, so doing it twice is harmless.
+ *
+ * Any peer connected to the context on that rail that holds the key can
+ * read the registered range until rov_mem_deregister() (and, on verbs,
+ * while the registration cache keeps it afterwards: RAILOVER_VERBS_REGCACHE):
+ * register only what peers are meant to read.
+ */
+
+typedef struct rov_mem rov_mem_t;
+
+/** Bytes of a registration's key (rov_mem_key()). */
+#define ROV_MEM_KEY_LEN 40
+
+/** Register [base, base + len) as readable by peers and as the target of
+ * this process's reads.  ROV_ERR_UNSUPPORTED when no rail of the context
+ * reads remote memory; ROV_ERR_NOMEM / ROV_ERR_IO when the rail could not
+ * register it. */
+rov_status_t rov_mem_register(rov_context_t *context, void *base, size_t len,
+                              rov_mem_t **mem_p);
+void rov_mem_deregister(rov_mem_t *mem);
+/** The key a peer names this registration by in rov_conn_get():
+ * ROV_MEM_KEY_LEN bytes, meaningful only to peers of this context. */
+void rov_mem_key(const rov_mem_t *mem, void *key);
+
+/** Read completion, called once per read that returned ROV_INPROGRESS,
+ * inside progress: ROV_OK when local holds the data; otherwise the rail
+ * failed or the connection went away first, and local holds anything. */
+typedef void (*rov_get_cb_t)(void *arg, rov_status_t status);
+
+/**
+ * Read len bytes at the peer's address remote, inside the peer's
+ * registration whose key is rkey, into local (inside lmem, registered
+ * here).  Never blocks and never calls cb before it returns.
+ * ROV_INPROGRESS: cb follows.  ROV_ERR_UNSUPPORTED: the connection is not
+ * on a rail that reads remote memory now (or the key names none on it):
+ * move the data by message.  ROV_ERR_MSGSIZE: len > limits.get_max.
+ * ROV_ERR_CLOSED: the connection is not established.  ROV_ERR_INVAL: bad
+ * arguments (local outside lmem, a malformed key).
+ */
+rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64_t remote,
+                          const void *rkey, size_t len, rov_get_cb_t cb, void *arg);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

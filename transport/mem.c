@@ -1,0 +1,181 @@
+/*
+ * One-sided reads (railover.h, "One-sided reads"): registrations with every
+ * rail that reads remote memory, their keys, and rov_conn_get() on the rail
+ * a connection sends on now.
+ *
+ * The transport adds nothing to a read but bookkeeping: the rail does it
+ * (verbs: an RDMA READ).  A read is not retained like a message: it has no
+ * effect at the owner, so a read its rail could not finish is reported
+ * failed and the caller moves the data by message, which fails over.
+ * Completions wait in a list on the context and run from the next progress
+ * call, never inside the call that started or closed anything.
+ *
+ * Key layout (ROV_MEM_KEY_LEN bytes): u8 version, u8 mask of the rail
+ * indices with a registration, u16 zero, then per rail index a
+ * little-endian u32 key (the rail's: verbs, the rkey).  A peer reads on its
+ * rail i the owner's rail i (a channel joins the same rail index at both
+ * ends: conn.c, peer_rail()).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/core.h"
+#include "transport/log.h"
+
+#define KEY_VERSION 1
+#define KEY_RAIL(i) (4 + 4 * (i))
+
+_Static_assert(KEY_RAIL(ROV_MAX_RAILS) <= ROV_MEM_KEY_LEN, "a key holds every rail's");
+_Static_assert(ROV_MAX_RAILS <= 8, "the key's rail mask is one byte");
+
+struct rov_mem {
+    rov_context_t *ctx;
+    uintptr_t base;
+    size_t len;
+    unsigned mask;                 /* rails with a registration */
+    void *handle[ROV_MAX_RAILS];
+    uint32_t key[ROV_MAX_RAILS];
+};
+
+/* A read in progress, then done and waiting for its callback. */
+struct rov_get_op {
+    struct rov_get_op *next;
+    rov_get_cb_t cb;
+    void *arg;
+    rov_status_t status;
+};
+
+static void mem_release(rov_mem_t *mem)
+{
+    for (int i = 0; i < mem->ctx->nrails; i++)
+        if (mem->mask & (1u << i))
+            mem->ctx->rails[i]->ops.mem_dereg(mem->ctx->rails[i], mem->handle[i]);
+    free(mem);
+}
+
+rov_status_t rov_mem_register(rov_context_t *ctx, void *base, size_t len, rov_mem_t **mem_p)
+{
+    rov_mem_t *mem;
+
+    if (!ctx || !base || len == 0 || !mem_p)
+        return ROV_ERR_INVAL;
+    mem = calloc(1, sizeof(*mem));
+    if (!mem)
+        return ROV_ERR_NOMEM;
+    mem->ctx = ctx;
+    mem->base = (uintptr_t)base;
+    mem->len = len;
+    for (int i = 0; i < ctx->nrails; i++) {
+        struct rov_rail *rail = ctx->rails[i];
+        rov_status_t st = rail->ops.mem_reg(rail, base, len, &mem->handle[i], &mem->key[i]);
+
+        if (st == ROV_ERR_UNSUPPORTED)
+            continue;
+        if (st != ROV_OK) {
+            mem_release(mem);
+            return st;
+        }
+        mem->mask |= 1u << i;
+    }
+    if (!mem->mask) {
+        free(mem);
+        return ROV_ERR_UNSUPPORTED;
+    }
+    *mem_p = mem;
+    return ROV_OK;
+}
+
+void rov_mem_deregister(rov_mem_t *mem)
+{
+    if (mem)
+        mem_release(mem);
+}
+
+void rov_mem_key(const rov_mem_t *mem, void *key)
+{
+    uint8_t *k = key;
+
+    memset(k, 0, ROV_MEM_KEY_LEN);
+    k[0] = KEY_VERSION;
+    k[1] = (uint8_t)mem->mask;
+    for (int i = 0; i < ROV_MAX_RAILS; i++)
+        if (mem->mask & (1u << i))
+            rov_put32(k + KEY_RAIL(i), mem->key[i]);
+}
+
+rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64_t remote,
+                          const void *rkey, size_t len, rov_get_cb_t cb, void *arg)
+{
+    const uint8_t *k = rkey;
+    struct rov_get_op *op;
+    struct rov_chan *chan;
+    rov_status_t st;
+    uintptr_t at = (uintptr_t)local;
+    int rail;
+
+    if (!conn || !lmem || !k || !cb || lmem->ctx != conn->ctx || k[0] != KEY_VERSION ||
+        at < lmem->base || len > lmem->len || at - lmem->base > lmem->len - len)
+        return ROV_ERR_INVAL;
+    if (conn->state != ROV_CONN_ESTABLISHED)
+        return ROV_ERR_BUSY;
+    rail = conn->tx_rail;
+    chan = rail >= 0 ? conn->chans[rail] : NULL;
+    if (!chan || chan->state != ROV_CHAN_OPEN || !(lmem->mask & (1u << rail)) ||
+        !(k[1] & (1u << rail)))
+        return ROV_ERR_UNSUPPORTED;
+    if (len > chan->rail->get_max)
+        return ROV_ERR_MSGSIZE;
+    op = malloc(sizeof(*op));
+    if (!op)
+        return ROV_ERR_NOMEM;
+    op->cb = cb;
+    op->arg = arg;
+    st = chan->rail->ops.get(chan, local, lmem->handle[rail], remote,
+                             rov_get32(k + KEY_RAIL(rail)), len, op);
+    if (st != ROV_INPROGRESS) {
+        free(op);
+        return st == ROV_OK ? ROV_ERR_IO : st; /* a rail never finishes a read at once */
+    }
+    return ROV_INPROGRESS;
+}
+
+void rov_rail_get_done(struct rov_chan *chan, void *cookie, rov_status_t status)
+{
+    rov_context_t *ctx = chan->rail->ctx;
+    struct rov_get_op *op = cookie;
+
+    if (status != ROV_OK)
+        rov_debug("core", "a read on %s ended: %s", chan->rail->spec->name,
+                  rov_status_str(status));
+    op->status = status;
+    op->next = NULL;
+    if (ctx->gets_tail)
+        ctx->gets_tail->next = op;
+    else
+        ctx->gets_done = op;
+    ctx->gets_tail = op;
+}
+
+void rov_ctx_gets_deliver(rov_context_t *ctx)
+{
+    while (ctx->gets_done) {
+        struct rov_get_op *op = ctx->gets_done;
+
+        ctx->gets_done = op->next;
+        if (!ctx->gets_done)
+            ctx->gets_tail = NULL;
+        ctx->events++;
+        op->cb(op->arg, op->status);
+        free(op);
+    }
+}
+
+size_t rov_ctx_get_max(const rov_context_t *ctx)
+{
+    size_t max = 0;
+
+    for (int i = 0; i < ctx->nrails; i++)
+        if (ctx->rails[i]->get_max > max)
+            max = ctx->rails[i]->get_max;
+    return max;
+}
