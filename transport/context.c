@@ -384,7 +384,7 @@ static ROV_INLINE int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
                          (ctx->poll_count &
                           (ctx->frames ? CLOCK_EVERY - 1 : CLOCK_EVERY_IDLE - 1)) == 0, 0))
         epoll_check(ctx, timeout_ms, polled);
-    if (__builtin_expect(ctx->gets_done != NULL, 0))
+    if (__builtin_expect(ctx->gets_ready, 0))
         rov_ctx_gets_deliver(ctx);
     /* Acks owed only since this call cannot be due: no clock read for them
      * (the caller usually replies next, and the reply carries them). */
@@ -407,7 +407,7 @@ ROV_HOT int rov_progress(rov_context_t *ctx)
  * of finished reads. */
 static bool own_work(const rov_context_t *ctx)
 {
-    return ctx->push_pending || ctx->reap || ctx->gets_done;
+    return ctx->push_pending || ctx->reap || ctx->gets_ready;
 }
 
 /* The spin of rov_context_wait(): whether a progress call would find work

@@ -94,6 +94,7 @@ struct rov_context {
     int nrails;
     unsigned push_pending;            /* conns with push_more set */
     bool in_send;                     /* inside rov_conn_send(): no callbacks (railover.h) */
+    bool gets_ready;                  /* gets_done is not empty (a hot-line flag) */
     uint64_t engine_seen_ns;          /* the failover engine's last chance to run */
     struct rov_conn *ack_head;        /* conns owing an ack, by deadline */
     struct rov_rail *rails[ROV_MAX_RAILS];

@@ -154,10 +154,12 @@ void rov_rail_get_done(struct rov_chan *chan, void *cookie, rov_status_t status)
     else
         ctx->gets_done = op;
     ctx->gets_tail = op;
+    ctx->gets_ready = true;
 }
 
 void rov_ctx_gets_deliver(rov_context_t *ctx)
 {
+    ctx->gets_ready = false;
     while (ctx->gets_done) {
         struct rov_get_op *op = ctx->gets_done;
 
