@@ -75,7 +75,10 @@ static int railover_deregister_mem(mca_btl_base_module_t *btl,
     railover_reg_t *reg = (railover_reg_t *) handle;
 
     mca_btl_railover_lock();
-    rov_mem_deregister(reg->mem);
+    /* After finalize the context, and the rails' registrations with it,
+     * are gone: a late deregistration only frees our record. */
+    if (NULL != mca_btl_railover_component.ctx)
+        rov_mem_deregister(reg->mem);
     mca_btl_railover_unlock();
     free(reg);
     return OPAL_SUCCESS;
