@@ -321,10 +321,9 @@ static mca_btl_base_module_t **railover_init(int *num_btls, bool progress_thread
                         "btl railover: %d rail(s), first %s; eager limit %zu, max send size %zu, "
                         "RDMA get %s (up to %zu bytes)",
                         rov_context_rail_count(c->ctx), rov_context_rail_name(c->ctx, 0),
-                        mca_btl_railover_module.super.btl_eager_limit,
-                        mca_btl_railover_module.super.btl_max_send_size,
-                        (mca_btl_railover_module.super.btl_flags & MCA_BTL_FLAGS_GET) ? "on" : "off",
-                        mca_btl_railover_module.super.btl_get_limit);
+                        modules[0]->btl_eager_limit, modules[0]->btl_max_send_size,
+                        (modules[0]->btl_flags & MCA_BTL_FLAGS_GET) ? "on" : "off",
+                        modules[0]->btl_get_limit);
     return modules;
 fail:
     context_close();

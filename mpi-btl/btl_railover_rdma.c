@@ -167,21 +167,17 @@ void mca_btl_railover_rdma_init(bool flags_set)
     mca_btl_base_module_t *m = &mca_btl_railover_module.super;
     size_t max = mca_btl_railover_component.limits.get_max;
 
-    m->btl_register_mem = railover_register_mem;
-    m->btl_deregister_mem = railover_deregister_mem;
-    m->btl_get = railover_get;
-    m->btl_registration_handle_size = sizeof(mca_btl_base_registration_handle_t);
     if (0 == max)
         m->btl_flags &= ~(uint32_t) MCA_BTL_FLAGS_GET;
     else if (!flags_set)
         m->btl_flags |= MCA_BTL_FLAGS_GET;
     m->btl_flags &= ~(uint32_t) MCA_BTL_FLAGS_PUT;
+    if (!(m->btl_flags & MCA_BTL_FLAGS_GET))
+        return;
+    m->btl_register_mem = railover_register_mem;
+    m->btl_deregister_mem = railover_deregister_mem;
+    m->btl_get = railover_get;
+    m->btl_registration_handle_size = sizeof(mca_btl_base_registration_handle_t);
     m->btl_get_limit = max;
     m->btl_get_alignment = 0;
-    if (!(m->btl_flags & MCA_BTL_FLAGS_GET)) {
-        m->btl_register_mem = NULL;
-        m->btl_deregister_mem = NULL;
-        m->btl_get = NULL;
-        m->btl_registration_handle_size = 0;
-    }
 }

@@ -75,7 +75,8 @@ void rov_rail_register(const struct rov_rail_ops *ops)
         !ops->send || !ops->chan_close || !ops->mem_reg != !ops->get ||
         !ops->mem_reg != !ops->mem_dereg) {
         /* A bug in the rail, found before any traffic. */
-        fprintf(stderr, "railover: rail '%s' lacks a mandatory op (or has half of get); not registered\n",
+        fprintf(stderr,
+                "railover: rail '%s' lacks a mandatory op (or has half of get); not registered\n",
                 ops->name ? ops->name : "?");
         abort();
     }

@@ -446,6 +446,13 @@ static void fail(struct ucx_chan *c, rov_status_t st, const char *why)
     rov_rail_failed(&c->base, st, why);
 }
 
+/* Nothing more goes out on c, nor is handed up: closed, failed, or its
+ * failure about to be reported. */
+static bool ended(const struct ucx_chan *c)
+{
+    return c->dead || c->failed || c->fail_due;
+}
+
 /* A failure UCX reported (an endpoint's error callback, a failed
  * completion) is reported up after the worker's progress loop (run_due()),
  * not from inside it: frames that the same loop still hands us are
@@ -454,13 +461,6 @@ static void fail(struct ucx_chan *c, rov_status_t st, const char *why)
  * manager reports its endpoint gone; failed from the callback, the channel
  * dropped them, and the connection's close never ended (docs/mpi.md).
  * Nothing more is sent on it meanwhile. */
-/* Nothing more goes out on c, nor is handed up: closed, failed, or its
- * failure about to be reported. */
-static bool ended(const struct ucx_chan *c)
-{
-    return c->dead || c->failed || c->fail_due;
-}
-
 static void fail_ucs(struct ucx_chan *c, ucs_status_t s)
 {
     if (ended(c))

@@ -843,15 +843,17 @@ static void on_wc(struct vb_chan *c, const struct ibv_wc *wc)
         const char *why;
         rov_status_t st = wc_status(wc->status, &why);
 
-        if (kind == VB_WR_READ && wc->status == IBV_WC_REM_ACCESS_ERR) {
-            /* The key came from the application (the peer's, passed on):
-             * that read fails, and the QP with it, not the connection. */
-            why = "verbs: a read named memory the peer does not expose (IBV_WC_REM_ACCESS_ERR)";
-            st = ROV_ERR_IO;
-        }
-        if (kind == VB_WR_READ)
+        if (kind == VB_WR_READ) {
+            if (wc->status == IBV_WC_REM_ACCESS_ERR) {
+                /* The key came from the application (the peer's, passed
+                 * on): that read fails, and the QP with it, not the
+                 * connection. */
+                why = "verbs: a read named memory the peer does not expose "
+                      "(IBV_WC_REM_ACCESS_ERR)";
+                st = ROV_ERR_IO;
+            }
             read_done(c, st);
-
+        }
         if (!c->dead)
             rov_info(VB, "qp %u: work completion %s (%s, vendor error 0x%x)", c->qp->qp_num,
                      why + strlen("verbs: "), ibv_wc_status_str(wc->status), wc->vendor_err);

@@ -106,8 +106,9 @@ struct vb_big {
     bool cts, posted;
 };
 
-/* A read (ops.get): posted when the send queue and the QP's outstanding
- * reads allow, in order; RC completes a queue's work in order. */
+/* A read (ops.get): posted in order while fewer than VB_MAX_RD_ATOMIC are
+ * outstanding (the send queue has room for that many besides the sends);
+ * RC completes a queue's work in order. */
 struct vb_get {
     struct vb_get *next;
     void *cookie;
