@@ -361,6 +361,31 @@ static void path_up(struct rov_conn *conn, int rail, uint64_t now)
     }
 }
 
+/* The rail's own link came back (rov_rail_link_up(): an interface up and
+ * running again, an RDMA port active): every connection whose channel on it
+ * failed retries now with its backoff restarted, instead of at the end of
+ * a step that a long fault has doubled up to RAILOVER_FAILBACK_RETRY_MAX.
+ * Through the reconnect budget: the local link says nothing of the far
+ * side, and a retry that fails backs off from the first step again. */
+void rov_fo_rail_up(rov_context_t *ctx, int rail)
+{
+    uint64_t now = rov_now_ns();
+
+    for (struct rov_conn *c = ctx->conns; c; c = c->next) {
+        struct rov_fo_rail *r = &c->fo.rails[rail];
+
+        if (r->state == ROV_FO_DOWN) {
+            r->backoff_ns = 0;
+            if (r->retry_ns > now)
+                r->retry_ns = c->fo.check_due_ns = now;
+        }
+        if (c->fo.wait_to == rail + 1 && c->fo.wait_ns > now)
+            c->fo.wait_ns = c->fo.check_due_ns = now;
+    }
+    if (ctx->fo.active)
+        ctx->fo.next_ns = now;
+}
+
 static rov_status_t health(struct rov_chan *chan, uint64_t now, struct rov_chan_health *h)
 {
     memset(h, 0, sizeof(*h));

@@ -105,6 +105,10 @@ bool rov_fo_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,
 /** The peer moved the connection away from `rail`, which failed on its side. */
 void rov_fo_peer_failed(struct rov_conn *conn, int rail);
 
+/** The local link of rail came back (rov_rail_link_up()): its failed
+ * channels are retried now. */
+void rov_fo_rail_up(rov_context_t *ctx, int rail);
+
 /** The reason code of a rail failure: reason if set, else from status. */
 rov_reason_t rov_fo_classify(rov_status_t status, rov_reason_t reason);
 

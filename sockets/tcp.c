@@ -19,8 +19,11 @@
 #include <net/if.h>
 #include <poll.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+/* linux/tcp.h, not netinet/tcp.h: glibc's struct tcp_info stops before
+ * tcpi_notsent_bytes and tcpi_snd_wnd (Linux 4.6 and 5.19). */
+#include <linux/tcp.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +36,7 @@
 
 #include "transport/log.h"
 #include "transport/netaddr.h"
+#include "transport/netlink.h"
 #include "transport/rail.h"
 #include "transport/wire.h"
 
@@ -101,6 +105,7 @@ struct tcp_rail {
     size_t addr_len;
     size_t rxbuf;
     uint64_t keepalive_ns; /* TCP keepalive idle time (RAILOVER_KEEPALIVE) */
+    struct rov_net_links links; /* the interface with our address comes back */
 };
 
 static const char *errno_why(int err)
@@ -697,6 +702,7 @@ static rov_status_t tcp_open(rov_context_t *ctx, const struct rov_rail_spec *spe
     r->spare_fd = -1;
     r->rxbuf = config->tcp_rxbuf;
     r->keepalive_ns = config->keepalive_ns;
+    rov_net_links_open(&r->links, &r->base, &r->local);
     *rail_p = &r->base;
     return ROV_OK;
 }
@@ -1045,6 +1051,7 @@ static void tcp_close(struct rov_rail *rail)
     while (r->chans)
         tcp_chan_close(&r->chans->base);
     tcp_unlisten(rail);
+    rov_net_links_close(&r->links);
     bury(r);
     free(r);
 }
@@ -1060,7 +1067,20 @@ static void tcp_close(struct rov_rail *rail)
  * resets) do not happen on a live path.  They matter when both windows are
  * closed as the path dies: each end then reads, and the window update it
  * sends is lost, so neither has anything in flight, and neither would ever
- * stall otherwise (tests/failover: linkdown_frozen). */
+ * stall otherwise (tests/failover: linkdown_frozen).
+ *
+ * Data that waits unsent while the peer's window has room and nothing is in
+ * flight is work the kernel could not hand to the network: its
+ * transmissions failed locally (the route went with the interface: `ip link
+ * set down`).  That is busy at once.  A channel idle when its link went
+ * down otherwise counted as busy only after two persist probes (the first
+ * 200 ms after its next write, the next 400 ms later), and moved about
+ * 1 s after the fault instead of 250 ms (4 of 256 connections in one
+ * link-down of bench/failover-scale.py).  Its sends are failed attempts,
+ * not retransmissions that an ACK may still answer (retransmits = 0). */
+/* tcpi_state of an established connection (the kernel's TCP_ESTABLISHED,
+ * which linux/tcp.h does not export). */
+#define TCP_STATE_ESTABLISHED 1
 static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_health *h)
 {
     struct tcp_chan *c = rov_container_of(chan, struct tcp_chan, base);
@@ -1079,21 +1099,31 @@ static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_healt
          * run the completion yet (a storm of connects, a busy caller): the
          * path works; what is left is ours, not the rail's to time. */
         if (getsockopt(c->watch.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
-            ti.tcpi_state == TCP_ESTABLISHED)
+            ti.tcpi_state == TCP_STATE_ESTABLISHED)
             h->peer_turn = 1;
         return ROV_OK;
     }
     if (getsockopt(c->watch.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
         return rov_net_errno_status(errno);
     h->busy = ti.tcpi_unacked > 0 || ti.tcpi_probes >= 2;
-    /* Whether data waits is asked only of an idle channel (the engine's
-     * keepalive decision): one system call per busy channel, not two. */
-    if (!h->busy && ioctl(c->watch.fd, SIOCOUTQNSD, &notsent) < 0)
-        return rov_net_errno_status(errno);
-    h->queued = notsent > 0 || c->txq_head != NULL;
+    h->retransmits = 1;
+    if (!h->busy && len >= offsetof(struct tcp_info, tcpi_snd_wnd) + sizeof(ti.tcpi_snd_wnd)) {
+        h->queued = ti.tcpi_notsent_bytes > 0 || c->txq_head != NULL;
+        /* (A window smaller than a segment and than the data holds the
+         * data back: receivers advertise 0 instead, but not trusted.) */
+        if (ti.tcpi_notsent_bytes > 0 && (ti.tcpi_snd_wnd >= ti.tcpi_snd_mss ||
+                                          ti.tcpi_snd_wnd >= ti.tcpi_notsent_bytes)) {
+            h->busy = 1; /* could not transmit: no route */
+            h->retransmits = 0;
+        }
+    } else if (!h->busy) {
+        /* An older kernel: whether data waits, from the ioctl. */
+        if (ioctl(c->watch.fd, SIOCOUTQNSD, &notsent) < 0)
+            return rov_net_errno_status(errno);
+        h->queued = notsent > 0 || c->txq_head != NULL;
+    }
     h->heard_ago_ns = (uint64_t)ti.tcpi_last_ack_recv * 1000000ull;
     h->sent_ago_ns = (uint64_t)ti.tcpi_last_data_sent * 1000000ull;
-    h->retransmits = 1;
     return ROV_OK;
 }
 

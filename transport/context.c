@@ -854,6 +854,11 @@ void rov_rail_writable(struct rov_chan *chan)
         rov_conn_push(chan->conn);
 }
 
+void rov_rail_link_up(struct rov_rail *rail)
+{
+    rov_fo_rail_up(rail->ctx, rail->index);
+}
+
 void rov_rail_failed(struct rov_chan *chan, rov_status_t status, const char *why)
 {
     if (chan->state == ROV_CHAN_CLOSED)

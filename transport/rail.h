@@ -315,6 +315,10 @@ void rov_rail_flushed(struct rov_chan *chan);
 void rov_rail_get_done(struct rov_chan *chan, void *cookie, rov_status_t status);
 /** The rail can take sends again after ROV_ERR_AGAIN. */
 void rov_rail_writable(struct rov_chan *chan);
+/** The rail's own link came back (an interface up and running again, an
+ * RDMA port active): connections whose channel on it failed retry it now
+ * rather than after their backoff (transport/netlink.h watches IP links). */
+void rov_rail_link_up(struct rov_rail *rail);
 /** The channel failed (EOF, reset, protocol error, provider error).  The rail
  * sends and receives nothing more on it; the transport will chan_close it.
  * why is a static string naming the cause precisely. */

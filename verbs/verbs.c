@@ -1540,6 +1540,7 @@ static void async_cb(struct rov_watch *w, uint32_t events)
             if (ev.element.port_num == r->port) {
                 r->port_down = false;
                 vb_refresh_port(r);
+                rov_rail_link_up(&r->base); /* failed channels retry now */
             }
             break;
         case IBV_EVENT_GID_CHANGE:

@@ -1329,7 +1329,7 @@ def check_rail_traffic(ck, pair, rail, wait_s=2.0, conns=None):
 
 
 def fault_and_heal(args, name, inject, heal, leader_ok, env=None, conns=None,
-                   heal_timeout=60, tcp_rmem=None):
+                   heal_timeout=60, tcp_rmem=None, after_back=None):
     """Continuous traffic on every connection; inject() breaks the fabric
     (rail 0), heal() repairs it.  Claims:
       - before the fault nothing switches;
@@ -1343,7 +1343,8 @@ def fault_and_heal(args, name, inject, heal, leader_ok, env=None, conns=None,
       - zero loss, no duplicate, in order (rov_stream exit 0 and the count
         cross-check), every switch counted once.
     inject(topo, pair) and heal(topo, state) where state is what inject
-    returned.  tcp_rmem: net.ipv4.tcp_rmem in both namespaces."""
+    returned.  tcp_rmem: net.ipv4.tcp_rmem in both namespaces.
+    after_back(ck, pair): further claims once every connection is back."""
     wd = Workdir(name, args.keep)
     ck = Checker()
     conns = conns or args.conns
@@ -1381,6 +1382,8 @@ def fault_and_heal(args, name, inject, heal, leader_ok, env=None, conns=None,
             for i in range(conns):
                 check_moves(ck, pair, i, t_heal, t_back, 0, failback_reason, follows_failback,
                             "failback")
+            if after_back:
+                after_back(ck, pair)
             check_rail_traffic(ck, pair, 0, wait_s=1.0)
             pair.stop()
         finally:

@@ -1,0 +1,149 @@
+/* Link changes for the IP rails: see netlink.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ifaddrs.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "transport/log.h"
+#include "transport/netlink.h"
+
+/* Whether the interface ifindex carries addr (the rail's own address): a
+ * link that comes up elsewhere says nothing about this rail's path. */
+static bool carries(int ifindex, const struct sockaddr_storage *addr)
+{
+    char name[IF_NAMESIZE];
+    struct ifaddrs *ifs;
+    bool yes = false;
+
+    if (!if_indextoname((unsigned)ifindex, name) || getifaddrs(&ifs) < 0)
+        return false;
+    for (struct ifaddrs *ifa = ifs; ifa && !yes; ifa = ifa->ifa_next) {
+        const struct sockaddr *sa = ifa->ifa_addr;
+
+        if (!sa || sa->sa_family != addr->ss_family || strcmp(ifa->ifa_name, name) != 0)
+            continue;
+        if (sa->sa_family == AF_INET)
+            yes = memcmp(&((const struct sockaddr_in *)sa)->sin_addr,
+                         &((const struct sockaddr_in *)addr)->sin_addr, 4) == 0;
+        else if (sa->sa_family == AF_INET6)
+            yes = memcmp(&((const struct sockaddr_in6 *)sa)->sin6_addr,
+                         &((const struct sockaddr_in6 *)addr)->sin6_addr, 16) == 0;
+    }
+    freeifaddrs(ifs);
+    return yes;
+}
+
+/* Remember ifindex's state; whether it went from not running to running. */
+static bool came_up(struct rov_net_links *l, int ifindex, bool running)
+{
+    unsigned i;
+    bool was;
+
+    for (i = 0; i < l->nseen && l->seen[i].ifindex != ifindex; i++)
+        ;
+    if (i == l->nseen) {
+        /* First news of this link (the dump at open, or a new link). */
+        i = l->nseen < ROV_NET_LINKS_SEEN ? l->nseen++ : l->next++ % ROV_NET_LINKS_SEEN;
+        l->seen[i].ifindex = ifindex;
+        l->seen[i].running = running;
+        return false;
+    }
+    was = l->seen[i].running;
+    l->seen[i].running = running;
+    return running && !was;
+}
+
+static void links_cb(struct rov_watch *w, uint32_t events)
+{
+    struct rov_net_links *l = rov_container_of(w, struct rov_net_links, watch);
+    char buf[16384] __attribute__((aligned(__alignof__(struct nlmsghdr))));
+    bool up = false;
+    ssize_t n;
+
+    (void)events;
+    while ((n = recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT)) != 0) {
+        if (n < 0) {
+            if (errno == ENOBUFS) {
+                /* Events were lost: one may have been ours.  A retry of a
+                 * path that is still down costs one attempt. */
+                rov_debug("netlink", "rail %s: link events lost (ENOBUFS)", l->rail->spec->name);
+                up = true;
+                continue;
+            }
+            if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
+                rov_warn("netlink", "rail %s: link events: %m; no longer watched",
+                         l->rail->spec->name);
+                rov_net_links_close(l);
+            }
+            break;
+        }
+        for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+             h = NLMSG_NEXT(h, n)) {
+            const struct ifinfomsg *ifi = NLMSG_DATA(h);
+            unsigned flags;
+
+            if (h->nlmsg_type != RTM_NEWLINK || h->nlmsg_len < NLMSG_LENGTH(sizeof(*ifi)))
+                continue;
+            flags = ifi->ifi_flags;
+            if (came_up(l, ifi->ifi_index, (flags & (IFF_UP | IFF_RUNNING)) ==
+                                                   (IFF_UP | IFF_RUNNING)) &&
+                carries(ifi->ifi_index, &l->local)) {
+                char name[IF_NAMESIZE] = "?";
+
+                if_indextoname((unsigned)ifi->ifi_index, name);
+                rov_info("netlink", "rail %s: link %s is up again", l->rail->spec->name, name);
+                up = true;
+            }
+        }
+    }
+    if (up)
+        rov_rail_link_up(l->rail);
+}
+
+void rov_net_links_open(struct rov_net_links *l, struct rov_rail *rail,
+                        const struct sockaddr_storage *local)
+{
+    struct sockaddr_nl sa = {.nl_family = AF_NETLINK, .nl_groups = RTMGRP_LINK};
+    struct {
+        struct nlmsghdr h;
+        struct ifinfomsg ifi;
+    } req = {
+        .h = {.nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETLINK,
+              .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1},
+        .ifi = {.ifi_family = AF_UNSPEC},
+    };
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_ROUTE);
+
+    memset(l, 0, sizeof(*l));
+    l->watch.fd = -1;
+    l->rail = rail;
+    l->local = *local;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        send(fd, &req, sizeof(req), 0) < 0) {
+        rov_debug("netlink", "link changes not watched: %m");
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    l->watch.fd = fd;
+    l->watch.cb = links_cb;
+    if (rov_ctx_watch(rail->ctx, &l->watch, EPOLLIN) != ROV_OK) {
+        close(fd);
+        l->watch.fd = -1;
+    }
+}
+
+void rov_net_links_close(struct rov_net_links *l)
+{
+    if (l->watch.fd < 0)
+        return;
+    rov_ctx_unwatch(l->rail->ctx, &l->watch);
+    close(l->watch.fd);
+    l->watch.fd = -1;
+}
