@@ -41,6 +41,9 @@ struct rov_fo_rail {
     bool path_ok;             /* DOWN: another connection to the peer passed its
                                * probe on this rail: reconnect now, outside the
                                * context's budget (path_up()) */
+    uint8_t link_up;          /* DOWN: the rail's link came back since it failed
+                               * (rov_fo_rail_up()): reconnects left that may wait
+                               * for the kernel's neighbour resolution */
     rov_reason_t pending;     /* reason of a failure the engine is reporting */
     uint64_t chan_serial;     /* channel the fields below describe */
     uint64_t busy_since_ns;   /* channel seen busy since, 0: idle */

@@ -141,7 +141,7 @@ void rov_net_links_open(struct rov_net_links *l, struct rov_rail *rail,
 
 void rov_net_links_close(struct rov_net_links *l)
 {
-    if (l->watch.fd < 0)
+    if (!l->rail || l->watch.fd < 0) /* (zeroed: never opened) */
         return;
     rov_ctx_unwatch(l->rail->ctx, &l->watch);
     close(l->watch.fd);

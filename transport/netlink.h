@@ -36,7 +36,7 @@ struct rov_net_links {
  * at debug level and leaves links->watch.fd at -1: nothing else changes. */
 void rov_net_links_open(struct rov_net_links *links, struct rov_rail *rail,
                         const struct sockaddr_storage *local);
-/** Stop watching (nothing when not watching). */
+/** Stop watching (nothing when not watching, or never opened: zeroed). */
 void rov_net_links_close(struct rov_net_links *links);
 
 #endif

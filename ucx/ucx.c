@@ -50,6 +50,7 @@
 
 #include "transport/log.h"
 #include "transport/netaddr.h"
+#include "transport/netlink.h"
 #include "transport/rail.h"
 #include "transport/wire.h"
 
@@ -199,6 +200,7 @@ struct ucx_rail {
     struct rov_watch watch;     /* the worker's event fd */
     struct sockaddr_storage local;
     socklen_t local_len;
+    struct rov_net_links links; /* the interface with our address comes back */
     uint8_t addr[ROV_RAIL_ADDR_MAX];
     size_t addr_len;
     int in_ucx;                 /* inside ucp_worker_progress(): defer closes */
@@ -1858,6 +1860,7 @@ static rov_status_t ucx_open(rov_context_t *ctx, const struct rov_rail_spec *spe
         return ROV_ERR_IO;
     }
     settle(r);
+    rov_net_links_open(&r->links, &r->base, &r->local);
     *rail_p = &r->base;
     return ROV_OK;
 
@@ -1952,6 +1955,7 @@ static void ucx_close(struct rov_rail *rail)
     uint64_t deadline = now_ns() + UCX_CLOSE_WAIT_NS;
 
     r->probe_open = false;
+    rov_net_links_close(&r->links);
     while (r->chans)
         ucx_chan_close(&r->chans->base);
     while (r->probes)
