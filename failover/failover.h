@@ -41,9 +41,6 @@ struct rov_fo_rail {
     bool path_ok;             /* DOWN: another connection to the peer passed its
                                * probe on this rail: reconnect now, outside the
                                * context's budget (path_up()) */
-    uint8_t link_up;          /* DOWN: the rail's link came back since it failed
-                               * (rov_fo_rail_up()): reconnects left that may wait
-                               * for the kernel's neighbour resolution */
     rov_reason_t pending;     /* reason of a failure the engine is reporting */
     uint64_t chan_serial;     /* channel the fields below describe */
     uint64_t busy_since_ns;   /* channel seen busy since, 0: idle */
@@ -54,6 +51,8 @@ struct rov_fo_rail {
     uint64_t heard_ago_ns;    /* at the last check: since the rail last answered */
     uint64_t probe_ns;        /* last keepalive probe sent */
     uint64_t down_since_ns;
+    uint64_t link_up_ns;      /* DOWN: the rail's link came back then, since it
+                               * failed (rov_fo_rail_up()), 0: not */
     rov_status_t down_status; /* DOWN: what its last failure was */
     uint64_t retry_ns;        /* DOWN: next reconnect attempt */
     uint64_t backoff_ns;      /* current retry interval */
