@@ -381,7 +381,8 @@ static void path_up(struct rov_conn *conn, int rail, uint64_t now)
  * failed retries now with its backoff restarted, instead of at the end of
  * a step that a long fault has doubled up to RAILOVER_FAILBACK_RETRY_MAX.
  * Through the reconnect budget: the local link says nothing of the far
- * side, and a retry that fails backs off from the first step again. */
+ * side.  A retry that fails within LINK_UP_QUICK_NS goes again at once
+ * (mark_down()), later ones back off from the first step. */
 void rov_fo_rail_up(rov_context_t *ctx, int rail)
 {
     uint64_t now = rov_now_ns();

@@ -1109,8 +1109,9 @@ static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_healt
     h->retransmits = 1;
     if (!h->busy && len >= offsetof(struct tcp_info, tcpi_snd_wnd) + sizeof(ti.tcpi_snd_wnd)) {
         h->queued = ti.tcpi_notsent_bytes > 0 || c->txq_head != NULL;
-        /* (A window smaller than a segment and than the data holds the
-         * data back: receivers advertise 0 instead, but not trusted.) */
+        /* (A window smaller than both a segment and the data does hold
+         * it back; receivers advertise 0 rather than that, but this does
+         * not rely on it.) */
         if (ti.tcpi_notsent_bytes > 0 && (ti.tcpi_snd_wnd >= ti.tcpi_snd_mss ||
                                           ti.tcpi_snd_wnd >= ti.tcpi_notsent_bytes)) {
             h->busy = 1; /* could not transmit: no route */

@@ -67,7 +67,13 @@ static void links_cb(struct rov_watch *w, uint32_t events)
     ssize_t n;
 
     (void)events;
-    while ((n = recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT)) != 0) {
+    for (;;) {
+        struct sockaddr_nl from;
+        socklen_t fl = sizeof(from);
+
+        n = recvfrom(w->fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+        if (n == 0)
+            break;
         if (n < 0) {
             if (errno == ENOBUFS) {
                 /* Events were lost: one may have been ours.  A retry of a
@@ -83,6 +89,8 @@ static void links_cb(struct rov_watch *w, uint32_t events)
             }
             break;
         }
+        if (fl < sizeof(from) || from.nl_pid != 0)
+            continue; /* not the kernel's: another process may unicast here */
         for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
              h = NLMSG_NEXT(h, n)) {
             const struct ifinfomsg *ifi = NLMSG_DATA(h);

@@ -141,11 +141,14 @@ struct rov_rail_ops {
      * what the peer has not yet read waits for the peer to close its end
      * (TCP: a socket closed with unread input is reset, and the peer, whose
      * next write then fails, drops the channel with what it had not read;
-     * the flush ends our stream and completes at the peer's end of stream).  The transport
+     * the flush ends our stream and completes at the peer's end of stream;
+     * UCX: a message the peer's rail answers once it has handed up what came
+     * before, since UCX's own flush ends when the data is in the peer's
+     * receive queue, which a peer that exits at once may never read).  The transport
      * sends nothing more on the channel after a flush; a rail may drop
      * what it is still given (TCP: the stream has ended).
      * ROV_ERR_UNSUPPORTED: the rail cannot tell; its chan_close then still
-     * delivers what was sent (UCX: the endpoint is flushed).  The close
+     * delivers what was sent.  The close
      * handshake uses it: the side that answers the peer's CLOSE closes the
      * channel only once the answer is at the peer, so that a rail that
      * drops what is posted when it closes (a verbs QP moved to the error

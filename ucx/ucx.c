@@ -66,6 +66,12 @@
  * connect its own. */
 #define UCX_AM_PROBE 0x53
 #define UCX_AM_PROBE_GO 0x54
+/* The close handshake's flush (ucx_chan_flush): UCX_AM_FLUSH, 8-byte header =
+ * the channel sequence number of the last frame sent before it; the peer's
+ * rail answers UCX_AM_FLUSH_ACK with the same header once it has handed up
+ * every frame up to that one.  No data. */
+#define UCX_AM_FLUSH 0x55
+#define UCX_AM_FLUSH_ACK 0x56
 #define UCX_PROBE_BLOB_MAX 4096
 /* Endpoints our probe listener keeps for peers' probe endpoints, at most. */
 #define UCX_SERVED_MAX 4096
@@ -175,6 +181,9 @@ struct ucx_chan {
     struct ucx_op *held, *held_tail; /* received, by sequence, not yet handed up */
     size_t nheld;
     uint64_t tx_seq, rx_seq;    /* next to send, next to hand up */
+    bool flush_wait;            /* chan_flush: the peer's UCX_AM_FLUSH_ACK is due */
+    uint64_t flush_ack_seq;     /* the peer's UCX_AM_FLUSH: answer once frames up
+                                 * to this one are handed up (0: none) */
     /* Liveness for chan_health: counters on the data path, times taken only
      * when the failover engine asks. */
     uint64_t n_sent, n_heard, seen_sent, seen_heard, sent_ns, heard_ns;
@@ -556,6 +565,7 @@ static void bury(struct ucx_rail *r)
 }
 
 static void probe_detach(struct ucx_chan *c);
+static void answer_flush(struct ucx_chan *c);
 
 /* A request of a one-shot op (flush, probe) is done: the channel it was
  * for, NULL if that channel has let go of it. */
@@ -624,6 +634,7 @@ static void ucx_chan_close(struct rov_chan *chan)
 
     if (c->dead)
         return;
+    answer_flush(c);
     c->dead = true;
     chan_unlink(r, c);
     c->next = r->closing;
@@ -796,6 +807,50 @@ static rov_status_t ucx_send(struct rov_chan *chan, const struct iovec *iov, int
     return cookie ? ROV_INPROGRESS : ROV_OK;
 }
 
+/* A rail-level message without data (UCX_AM_FLUSH, _ACK): fire and forget,
+ * its header in an op of no channel, which goes back when UCX is done. */
+static void ctl_cb(void *request, ucs_status_t status, void *user_data)
+{
+    (void)status;
+    op_done(request, user_data);
+}
+
+static bool ctl_send(struct ucx_chan *c, unsigned id, uint64_t word)
+{
+    struct ucx_op *op = op_get(c->rail, NULL);
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_FLAGS,
+        .flags = UCP_AM_SEND_FLAG_REPLY,
+        .cb.send = ctl_cb,
+        .user_data = op,
+    };
+    ucs_status_ptr_t req;
+
+    if (!op)
+        return false;
+    rov_put64(op->hdr, word);
+    req = ucp_am_send_nbx(c->ep, id, op->hdr, UCX_AM_HDR_LEN, NULL, 0, &p);
+    if (req == NULL || UCS_PTR_IS_ERR(req)) {
+        op_put(op);
+        return req == NULL;
+    }
+    return true;
+}
+
+/* The peer asked for a flush and every frame up to the one it named is
+ * handed up: answer.  Also from ucx_chan_close(): the frame that made the
+ * transport close the channel (the close handshake's last) is handed up
+ * by then, and the endpoint still works. */
+static void answer_flush(struct ucx_chan *c)
+{
+    if (!c->flush_ack_seq || c->rx_seq <= c->flush_ack_seq || ended(c) || !c->connected)
+        return;
+    if (!ctl_send(c, UCX_AM_FLUSH_ACK, c->flush_ack_seq))
+        rov_debug("ucx", "%s channel: flush answer not sent", c->rail->base.spec->name);
+    c->flush_ack_seq = 0;
+}
+
 /* Receive ---------------------------------------------------------------------------- */
 
 /* Check a whole frame as a stream rail would, then hand it up. */
@@ -837,6 +892,7 @@ static void drain_held(struct ucx_chan *c)
         deliver(c, op->buf, op->len);
         op_put(op);
     }
+    answer_flush(c);
 }
 
 /* Keep a frame in sequence order behind what is still incomplete. */
@@ -982,6 +1038,46 @@ static void free_cb(void *request, ucs_status_t status, void *user_data)
     (void)status;
     (void)user_data;
     ucp_request_free(request);
+}
+
+/* The peer's UCX_AM_FLUSH: answered once what it sent before is handed up. */
+static ucs_status_t flush_req_cb(void *arg, const void *header, size_t header_length,
+                                 void *data, size_t length, const ucp_am_recv_param_t *param)
+{
+    struct ucx_chan *c = NULL;
+
+    (void)data;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
+        c = chan_by_ep(arg, param->reply_ep);
+    if (!c || ended(c))
+        return UCS_OK;
+    if (header_length != UCX_AM_HDR_LEN || length) {
+        fail(c, ROV_ERR_PROTO, "ucx: bad flush request");
+        return UCS_OK;
+    }
+    c->flush_ack_seq = rov_get64(header);
+    answer_flush(c);
+    return UCS_OK;
+}
+
+/* The answer to our UCX_AM_FLUSH: the peer's rail has handed up everything
+ * we sent before it (ucx_chan_flush()). */
+static ucs_status_t flush_ack_cb(void *arg, const void *header, size_t header_length,
+                                 void *data, size_t length, const ucp_am_recv_param_t *param)
+{
+    struct ucx_chan *c = NULL;
+
+    (void)data;
+    (void)length;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
+        c = chan_by_ep(arg, param->reply_ep);
+    if (!c || ended(c) || !c->flush_wait || header_length != UCX_AM_HDR_LEN ||
+        rov_get64(header) != c->tx_seq - 1)
+        return UCS_OK;
+    c->flush_wait = false;
+    heard(c);
+    rov_rail_flushed(&c->base);
+    return UCS_OK;
 }
 
 /* Send the peer what it needs to probe us.  The rail's blob outlives any
@@ -1837,6 +1933,14 @@ static rov_status_t ucx_open(rov_context_t *ctx, const struct rov_rail_spec *spe
     what = "ucp_worker_set_am_recv_handler";
     ap.arg = r;
     st = ucp_worker_set_am_recv_handler(r->worker, &ap);
+    ap.id = UCX_AM_FLUSH;
+    ap.cb = flush_req_cb;
+    if (st == UCS_OK)
+        st = ucp_worker_set_am_recv_handler(r->worker, &ap);
+    ap.id = UCX_AM_FLUSH_ACK;
+    ap.cb = flush_ack_cb;
+    if (st == UCS_OK)
+        st = ucp_worker_set_am_recv_handler(r->worker, &ap);
     if (st != UCS_OK)
         goto err;
     if (up.features & UCP_FEATURE_RMA) {
@@ -2107,6 +2211,28 @@ static rov_status_t ucx_chan_health(struct rov_chan *chan, struct rov_chan_healt
     return c->dead || c->failed ? ROV_ERR_RESET : ROV_OK;
 }
 
+/* What the close handshake's answer needs (rail.h): UCX completes a send,
+ * and even an endpoint flush, once the data is in the peer's receive queue,
+ * and a peer process that closes and exits at once then has its connection
+ * manager report the endpoint gone, possibly before the worker hands that
+ * queue to the AM handler: the answer was lost with it, and the other side,
+ * its CLOSE unanswered, failed the connection (ucx_conformance `switch`,
+ * about 1 run in 4).  So the flush is a round trip: UCX_AM_FLUSH after the
+ * last frame, which the peer's rail answers once it has handed that frame
+ * up.  ROV_ERR_UNSUPPORTED if it cannot be sent (the transport then finishes
+ * at once, as before). */
+static rov_status_t ucx_chan_flush(struct rov_chan *chan)
+{
+    struct ucx_chan *c = rov_container_of(chan, struct ucx_chan, base);
+
+    if (ended(c))
+        return ROV_ERR_RESET;
+    if (!c->connected || !ctl_send(c, UCX_AM_FLUSH, c->tx_seq - 1))
+        return ROV_ERR_UNSUPPORTED;
+    c->flush_wait = true;
+    return ROV_INPROGRESS;
+}
+
 static void ucx_chan_str(struct rov_chan *chan, char *buf, size_t len)
 {
     struct ucx_chan *c = rov_container_of(chan, struct ucx_chan, base);
@@ -2136,6 +2262,7 @@ static const struct rov_rail_ops ucx_ops = {
     .progress = ucx_progress,
     .arm = ucx_arm,
     .chan_health = ucx_chan_health,
+    .chan_flush = ucx_chan_flush,
     .chan_str = ucx_chan_str,
     .addr_str = ucx_addr_str,
     .path_key = rov_net_addr_path_key,
