@@ -354,6 +354,17 @@ void rov_fo_peer_failed(struct rov_conn *conn, int rail)
  * the path, not each within its own doubled step, nor at the budget's 500
  * a second (which the retries of a long fault leave empty: 1,024
  * connections came back spread evenly over two seconds after the heal). */
+/* c's reconnect of rail, or its move waiting for rail, is due now. */
+static void wake(struct rov_conn *c, int rail, uint64_t now)
+{
+    struct rov_fo_rail *r = &c->fo.rails[rail];
+
+    if (r->state == ROV_FO_DOWN && r->retry_ns > now)
+        r->retry_ns = c->fo.check_due_ns = now;
+    if (c->fo.wait_to == rail + 1 && c->fo.wait_ns > now)
+        c->fo.wait_ns = c->fo.check_due_ns = now;
+}
+
 static void path_up(struct rov_conn *conn, int rail, uint64_t now)
 {
     uint64_t path = conn->fo.rails[rail].path;
@@ -369,10 +380,7 @@ static void path_up(struct rov_conn *conn, int rail, uint64_t now)
             r->path_ok = true;
         if (r->state == ROV_FO_DOWN && !r->path_since_ns)
             r->path_since_ns = now;
-        if (r->state == ROV_FO_DOWN && r->retry_ns > now)
-            r->retry_ns = c->fo.check_due_ns = now;
-        if (c->fo.wait_to == rail + 1 && c->fo.wait_ns > now)
-            c->fo.wait_ns = c->fo.check_due_ns = now;
+        wake(c, rail, now);
     }
 }
 
@@ -393,11 +401,8 @@ void rov_fo_rail_up(rov_context_t *ctx, int rail)
         if (r->state == ROV_FO_DOWN) {
             r->link_up_ns = now;
             r->backoff_ns = 0;
-            if (r->retry_ns > now)
-                r->retry_ns = c->fo.check_due_ns = now;
         }
-        if (c->fo.wait_to == rail + 1 && c->fo.wait_ns > now)
-            c->fo.wait_ns = c->fo.check_due_ns = now;
+        wake(c, rail, now);
     }
     if (ctx->fo.active)
         ctx->fo.next_ns = now;

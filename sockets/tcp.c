@@ -1107,21 +1107,23 @@ static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_healt
         return rov_net_errno_status(errno);
     h->busy = ti.tcpi_unacked > 0 || ti.tcpi_probes >= 2;
     h->retransmits = 1;
-    if (!h->busy && len >= offsetof(struct tcp_info, tcpi_snd_wnd) + sizeof(ti.tcpi_snd_wnd)) {
-        h->queued = ti.tcpi_notsent_bytes > 0 || c->txq_head != NULL;
+    if (!h->busy) {
+        bool wnd = len >= offsetof(struct tcp_info, tcpi_snd_wnd) + sizeof(ti.tcpi_snd_wnd);
+
+        /* Whether data waits: from TCP_INFO, or on an older kernel the ioctl. */
+        if (wnd)
+            notsent = (int)ti.tcpi_notsent_bytes;
+        else if (ioctl(c->watch.fd, SIOCOUTQNSD, &notsent) < 0)
+            return rov_net_errno_status(errno);
+        h->queued = notsent > 0 || c->txq_head != NULL;
         /* (A window smaller than both a segment and the data does hold
          * it back; receivers advertise 0 rather than that, but this does
          * not rely on it.) */
-        if (ti.tcpi_notsent_bytes > 0 && (ti.tcpi_snd_wnd >= ti.tcpi_snd_mss ||
-                                          ti.tcpi_snd_wnd >= ti.tcpi_notsent_bytes)) {
+        if (wnd && notsent > 0 && (ti.tcpi_snd_wnd >= ti.tcpi_snd_mss ||
+                                   ti.tcpi_snd_wnd >= ti.tcpi_notsent_bytes)) {
             h->busy = 1; /* could not transmit: no route */
             h->retransmits = 0;
         }
-    } else if (!h->busy) {
-        /* An older kernel: whether data waits, from the ioctl. */
-        if (ioctl(c->watch.fd, SIOCOUTQNSD, &notsent) < 0)
-            return rov_net_errno_status(errno);
-        h->queued = notsent > 0 || c->txq_head != NULL;
     }
     h->heard_ago_ns = (uint64_t)ti.tcpi_last_ack_recv * 1000000ull;
     h->sent_ago_ns = (uint64_t)ti.tcpi_last_data_sent * 1000000ull;

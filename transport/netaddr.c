@@ -135,11 +135,16 @@ const char *rov_net_literal_unusable(const char *arg)
     return parse_literal(arg, &ss, &len) ? rov_net_addr_unusable(&ss) : NULL;
 }
 
-static bool same_in4(const struct sockaddr *sa, const struct sockaddr_storage *ss)
+bool rov_net_same_ip(const struct sockaddr *sa, const struct sockaddr_storage *ss)
 {
-    return sa && sa->sa_family == AF_INET &&
-           memcmp(&((const struct sockaddr_in *)sa)->sin_addr,
-                  &((const struct sockaddr_in *)ss)->sin_addr, 4) == 0;
+    if (!sa || sa->sa_family != ss->ss_family)
+        return false;
+    if (sa->sa_family == AF_INET)
+        return memcmp(&((const struct sockaddr_in *)sa)->sin_addr,
+                      &((const struct sockaddr_in *)ss)->sin_addr, 4) == 0;
+    return sa->sa_family == AF_INET6 &&
+           memcmp(&((const struct sockaddr_in6 *)sa)->sin6_addr,
+                  &((const struct sockaddr_in6 *)ss)->sin6_addr, 16) == 0;
 }
 
 /* The broadcast address of an interface that is up (192.0.2.255 on a /24):
@@ -154,8 +159,9 @@ static bool is_if_broadcast(const struct sockaddr_storage *ss)
     if (ss->ss_family != AF_INET || getifaddrs(&ifs) < 0)
         return false;
     for (struct ifaddrs *ifa = ifs; ifa; ifa = ifa->ifa_next) {
-        own = own || same_in4(ifa->ifa_addr, ss);
-        bcast = bcast || ((ifa->ifa_flags & IFF_BROADCAST) && same_in4(ifa->ifa_broadaddr, ss));
+        own = own || rov_net_same_ip(ifa->ifa_addr, ss);
+        bcast = bcast ||
+                ((ifa->ifa_flags & IFF_BROADCAST) && rov_net_same_ip(ifa->ifa_broadaddr, ss));
     }
     freeifaddrs(ifs);
     return bcast && !own;

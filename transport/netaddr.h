@@ -9,6 +9,7 @@
 #ifndef ROV_NETADDR_H
 #define ROV_NETADDR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
@@ -27,6 +28,10 @@ void rov_net_sockaddr_str(const struct sockaddr_storage *ss, char *buf, size_t l
 /** A rail's path_key (rail.h): the family and the address bytes, not the
  * port, hashed; never 0.  A malformed address hashes whole. */
 uint64_t rov_net_addr_path_key(const void *addr, size_t len);
+
+/** Whether sa (may be NULL) is ss's IP address: the same family and address
+ * bytes, whatever the port (AF_INET and AF_INET6; anything else: false). */
+bool rov_net_same_ip(const struct sockaddr *sa, const struct sockaddr_storage *ss);
 
 /** The local address to bind (port 0): arg is an IP literal, an interface
  * name (its first address, IPv4 preferred) or empty (the first non-loopback

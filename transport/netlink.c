@@ -5,12 +5,12 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
-#include <netinet/in.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
 #include "transport/log.h"
+#include "transport/netaddr.h"
 #include "transport/netlink.h"
 
 /* Whether the interface ifindex carries addr (the rail's own address): a
@@ -23,18 +23,8 @@ static bool carries(int ifindex, const struct sockaddr_storage *addr)
 
     if (!if_indextoname((unsigned)ifindex, name) || getifaddrs(&ifs) < 0)
         return false;
-    for (struct ifaddrs *ifa = ifs; ifa && !yes; ifa = ifa->ifa_next) {
-        const struct sockaddr *sa = ifa->ifa_addr;
-
-        if (!sa || sa->sa_family != addr->ss_family || strcmp(ifa->ifa_name, name) != 0)
-            continue;
-        if (sa->sa_family == AF_INET)
-            yes = memcmp(&((const struct sockaddr_in *)sa)->sin_addr,
-                         &((const struct sockaddr_in *)addr)->sin_addr, 4) == 0;
-        else if (sa->sa_family == AF_INET6)
-            yes = memcmp(&((const struct sockaddr_in6 *)sa)->sin6_addr,
-                         &((const struct sockaddr_in6 *)addr)->sin6_addr, 16) == 0;
-    }
+    for (struct ifaddrs *ifa = ifs; ifa && !yes; ifa = ifa->ifa_next)
+        yes = strcmp(ifa->ifa_name, name) == 0 && rov_net_same_ip(ifa->ifa_addr, addr);
     freeifaddrs(ifs);
     return yes;
 }

@@ -381,6 +381,15 @@ static struct ucx_chan *chan_by_ep(struct ucx_rail *r, ucp_ep_h ep)
     return c;
 }
 
+/* The channel an active message came on: every one is sent with
+ * UCP_AM_SEND_FLAG_REPLY, and the reply endpoint is ours for that channel
+ * (NULL: none, or a channel closed while it was on the way). */
+static struct ucx_chan *chan_of(struct ucx_rail *r, const ucp_am_recv_param_t *param)
+{
+    return param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP ? chan_by_ep(r, param->reply_ep)
+                                                              : NULL;
+}
+
 /* Channels -------------------------------------------------------------------------- */
 
 static void err_cb(void *arg, ucp_ep_h ep, ucs_status_t status);
@@ -947,12 +956,10 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, v
 {
     struct ucx_rail *r = arg;
     bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
-    struct ucx_chan *c = NULL;
+    struct ucx_chan *c = chan_of(r, param);
     struct ucx_op *op;
     uint64_t seq;
 
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-        c = chan_by_ep(r, param->reply_ep);
     if (!c) {
         /* A channel closed while frames were on the way. */
         rov_debug("ucx", "frame for no open channel dropped");
@@ -1044,11 +1051,9 @@ static void free_cb(void *request, ucs_status_t status, void *user_data)
 static ucs_status_t flush_req_cb(void *arg, const void *header, size_t header_length,
                                  void *data, size_t length, const ucp_am_recv_param_t *param)
 {
-    struct ucx_chan *c = NULL;
+    struct ucx_chan *c = chan_of(arg, param);
 
     (void)data;
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-        c = chan_by_ep(arg, param->reply_ep);
     if (!c || ended(c))
         return UCS_OK;
     if (header_length != UCX_AM_HDR_LEN || length) {
@@ -1065,12 +1070,10 @@ static ucs_status_t flush_req_cb(void *arg, const void *header, size_t header_le
 static ucs_status_t flush_ack_cb(void *arg, const void *header, size_t header_length,
                                  void *data, size_t length, const ucp_am_recv_param_t *param)
 {
-    struct ucx_chan *c = NULL;
+    struct ucx_chan *c = chan_of(arg, param);
 
     (void)data;
     (void)length;
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-        c = chan_by_ep(arg, param->reply_ep);
     if (!c || ended(c) || !c->flush_wait || header_length != UCX_AM_HDR_LEN ||
         rov_get64(header) != c->tx_seq - 1)
         return UCS_OK;
@@ -1117,11 +1120,8 @@ static void probe_go_send(struct ucx_chan *c)
 static ucs_status_t probe_go_cb(void *arg, const void *header, size_t header_length, void *data,
                                 size_t length, const ucp_am_recv_param_t *param)
 {
-    struct ucx_rail *r = arg;
-    struct ucx_chan *c = NULL;
+    struct ucx_chan *c = chan_of(arg, param);
 
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-        c = chan_by_ep(r, param->reply_ep);
     if (c)
         c->probe_go = true;
     return UCS_OK;
@@ -1133,11 +1133,9 @@ static ucs_status_t probe_am_cb(void *arg, const void *header, size_t header_len
                                 size_t length, const ucp_am_recv_param_t *param)
 {
     struct ucx_rail *r = arg;
-    struct ucx_chan *c = NULL;
+    struct ucx_chan *c = chan_of(r, param);
     size_t alen;
 
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-        c = chan_by_ep(r, param->reply_ep);
     if (!c || c->failed || !r->blob || c->probe || c->peer_blob)
         return UCS_OK;
     alen = length >= 2 ? rov_get16(data) : 0;
