@@ -172,11 +172,17 @@ run_scenario() {
     local sargs="--stop-file $d/stop --seed 7 --conns $conns --max-size $max_size --stall 60 --quiet-status"
     rexec "cd $d && env $common_env ${extra_env[*]} setsid $stream --listen $d/addr $sargs --pid-file $d/b.rpid --events $d/b.events > $d/b.log 2>&1 & echo \$! > $d/b.pid"
     local w=0
-    while [ ! -s "$d/addr" ] && [ $w -lt 100 ]; do sleep 0.2; w=$((w + 1)); done
+    while [ ! -s "$d/addr" ] && [ $w -lt 100 ] && ! grep -q '(exit [0-9]*)' "$d/b.log" 2>/dev/null; do
+        sleep 0.2; w=$((w + 1))
+    done
+    # A listener that could not start ends the scenario now (not after the
+    # fault's whole schedule): there is nothing to inject a fault under.
+    [ -s "$d/addr" ] || { log "$name: the listener on b did not start:"; tail -n 20 "$d/b.log"; return 1; }
     env $common_env "${extra_env[@]}" "$stream" --connect "$d/addr" $sargs \
         --events "$d/a.events" > "$d/a.log" 2>&1 &
     local pa=$!
     sleep 4
+    kill -0 $pa 2>/dev/null || { wait $pa; log "$name: the connector on a ended before the fault (exit $?):"; tail -n 20 "$d/a.log"; return 1; }
     t_inj=$(up_s)
     if [ $where = remote ]; then rexec "$inject"; else sh -c "$inject"; fi
     t_inj_done=$(up_s)
@@ -269,6 +275,11 @@ run_scenario() {
 }
 
 wait_peer
+# Programs that cannot run here (a build directory the guest does not see,
+# a library missing) fail every scenario the same way: say so once, now.
+"$stream" --help > /dev/null 2>&1
+rc=$?
+case $rc in 126|127) log "cannot run $stream in the guest (exit $rc)"; exit 1 ;; esac
 status=0
 for ((round = 1; round <= repeat; round++)); do
     [ "$repeat" -gt 1 ] && log "=== round $round of $repeat"
