@@ -12,13 +12,30 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "transport/control.h"
-#include "transport/core.h"
 #include "transport/log.h"
+
+static const struct rov_policy_ops failover_policy;
+
+/* The engine's state in a connection, and in a context. */
+static struct rov_fo_conn *F(const rov_conn_t *conn)
+{
+    return rov_policy_conn(conn, &failover_policy);
+}
+
+static struct rov_fo_ctx *E(const rov_context_t *ctx)
+{
+    return rov_policy_ctx(ctx, &failover_policy);
+}
+
+#define CTX(conn) rov_policy_ctx_of(conn)
+
+static bool has_chan(const rov_conn_t *conn, int rail)
+{
+    struct rov_policy_chan chan;
+
+    return rov_policy_chan(conn, rail, &chan);
+}
 
 #define MS UINT64_C(1000000)
 #define TICK_MIN_NS (1 * MS)
@@ -34,38 +51,6 @@
 #define ROV_FO_CONNECT_BURST 1024
 #define ROV_FO_CONNECT_INTERVAL_NS (2 * MS)
 
-/* Classification ------------------------------------------------------------ */
-
-rov_reason_t rov_fo_classify(rov_status_t status, rov_reason_t reason)
-{
-    if (reason != ROV_REASON_NONE)
-        return reason;
-    switch (status) {
-    case ROV_ERR_RESET: return ROV_REASON_FAIL_RESET;
-    case ROV_ERR_CLOSED: return ROV_REASON_FAIL_CLOSED;
-    case ROV_ERR_UNREACHABLE:
-    case ROV_ERR_REFUSED: return ROV_REASON_FAIL_UNREACH;
-    case ROV_ERR_TIMEDOUT: return ROV_REASON_FAIL_STALL;
-    default: return ROV_REASON_FAIL_ERROR;
-    }
-}
-
-rov_reason_t rov_fo_peer_reason(rov_reason_t reason)
-{
-    switch (reason) {
-    case ROV_REASON_FAIL_ERROR:
-    case ROV_REASON_FAIL_RESET:
-    case ROV_REASON_FAIL_CLOSED:
-    case ROV_REASON_FAIL_UNREACH:
-    case ROV_REASON_FAIL_STALL:
-    case ROV_REASON_FAIL_KEEPALIVE:
-    case ROV_REASON_FAIL_INJECTED: return ROV_REASON_PEER_FAILOVER;
-    case ROV_REASON_FAILBACK: return ROV_REASON_PEER_FAILBACK;
-    case ROV_REASON_API: return ROV_REASON_PEER_API;
-    default: return ROV_REASON_PEER_ADMIN; /* admin.*, and hold announcements */
-    }
-}
-
 /* Errors that mean a bug (ours, the rail's or the provider's), not a path
  * failure: reported loudly, and the connection is not moved to hide them. */
 static bool is_bug(rov_status_t status)
@@ -75,32 +60,56 @@ static bool is_bug(rov_status_t status)
 
 /* Helpers -------------------------------------------------------------------- */
 
-static const struct rov_config *cfg(const struct rov_conn *conn)
+static const struct rov_config *cfg(const rov_conn_t *conn)
 {
-    return &conn->ctx->config;
-}
-
-static bool live(const struct rov_conn *conn)
-{
-    return conn->state == ROV_CONN_ESTABLISHED || conn->state == ROV_CONN_CLOSING;
+    return rov_policy_config(CTX(conn));
 }
 
 /* The side with the smaller endpoint id reconnects failed rails and decides
  * the move back; the other follows. */
-static bool leads(const struct rov_conn *conn)
+static bool leads(const rov_conn_t *conn)
 {
     return rov_conn_ep_cmp(conn) < 0;
 }
 
-static bool held(const struct rov_conn *conn)
+static bool held(const rov_conn_t *conn)
 {
-    return conn->fo.hold || conn->fo.peer_hold || conn->ctx->fo.hold_all;
+    return rov_policy_hold(conn) || rov_policy_peer_hold(conn) || rov_policy_hold_all(CTX(conn));
+}
+
+/* A rail's health, per connection: one table, one setter.  DOWN -> DOWN is
+ * a failed retry (no transition, not logged). */
+static const struct rov_state_info fo_states[] = {
+    [ROV_FO_UP] = {"up", ROV_STATE_BIT(ROV_FO_DOWN) | ROV_STATE_BIT(ROV_FO_UP)},
+    [ROV_FO_DOWN] = {"down", ROV_STATE_BIT(ROV_FO_UP) | ROV_STATE_BIT(ROV_FO_DOWN)},
+};
+
+static void fo_set_state(rov_conn_t *conn, int rail, enum rov_fo_rail_state state,
+                         const char *why)
+{
+    struct rov_fo_rail *r = &F(conn)->rails[rail];
+
+    if (!rov_state_allowed(fo_states, r->state, state)) {
+        E(CTX(conn))->illegal_transitions++;
+        rov_error("failover", "conn %llu: %s: illegal transition %s -> %s (%s) refused",
+                  (unsigned long long)rov_policy_id(conn),
+                  rov_context_rail_name(CTX(conn), rail), fo_states[r->state].name,
+                  fo_states[state].name, why);
+        return;
+    }
+    if (r->state == state)
+        return;
+    rov_debug("failover", "conn %llu: %s %s -> %s (%s)", (unsigned long long)rov_policy_id(conn),
+              rov_context_rail_name(CTX(conn), rail), fo_states[r->state].name,
+              fo_states[state].name, why);
+    r->state = (uint8_t)state;
+    E(CTX(conn))->entered[state]++;
 }
 
 /* The most preferred rail both sides have, or -1. */
-static int best_rail(const struct rov_conn *conn)
+static int best_rail(const rov_conn_t *conn)
 {
-    for (int i = 0; i < conn->ctx->nrails; i++)
+    for (int i = 0; i < rov_policy_nrails(CTX(conn)); i++)
         if (rov_conn_peer_has_rail(conn, i))
             return i;
     return -1;
@@ -110,14 +119,14 @@ static int best_rail(const struct rov_conn *conn)
  * both sides have and that is not down (never failed, or passed its probe
  * since: a handshake on a new channel); with `any` (an operator's move),
  * else one whose retry is due, else any.  -1 when none. */
-static int next_rail(const struct rov_conn *conn, int from, uint64_t now, bool any)
+static int next_rail(const rov_conn_t *conn, int from, uint64_t now, bool any)
 {
-    int n = conn->ctx->nrails;
+    int n = rov_policy_nrails(CTX(conn));
 
     for (int pass = 0; pass < (any ? 3 : 1); pass++) {
         for (int k = 1; k < n; k++) {
             int i = (from + k) % n;
-            const struct rov_fo_rail *r = &conn->fo.rails[i];
+            const struct rov_fo_rail *r = &F(conn)->rails[i];
 
             if (!rov_conn_peer_has_rail(conn, i))
                 continue;
@@ -128,9 +137,9 @@ static int next_rail(const struct rov_conn *conn, int from, uint64_t now, bool a
     return -1;
 }
 
-static uint64_t dwell_ns(const struct rov_conn *conn)
+static uint64_t dwell_ns(const rov_conn_t *conn)
 {
-    unsigned f = conn->fo.flaps < FLAPS_MAX ? conn->fo.flaps : FLAPS_MAX;
+    unsigned f = F(conn)->flaps < FLAPS_MAX ? F(conn)->flaps : FLAPS_MAX;
 
     return cfg(conn)->failback_dwell_ns << f;
 }
@@ -151,9 +160,9 @@ static void forget_chan(struct rov_fo_rail *r, uint64_t serial)
  * median 6.8 s after the heal).  Spread, one of N retries within about
  * backoff / N of the repair, and its successful handshake brings the
  * others to the same peer along at once (path_up()). */
-static uint64_t jittered(const struct rov_conn *conn, int rail, uint64_t backoff, uint64_t now)
+static uint64_t jittered(const rov_conn_t *conn, int rail, uint64_t backoff, uint64_t now)
 {
-    uint64_t x = now ^ (conn->id * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)rail << 56);
+    uint64_t x = now ^ (rov_policy_id(conn) * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)rail << 56);
 
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
@@ -161,14 +170,14 @@ static uint64_t jittered(const struct rov_conn *conn, int rail, uint64_t backoff
     return backoff / 2 + x % (backoff / 2 + 1);
 }
 
-static void mark_down(struct rov_conn *conn, int rail, rov_status_t status, uint64_t now)
+static void mark_down(rov_conn_t *conn, int rail, rov_status_t status, uint64_t now)
 {
-    struct rov_fo_rail *r = &conn->fo.rails[rail];
+    struct rov_fo_rail *r = &F(conn)->rails[rail];
     const struct rov_config *c = cfg(conn);
 
     if (r->state != ROV_FO_DOWN)
         r->down_since_ns = now;
-    r->state = ROV_FO_DOWN;
+    fo_set_state(conn, rail, ROV_FO_DOWN, rov_status_str(status));
     r->path_ok = false;
     r->path_since_ns = 0;
     r->down_status = status;
@@ -198,17 +207,17 @@ static void mark_down(struct rov_conn *conn, int rail, rov_status_t status, uint
 static bool connect_allowed(rov_context_t *ctx, uint64_t now, uint64_t *when_p)
 {
     const uint64_t burst = ROV_FO_CONNECT_BURST * ROV_FO_CONNECT_INTERVAL_NS;
-    uint64_t tat = ctx->fo.connect_tat_ns > now ? ctx->fo.connect_tat_ns : now;
+    uint64_t tat = E(ctx)->connect_tat_ns > now ? E(ctx)->connect_tat_ns : now;
 
     if (tat - now >= burst) {
         *when_p = tat - burst + ROV_FO_CONNECT_INTERVAL_NS;
-        if (!ctx->fo.connects_limited++)
+        if (!E(ctx)->connects_limited++)
             rov_warn("failover", "reconnects limited to %llu a second after a burst of %d: "
                      "connections wait their turn", 1000000000ull / ROV_FO_CONNECT_INTERVAL_NS,
                      ROV_FO_CONNECT_BURST);
         return false;
     }
-    ctx->fo.connect_tat_ns = tat + ROV_FO_CONNECT_INTERVAL_NS;
+    E(ctx)->connect_tat_ns = tat + ROV_FO_CONNECT_INTERVAL_NS;
     return true;
 }
 
@@ -220,48 +229,48 @@ static bool connect_allowed(rov_context_t *ctx, uint64_t now, uint64_t *when_p)
  * peer that drops every new channel before its handshake had a connection
  * bounce between two rails tens of thousands of times a second.  False when
  * the move failed. */
-static bool move_or_wait(struct rov_conn *conn, int to, rov_reason_t reason, const char *why,
+static bool move_or_wait(rov_conn_t *conn, int to, rov_reason_t reason, const char *why,
                          int failed, uint64_t now)
 {
-    struct rov_fo_rail *r = &conn->fo.rails[to];
-    struct rov_chan *chan = conn->chans[to];
+    struct rov_fo_rail *r = &F(conn)->rails[to];
+    struct rov_policy_chan chan;
     uint64_t when = 0;
     rov_status_t st;
 
-    if (!chan || chan->state == ROV_CHAN_CLOSED) {
+    if (!rov_policy_chan(conn, to, &chan) || chan.state == ROV_CHAN_CLOSED) {
         if (r->state == ROV_FO_DOWN && now < r->retry_ns)
             when = r->retry_ns;
         else if (!r->path_ok)
-            connect_allowed(conn->ctx, now, &when);
+            connect_allowed(CTX(conn), now, &when);
         r->path_ok = false;
     }
     if (!when) {
-        conn->fo.wait_to = 0;
-        st = rov_conn_move(conn, to, reason, why, failed >= 0 ? ROV_HF_FAILED : 0, failed);
+        F(conn)->wait_to = 0;
+        st = rov_conn_move(conn, to, reason, why, failed);
         if (st == ROV_OK || st == ROV_INPROGRESS)
             return true;
         if (!rov_conn_peer_has_rail(conn, to) ||
             (st != ROV_ERR_UNREACHABLE && st != ROV_ERR_REFUSED && st != ROV_ERR_RESET &&
              st != ROV_ERR_TIMEDOUT && st != ROV_ERR_CLOSED)) {
             rov_warn("failover", "conn %llu: cannot move to %s: %s",
-                     (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, to),
+                     (unsigned long long)rov_policy_id(conn), rov_context_rail_name(CTX(conn), to),
                      rov_status_str(st));
             return false;
         }
         /* The rail cannot even start a connect (its link is down here: no
          * route): it failed; the move waits for its next retry. */
-        rov_debug("failover", "conn %llu: %s: %s", (unsigned long long)conn->id,
-                  rov_context_rail_name(conn->ctx, to), rov_status_str(st));
+        rov_debug("failover", "conn %llu: %s: %s", (unsigned long long)rov_policy_id(conn),
+                  rov_context_rail_name(CTX(conn), to), rov_status_str(st));
         mark_down(conn, to, st, now);
         when = r->retry_ns;
     }
     rov_debug("failover", "conn %llu: moves to %s in %.1f ms (backoff)",
-              (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, to),
+              (unsigned long long)rov_policy_id(conn), rov_context_rail_name(CTX(conn), to),
               (double)(when - now) / 1e6);
-    conn->fo.wait_to = (uint8_t)(to + 1);
-    conn->fo.wait_failed = (uint8_t)(failed + 1);
-    conn->fo.wait_reason = reason;
-    conn->fo.wait_ns = when;
+    F(conn)->wait_to = (uint8_t)(to + 1);
+    F(conn)->wait_failed = (uint8_t)(failed + 1);
+    F(conn)->wait_reason = reason;
+    F(conn)->wait_ns = when;
     return true;
 }
 
@@ -273,16 +282,16 @@ static bool move_or_wait(struct rov_conn *conn, int to, rov_reason_t reason, con
  * that busy-polls takes no timer interrupts from it. */
 static void start_ticks(rov_context_t *ctx)
 {
-    if (!ctx->config.failover || ctx->fo.active)
+    if (!rov_policy_config(ctx)->failover || E(ctx)->active)
         return;
-    ctx->fo.active = true;
-    ctx->fo.next_ns = rov_now_ns() + ctx->fo.tick_ns;
+    E(ctx)->active = true;
+    E(ctx)->next_ns = rov_now_ns() + E(ctx)->tick_ns;
 }
 
 /* Failure handling --------------------------------------------------------------- */
 
-bool rov_fo_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,
-                        rov_reason_t reason, const char *why)
+static bool fo_chan_failed(rov_conn_t *conn, int rail, rov_status_t status,
+                           rov_reason_t reason, const char *why)
 {
     uint64_t now = rov_now_ns();
     int to;
@@ -292,16 +301,16 @@ bool rov_fo_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,
     if (is_bug(status)) {
         rov_error("failover", "conn %llu: %s channel failed with '%s' (%s): this is a bug, "
                   "not a path failure; not moving the connection",
-                  (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, rail), why,
+                  (unsigned long long)rov_policy_id(conn), rov_context_rail_name(CTX(conn), rail), why,
                   rov_status_str(status));
         return false;
     }
     /* Failing the rail we came back to soon after: the path flaps. */
-    if (rail == conn->tx_rail && conn->fo.back_ns && now - conn->fo.back_ns < 4 * dwell_ns(conn) &&
-        conn->fo.flaps < FLAPS_MAX)
-        conn->fo.flaps++;
+    if (rail == rov_policy_tx_rail(conn) && F(conn)->back_ns && now - F(conn)->back_ns < 4 * dwell_ns(conn) &&
+        F(conn)->flaps < FLAPS_MAX)
+        F(conn)->flaps++;
     mark_down(conn, rail, status, now);
-    if (rail != conn->tx_rail || !conn->peer_id)
+    if (rail != rov_policy_tx_rail(conn) || !rov_policy_peer_id(conn))
         return true;
     to = next_rail(conn, rail, now, false);
     if (to < 0 && status == ROV_ERR_REFUSED) {
@@ -309,7 +318,7 @@ bool rov_fo_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,
          * for us any more (the peer process is gone).  Moving on would
          * only spin between refusing rails. */
         rov_warn("failover", "conn %llu: %s refused and no other rail reaches the peer",
-                 (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, rail));
+                 (unsigned long long)rov_policy_id(conn), rov_context_rail_name(CTX(conn), rail));
         return false;
     }
     if (to < 0) {
@@ -325,19 +334,19 @@ bool rov_fo_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,
     return move_or_wait(conn, to, reason, why, rail, now);
 }
 
-void rov_fo_peer_failed(struct rov_conn *conn, int rail)
+static void fo_peer_failed(rov_conn_t *conn, int rail)
 {
-    struct rov_chan *chan = conn->chans[rail];
+    struct rov_policy_chan chan;
 
     if (!cfg(conn)->failover)
         return;
-    rov_debug("failover", "conn %llu: peer reports %s failed", (unsigned long long)conn->id,
-              rov_context_rail_name(conn->ctx, rail));
+    rov_debug("failover", "conn %llu: peer reports %s failed", (unsigned long long)rov_policy_id(conn),
+              rov_context_rail_name(CTX(conn), rail));
     /* Through the normal failure path: if we were still sending there (our
      * own move there crossed the peer's move away), we move on too. */
-    if (chan)
-        rov_conn_chan_failed_reason(chan, ROV_ERR_RESET, "the peer reports this rail failed",
-                                    ROV_REASON_PEER_FAILOVER);
+    if (rov_policy_chan(conn, rail, &chan))
+        rov_policy_chan_fail(conn, rail, ROV_ERR_RESET, "the peer reports this rail failed",
+                             ROV_REASON_PEER_FAILOVER);
     else
         mark_down(conn, rail, ROV_ERR_RESET, rov_now_ns());
 }
@@ -355,28 +364,28 @@ void rov_fo_peer_failed(struct rov_conn *conn, int rail)
  * a second (which the retries of a long fault leave empty: 1,024
  * connections came back spread evenly over two seconds after the heal). */
 /* c's reconnect of rail, or its move waiting for rail, is due now. */
-static void wake(struct rov_conn *c, int rail, uint64_t now)
+static void wake(rov_conn_t *c, int rail, uint64_t now)
 {
-    struct rov_fo_rail *r = &c->fo.rails[rail];
+    struct rov_fo_rail *r = &F(c)->rails[rail];
 
     if (r->state == ROV_FO_DOWN && r->retry_ns > now)
-        r->retry_ns = c->fo.check_due_ns = now;
-    if (c->fo.wait_to == rail + 1 && c->fo.wait_ns > now)
-        c->fo.wait_ns = c->fo.check_due_ns = now;
+        r->retry_ns = F(c)->check_due_ns = now;
+    if (F(c)->wait_to == rail + 1 && F(c)->wait_ns > now)
+        F(c)->wait_ns = F(c)->check_due_ns = now;
 }
 
-static void path_up(struct rov_conn *conn, int rail, uint64_t now)
+static void path_up(rov_conn_t *conn, int rail, uint64_t now)
 {
-    uint64_t path = conn->fo.rails[rail].path;
+    uint64_t path = F(conn)->rails[rail].path;
 
     if (!path)
         return;
-    for (struct rov_conn *c = conn->ctx->conns; c; c = c->next) {
-        struct rov_fo_rail *r = &c->fo.rails[rail];
+    for (rov_conn_t *c = rov_policy_first(CTX(conn)); c; c = rov_policy_next(c)) {
+        struct rov_fo_rail *r = &F(c)->rails[rail];
 
-        if (c == conn || !c->peer_id || r->path != path)
+        if (c == conn || !rov_policy_peer_id(c) || r->path != path)
             continue;
-        if (r->state == ROV_FO_DOWN || c->fo.wait_to == rail + 1)
+        if (r->state == ROV_FO_DOWN || F(c)->wait_to == rail + 1)
             r->path_ok = true;
         if (r->state == ROV_FO_DOWN && !r->path_since_ns)
             r->path_since_ns = now;
@@ -391,12 +400,12 @@ static void path_up(struct rov_conn *conn, int rail, uint64_t now)
  * Through the reconnect budget: the local link says nothing of the far
  * side.  A retry that fails within LINK_UP_QUICK_NS goes again at once
  * (mark_down()), later ones back off from the first step. */
-void rov_fo_rail_up(rov_context_t *ctx, int rail)
+static void fo_rail_up(rov_context_t *ctx, int rail)
 {
     uint64_t now = rov_now_ns();
 
-    for (struct rov_conn *c = ctx->conns; c; c = c->next) {
-        struct rov_fo_rail *r = &c->fo.rails[rail];
+    for (rov_conn_t *c = rov_policy_first(ctx); c; c = rov_policy_next(c)) {
+        struct rov_fo_rail *r = &F(c)->rails[rail];
 
         if (r->state == ROV_FO_DOWN) {
             r->link_up_ns = now;
@@ -404,52 +413,41 @@ void rov_fo_rail_up(rov_context_t *ctx, int rail)
         }
         wake(c, rail, now);
     }
-    if (ctx->fo.active)
-        ctx->fo.next_ns = now;
-}
-
-static rov_status_t health(struct rov_chan *chan, uint64_t now, struct rov_chan_health *h)
-{
-    memset(h, 0, sizeof(*h));
-    if (chan->silent) {
-        h->busy = 1;
-        h->queued = 0;
-        h->heard_ago_ns = now - chan->silent_since_ns;
-        h->sent_ago_ns = 0;
-        return ROV_OK;
-    }
-    return chan->rail->ops.chan_health(chan, h);
+    if (E(ctx)->active)
+        E(ctx)->next_ns = now;
 }
 
 /* A stall on one connection to a peer is news for every other connection to
  * that peer endpoint (they share the path): they are checked at the next
  * tick instead of at their turn (check_ns()), each on its own evidence. */
-static void check_siblings_now(struct rov_conn *conn, uint64_t now)
+static void check_siblings_now(rov_conn_t *conn, uint64_t now)
 {
-    for (struct rov_conn *c = conn->ctx->conns; c; c = c->next)
-        if (c != conn && c->fo.check_due_ns > now && c->peer_id &&
-            memcmp(c->peer.ep_id, conn->peer.ep_id, ROV_EP_ID_LEN) == 0)
-            c->fo.check_due_ns = now;
+    for (rov_conn_t *c = rov_policy_first(CTX(conn)); c; c = rov_policy_next(c))
+        if (c != conn && F(c)->check_due_ns > now && rov_policy_peer_id(c) &&
+            rov_policy_same_peer(c, conn))
+            F(c)->check_due_ns = now;
 }
 
 /* Check one channel; false when it failed (the connection may have moved). */
-static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t now)
+static bool check_chan(rov_conn_t *conn, int rail, uint64_t now)
 {
-    struct rov_fo_rail *r = &conn->fo.rails[chan->rail->index];
+    struct rov_fo_rail *r = &F(conn)->rails[rail];
     const struct rov_config *c = cfg(conn);
     struct rov_chan_health h;
+    struct rov_policy_chan chan;
     rov_status_t st;
 
-    if (chan->serial != r->chan_serial) {
-        forget_chan(r, chan->serial);
+    rov_policy_chan(conn, rail, &chan);
+    if (chan.serial != r->chan_serial) {
+        forget_chan(r, chan.serial);
         r->busy_since_ns = now; /* connect or handshake started */
         r->opened_ns = now;
     }
-    if (chan->state == ROV_CHAN_CONNECTING) {
+    if (chan.state == ROV_CHAN_CONNECTING) {
         /* The rail's own connect (TCP handshake, RC connection) is due
          * within the timeout; what needs the peer's application to progress
          * (the HELLO_ACK, a rail's out-of-band handshake) is not timed. */
-        if (chan->rail->ops.chan_health && health(chan, now, &h) == ROV_OK && h.peer_turn) {
+        if (rov_policy_chan_health(conn, rail, now, &h) == ROV_OK && h.peer_turn) {
             r->busy_since_ns = now;
             return true;
         }
@@ -476,26 +474,24 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
         }
 
         if (now - r->busy_since_ns >= limit) {
-            rov_conn_chan_failed_reason(chan, ROV_ERR_TIMEDOUT,
-                                        retry ? "reconnect did not complete as soon as "
-                                                "the last connect did"
-                                        : first ? "connect did not complete within "
-                                                  "RAILOVER_CONNECT_TIMEOUT"
-                                                : "connect did not complete within "
-                                                  "RAILOVER_FAILOVER_TIMEOUT",
-                                        ROV_REASON_FAIL_STALL);
+            rov_policy_chan_fail(conn, rail, ROV_ERR_TIMEDOUT,
+                                 retry ? "reconnect did not complete as soon as the last "
+                                         "connect did"
+                                 : first ? "connect did not complete within "
+                                           "RAILOVER_CONNECT_TIMEOUT"
+                                         : "connect did not complete within "
+                                           "RAILOVER_FAILOVER_TIMEOUT",
+                                 ROV_REASON_FAIL_STALL);
             if (retry)
                 r->retry_ns = now; /* the attempt was the wait */
             return false;
         }
         return true;
     }
-    if (!chan->rail->ops.chan_health)
-        return true;
     /* An open channel whose HELLO is still unanswered is not healthy yet,
      * but its rail must still deliver the HELLO: a lost one (the path died
      * during the handshake) shows as busy with no completion. */
-    if (chan->handshaken && !r->healthy_since_ns) {
+    if (chan.handshaken && !r->healthy_since_ns) {
         r->connect_ns = (now - r->opened_ns) | 1; /* (0: none yet) */
         /* Passed its probe: the handshake.  One that another connection's
          * probe on the same path brought along counts the path's time,
@@ -508,29 +504,32 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
         r->busy_since_ns = 0;
         r->link_up_ns = 0;
         if (r->state == ROV_FO_DOWN && !path_since) /* (else woken already) */
-            path_up(conn, chan->rail->index, now);
-        r->state = ROV_FO_UP;
+            path_up(conn, rail, now);
+        fo_set_state(conn, rail, ROV_FO_UP, "passed its probe (handshake)");
     }
-    st = health(chan, now, &h);
+    st = rov_policy_chan_health(conn, rail, now, &h);
+    if (st == ROV_ERR_UNSUPPORTED)
+        return true; /* the rail gives no verdict */
     if (st != ROV_OK) {
-        rov_conn_chan_failed(chan, st, "the rail reports the channel broken");
+        rov_policy_chan_fail(conn, rail, st, "the rail reports the channel broken",
+                             ROV_REASON_NONE);
         return false;
     }
     r->heard_ago_ns = h.busy ? h.heard_ago_ns : 0;
     if (!h.busy) {
         r->busy_since_ns = 0;
         r->probe_sent = false;
-        if (!chan->handshaken)
+        if (!chan.handshaken)
             return true;
         /* Probe an idle channel; one held back by flow control has data
          * waiting already, and a probe would only queue behind it. */
         if (c->keepalive_ns && !h.queued && h.sent_ago_ns >= c->keepalive_ns &&
-            now - r->probe_ns >= c->keepalive_ns && rov_conn_probe(chan) == ROV_OK) {
+            now - r->probe_ns >= c->keepalive_ns && rov_policy_probe(conn, rail) == ROV_OK) {
             r->probe_sent = true;
             r->probe_ns = now;
             r->busy_since_ns = now;
         }
-        return chan->state != ROV_CHAN_CLOSED;
+        return rov_policy_chan(conn, rail, &chan) && chan.state != ROV_CHAN_CLOSED;
     }
     if (!r->busy_since_ns)
         r->busy_since_ns = now;
@@ -546,63 +545,62 @@ static bool check_chan(struct rov_conn *conn, struct rov_chan *chan, uint64_t no
         (!h.retransmits || h.sent_ago_ns >= c->failover_timeout_ns / 4)) {
         check_siblings_now(conn, now);
         if (r->probe_sent)
-            rov_conn_chan_failed_reason(chan, ROV_ERR_TIMEDOUT,
-                                        "keepalive probe not acknowledged by the rail within "
-                                        "RAILOVER_FAILOVER_TIMEOUT", ROV_REASON_FAIL_KEEPALIVE);
+            rov_policy_chan_fail(conn, rail, ROV_ERR_TIMEDOUT,
+                                 "keepalive probe not acknowledged by the rail within "
+                                 "RAILOVER_FAILOVER_TIMEOUT", ROV_REASON_FAIL_KEEPALIVE);
         else
-            rov_conn_chan_failed_reason(chan, ROV_ERR_TIMEDOUT,
-                                        "posted work not completed by the rail within "
-                                        "RAILOVER_FAILOVER_TIMEOUT", ROV_REASON_FAIL_STALL);
+            rov_policy_chan_fail(conn, rail, ROV_ERR_TIMEDOUT,
+                                 "posted work not completed by the rail within "
+                                 "RAILOVER_FAILOVER_TIMEOUT", ROV_REASON_FAIL_STALL);
         return false;
     }
     return true;
 }
 
 /* The leader reconnects a better rail that has no channel, with backoff. */
-static void retry_rail(struct rov_conn *conn, int rail, uint64_t now)
+static void retry_rail(rov_conn_t *conn, int rail, uint64_t now)
 {
-    struct rov_fo_rail *r = &conn->fo.rails[rail];
+    struct rov_fo_rail *r = &F(conn)->rails[rail];
     rov_status_t st;
 
     uint64_t when;
 
     if (r->state == ROV_FO_DOWN && now < r->retry_ns)
         return;
-    if (!r->path_ok && !connect_allowed(conn->ctx, now, &when)) {
+    if (!r->path_ok && !connect_allowed(CTX(conn), now, &when)) {
         r->retry_ns = when;
         return;
     }
     r->path_ok = false;
-    rov_debug("failover", "conn %llu: retrying %s", (unsigned long long)conn->id,
-              rov_context_rail_name(conn->ctx, rail));
+    rov_debug("failover", "conn %llu: retrying %s", (unsigned long long)rov_policy_id(conn),
+              rov_context_rail_name(CTX(conn), rail));
     st = rov_conn_open_rail(conn, rail);
     if (st != ROV_OK) {
-        rov_debug("failover", "conn %llu: %s: %s", (unsigned long long)conn->id,
-                  rov_context_rail_name(conn->ctx, rail), rov_status_str(st));
+        rov_debug("failover", "conn %llu: %s: %s", (unsigned long long)rov_policy_id(conn),
+                  rov_context_rail_name(CTX(conn), rail), rov_status_str(st));
         mark_down(conn, rail, st, now);
     }
 }
 
-static void maybe_failback(struct rov_conn *conn, uint64_t now)
+static void maybe_failback(rov_conn_t *conn, uint64_t now)
 {
     int best = best_rail(conn);
     struct rov_fo_rail *r;
-    struct rov_chan *chan;
+    struct rov_policy_chan chan;
 
-    if (best < 0 || best >= conn->tx_rail || conn->tx_sync || held(conn) ||
-        !cfg(conn)->failback || conn->state != ROV_CONN_ESTABLISHED || !leads(conn))
+    if (best < 0 || best >= rov_policy_tx_rail(conn) || rov_policy_tx_sync(conn) || held(conn) ||
+        !cfg(conn)->failback || rov_policy_state(conn) != ROV_CONN_ESTABLISHED || !leads(conn))
         return;
-    chan = conn->chans[best];
-    r = &conn->fo.rails[best];
-    if (!chan) {
+    r = &F(conn)->rails[best];
+    if (!rov_policy_chan(conn, best, &chan)) {
         retry_rail(conn, best, now);
         return;
     }
-    if (!rov_conn_chan_ready(chan) || !r->healthy_since_ns ||
+    if (!chan.ready || !r->healthy_since_ns ||
         now - r->healthy_since_ns < dwell_ns(conn))
         return;
-    conn->fo.back_ns = now;
-    rov_conn_move(conn, best, ROV_REASON_FAILBACK, "preferred rail healthy for the dwell", 0, -1);
+    F(conn)->back_ns = now;
+    rov_conn_move(conn, best, ROV_REASON_FAILBACK, "preferred rail healthy for the dwell", -1);
 }
 
 /* The leader also probes the rails below the best that failed: a failure
@@ -610,15 +608,15 @@ static void maybe_failback(struct rov_conn *conn, uint64_t now)
  * failed once must pass a probe again before it can take the traffic (the
  * best rail is maybe_failback()'s).  Without it, a connection whose
  * fallback had failed once reconnected its failing rail for ever. */
-static void probe_fallbacks(struct rov_conn *conn, uint64_t now)
+static void probe_fallbacks(rov_conn_t *conn, uint64_t now)
 {
     int best = best_rail(conn);
 
-    if (!leads(conn) || conn->state != ROV_CONN_ESTABLISHED)
+    if (!leads(conn) || rov_policy_state(conn) != ROV_CONN_ESTABLISHED)
         return;
-    for (int i = 0; i < conn->ctx->nrails; i++)
-        if (i != best && i != conn->tx_rail && !conn->chans[i] &&
-            conn->fo.rails[i].state == ROV_FO_DOWN && rov_conn_peer_has_rail(conn, i))
+    for (int i = 0; i < rov_policy_nrails(CTX(conn)); i++)
+        if (i != best && i != rov_policy_tx_rail(conn) && !has_chan(conn, i) &&
+            F(conn)->rails[i].state == ROV_FO_DOWN && rov_conn_peer_has_rail(conn, i))
             retry_rail(conn, i, now);
 }
 
@@ -627,7 +625,7 @@ static void probe_fallbacks(struct rov_conn *conn, uint64_t now)
  * cut off on every path), and the connection fails, naming each rail and
  * its last failure, instead of reconnecting for ever.  A rail passing its
  * probe (a handshake) is up again and ends the count.  False: not so. */
-static bool unreachable(struct rov_conn *conn, uint64_t now)
+static bool unreachable(rov_conn_t *conn, uint64_t now)
 {
     uint64_t limit = cfg(conn)->unreachable_timeout_ns, since = 0;
     char why[256];
@@ -635,8 +633,8 @@ static bool unreachable(struct rov_conn *conn, uint64_t now)
 
     if (!limit)
         return false;
-    for (int i = 0; i < conn->ctx->nrails; i++) {
-        const struct rov_fo_rail *r = &conn->fo.rails[i];
+    for (int i = 0; i < rov_policy_nrails(CTX(conn)); i++) {
+        const struct rov_fo_rail *r = &F(conn)->rails[i];
 
         if (!rov_conn_peer_has_rail(conn, i))
             continue;
@@ -649,58 +647,56 @@ static bool unreachable(struct rov_conn *conn, uint64_t now)
         return false;
     off = (size_t)snprintf(why, sizeof(why), "no rail has reached the peer for %.1f s (",
                            (double)(now - since) / 1e9);
-    for (int i = 0; i < conn->ctx->nrails && off < sizeof(why); i++)
+    for (int i = 0; i < rov_policy_nrails(CTX(conn)) && off < sizeof(why); i++)
         if (rov_conn_peer_has_rail(conn, i))
             off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s: %s",
                                     why[off - 1] == '(' ? "" : ", ",
-                                    rov_context_rail_name(conn->ctx, i),
-                                    rov_status_str(conn->fo.rails[i].down_status));
+                                    rov_context_rail_name(CTX(conn), i),
+                                    rov_status_str(F(conn)->rails[i].down_status));
     if (off < sizeof(why))
         snprintf(why + off, sizeof(why) - off, "; RAILOVER_UNREACHABLE_TIMEOUT)");
     rov_conn_fail(conn, ROV_ERR_UNREACHABLE, why);
     return true;
 }
 
-static void check_conn(struct rov_conn *conn, uint64_t now)
+static void check_conn(rov_conn_t *conn, uint64_t now)
 {
     if (unreachable(conn, now))
         return;
-    if (conn->fo.wait_to) {
-        int to = conn->fo.wait_to - 1;
+    if (F(conn)->wait_to) {
+        int to = F(conn)->wait_to - 1;
 
-        if (conn->chans[conn->tx_rail]) {
-            conn->fo.wait_to = 0; /* moved meanwhile (the peer's move) */
-        } else if (now < conn->fo.wait_ns) {
+        if (has_chan(conn, rov_policy_tx_rail(conn))) {
+            F(conn)->wait_to = 0; /* moved meanwhile (the peer's move) */
+        } else if (now < F(conn)->wait_ns) {
             return;
         } else {
-            conn->fo.wait_to = 0;
-            if (!move_or_wait(conn, to, conn->fo.wait_reason, "retry after backoff",
-                              conn->fo.wait_failed - 1, now))
+            F(conn)->wait_to = 0;
+            if (!move_or_wait(conn, to, F(conn)->wait_reason, "retry after backoff",
+                              F(conn)->wait_failed - 1, now))
                 rov_conn_fail(conn, ROV_ERR_UNREACHABLE, "no rail reaches the peer");
             return;
         }
     }
-    if (!conn->chans[conn->tx_rail]) {
+    if (!has_chan(conn, rov_policy_tx_rail(conn))) {
         /* Every path that closes the transmit channel moves the connection;
          * this is the net under them. */
         rov_error("failover", "conn %llu: no channel on its transmit rail %s; moving it",
-                  (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, conn->tx_rail));
-        rov_fo_chan_failed(conn, conn->tx_rail, ROV_ERR_RESET, ROV_REASON_FAIL_CLOSED,
-                           "no channel on the transmit rail");
+                  (unsigned long long)rov_policy_id(conn), rov_context_rail_name(CTX(conn), rov_policy_tx_rail(conn)));
+        fo_chan_failed(conn, rov_policy_tx_rail(conn), ROV_ERR_RESET, ROV_REASON_FAIL_CLOSED,
+                       "no channel on the transmit rail");
         return;
     }
-    for (int i = 0; i < conn->ctx->nrails; i++) {
-        struct rov_chan *chan = conn->chans[i];
-
-        if (chan && !check_chan(conn, chan, now))
+    for (int i = 0; i < rov_policy_nrails(CTX(conn)); i++) {
+        if (has_chan(conn, i) && !check_chan(conn, i, now))
             return; /* a failure changed the connection: look again next tick */
     }
     /* A path that stayed up long after the move back is forgiven. */
-    if (conn->fo.back_ns && conn->tx_rail == best_rail(conn) &&
-        now - conn->fo.back_ns > STABLE_DWELLS * dwell_ns(conn)) {
-        conn->fo.flaps = 0;
-        conn->fo.back_ns = 0;
-        conn->fo.rails[conn->tx_rail].backoff_ns = 0;
+    if (F(conn)->back_ns && rov_policy_tx_rail(conn) == best_rail(conn) &&
+        now - F(conn)->back_ns > STABLE_DWELLS * dwell_ns(conn)) {
+        F(conn)->flaps = 0;
+        F(conn)->back_ns = 0;
+        F(conn)->rails[rov_policy_tx_rail(conn)].backoff_ns = 0;
     }
     probe_fallbacks(conn, now);
     maybe_failback(conn, now);
@@ -712,308 +708,167 @@ static void check_conn(struct rov_conn *conn, uint64_t now)
  * connections, over 1.6 million a second, a core's worth. */
 static uint64_t check_ns(const rov_context_t *ctx)
 {
-    uint64_t t = ctx->config.failover_timeout_ns / 16;
+    uint64_t t = rov_policy_config(ctx)->failover_timeout_ns / 16;
 
-    return t < ctx->fo.tick_ns ? ctx->fo.tick_ns : t > CHECK_MAX_NS ? CHECK_MAX_NS : t;
+    return t < E(ctx)->tick_ns ? E(ctx)->tick_ns : t > CHECK_MAX_NS ? CHECK_MAX_NS : t;
 }
 
 /* Whether conn's turn has come; connections new to the engine are spread
  * over the ticks of one period. */
-static bool check_due(struct rov_conn *c, uint64_t now, uint64_t period, uint64_t tick)
+static bool check_due(rov_conn_t *c, uint64_t now, uint64_t period, uint64_t tick)
 {
-    if (!c->fo.check_due_ns)
-        c->fo.check_due_ns = now + c->id % (period / tick) * tick;
-    if (now < c->fo.check_due_ns)
+    if (!F(c)->check_due_ns)
+        F(c)->check_due_ns = now + rov_policy_id(c) % (period / tick) * tick;
+    if (now < F(c)->check_due_ns)
         return false;
-    c->fo.check_due_ns = now + period;
+    F(c)->check_due_ns = now + period;
     return true;
 }
 
-void rov_fo_poll(rov_context_t *ctx, uint64_t now)
+static void fo_tick(rov_context_t *ctx, uint64_t now)
 {
+    struct rov_fo_ctx *e = E(ctx);
     uint64_t period = check_ns(ctx);
     bool any = false;
 
-    if (!ctx->fo.active || now < ctx->fo.next_ns)
+    if (!e->active || now < e->next_ns)
         return;
-    ctx->fo.next_ns = now + ctx->fo.tick_ns;
-    for (struct rov_conn *c = ctx->conns; c; c = c->next) {
-        if (c->state == ROV_CONN_CONNECTING && c->tx_rail >= 0 && c->chans[c->tx_rail]) {
+    e->next_ns = now + e->tick_ns;
+    for (rov_conn_t *c = rov_policy_first(ctx); c; c = rov_policy_next(c)) {
+        enum rov_conn_state state = rov_policy_state(c);
+
+        if (state == ROV_CONN_CONNECTING) {
             /* First connect: a rail whose connect hangs (a blackholed
              * address) gives way to the next rail after the timeout. */
+            int tx = rov_policy_tx_rail(c);
+
+            if (!has_chan(c, tx))
+                continue;
             any = true;
-            if (check_due(c, now, period, ctx->fo.tick_ns))
-                check_chan(c, c->chans[c->tx_rail], now);
+            if (check_due(c, now, period, e->tick_ns))
+                check_chan(c, tx, now);
             continue;
         }
-        if (!live(c) || !c->peer_id)
+        if ((state != ROV_CONN_ESTABLISHED && state != ROV_CONN_CLOSING) || !rov_policy_peer_id(c))
             continue;
         any = true;
-        if (check_due(c, now, period, ctx->fo.tick_ns))
+        if (check_due(c, now, period, e->tick_ns))
             check_conn(c, now);
     }
     if (!any)
-        ctx->fo.active = false;
+        e->active = false;
 }
 
-uint64_t rov_fo_due_ns(const rov_context_t *ctx)
+static uint64_t fo_due_ns(const rov_context_t *ctx)
 {
-    return ctx->fo.active ? ctx->fo.next_ns : 0;
+    const struct rov_fo_ctx *e = E(ctx);
+
+    return e->active ? e->next_ns : 0;
 }
 
 /* Life cycle -------------------------------------------------------------------------- */
 
-void rov_fo_init(rov_context_t *ctx)
+static void fo_ctx_init(rov_context_t *ctx)
 {
-    uint64_t tick = ctx->config.failover_timeout_ns / 100;
+    uint64_t tick = rov_policy_config(ctx)->failover_timeout_ns / 100;
 
-    ctx->fo.tick_ns = tick < TICK_MIN_NS ? TICK_MIN_NS : tick > TICK_MAX_NS ? TICK_MAX_NS : tick;
+    E(ctx)->tick_ns = tick < TICK_MIN_NS ? TICK_MIN_NS : tick > TICK_MAX_NS ? TICK_MAX_NS : tick;
 }
 
-static rov_status_t force(struct rov_conn *conn, bool on);
-
-void rov_fo_conn_connecting(struct rov_conn *conn)
+static void fo_conn_connecting(rov_conn_t *conn)
 {
-    start_ticks(conn->ctx);
+    start_ticks(CTX(conn));
 }
 
-void rov_fo_conn_up(struct rov_conn *conn)
+static void fo_conn_up(rov_conn_t *conn)
 {
-    rov_context_t *ctx = conn->ctx;
+    rov_context_t *ctx = CTX(conn);
 
-    for (int i = 0; i < ctx->nrails; i++)
-        conn->fo.rails[i].path = rov_conn_path_key(conn, i);
-
-    if (ctx->fo.hold_all || conn->fo.hold) {
-        conn->fo.hold = false;
-        force(conn, true);
-    }
+    for (int i = 0; i < rov_policy_nrails(ctx); i++)
+        F(conn)->rails[i].path = rov_conn_path_key(conn, i);
     start_ticks(ctx);
 }
 
-/* Operator control ---------------------------------------------------------------------- */
-
-static rov_status_t force(struct rov_conn *conn, bool on)
+/* Operator control: an established connection's hold changed (the
+ * transport keeps the flag, announces it and applies one set early). */
+static rov_status_t fo_hold(rov_conn_t *conn, bool on)
 {
-    int best = best_rail(conn), to;
-    struct rov_chan *chan;
+    int best = best_rail(conn), tx = rov_policy_tx_rail(conn), to;
+    struct rov_policy_chan chan;
 
-    if (conn->fo.hold == on)
-        return ROV_OK;
-    conn->fo.hold = on;
-    if (conn->state != ROV_CONN_ESTABLISHED || !conn->peer_id)
-        return ROV_ERR_BUSY; /* applied when it is (rov_fo_conn_up) */
     if (on) {
-        if (conn->tx_rail != best) {
+        if (tx != best) {
             rov_conn_announce(conn); /* already off it: tell the peer to stay */
             return ROV_OK;
         }
-        to = next_rail(conn, conn->tx_rail, rov_now_ns(), true);
-        if (to < 0 || to == best) {
-            conn->fo.hold = false;
+        to = next_rail(conn, tx, rov_now_ns(), true);
+        if (to < 0 || to == best)
             return ROV_ERR_UNREACHABLE;
-        }
         rov_info("failover", "conn %llu: forced off %s by an operator",
-                 (unsigned long long)conn->id, rov_context_rail_name(conn->ctx, best));
-        rov_conn_move(conn, to, ROV_REASON_ADMIN_FORCE, "forced onto a fallback rail", 0, -1);
+                 (unsigned long long)rov_policy_id(conn), rov_context_rail_name(CTX(conn), best));
+        rov_conn_move(conn, to, ROV_REASON_ADMIN_FORCE, "forced onto a fallback rail", -1);
         return ROV_OK;
     }
-    rov_info("failover", "conn %llu: released by an operator", (unsigned long long)conn->id);
-    chan = best >= 0 ? conn->chans[best] : NULL;
-    if (best >= 0 && best < conn->tx_rail && rov_conn_chan_ready(chan) &&
-        conn->fo.rails[best].healthy_since_ns && !conn->fo.peer_hold && !conn->ctx->fo.hold_all) {
-        rov_conn_move(conn, best, ROV_REASON_ADMIN_RELEASE, "released by an operator", 0, -1);
+    rov_info("failover", "conn %llu: released by an operator", (unsigned long long)rov_policy_id(conn));
+    if (best >= 0 && best < tx && rov_policy_chan(conn, best, &chan) && chan.ready &&
+        F(conn)->rails[best].healthy_since_ns && !rov_policy_peer_hold(conn) &&
+        !rov_policy_hold_all(CTX(conn))) {
+        rov_conn_move(conn, best, ROV_REASON_ADMIN_RELEASE, "released by an operator", -1);
         return ROV_OK;
     }
     rov_conn_announce(conn);
     if (best >= 0)
-        conn->fo.rails[best].retry_ns = 0; /* the leader retries at once */
+        F(conn)->rails[best].retry_ns = 0; /* the leader retries at once */
     return ROV_OK;
 }
 
-rov_status_t rov_conn_force_fallback(rov_conn_t *conn, int on)
+/* Status -------------------------------------------------------------------------------- */
+
+static void fo_status_ctx(rov_context_t *ctx, FILE *out)
 {
-    return force(conn, on != 0);
+    const struct rov_config *c = rov_policy_config(ctx);
+
+    fprintf(out, " failover=%s timeout_ms=%" PRIu64 " keepalive_ms=%" PRIu64 " failback=%s "
+            "dwell_ms=%" PRIu64, c->failover ? "on" : "off", c->failover_timeout_ns / MS,
+            c->keepalive_ns / MS, c->failback ? "on" : "off", c->failback_dwell_ns / MS);
 }
 
-int rov_context_force_fallback(rov_context_t *ctx, const char *peer, int on)
+static void fo_status_rail(rov_conn_t *conn, int rail, bool chan, uint64_t now, FILE *out)
 {
-    uint8_t id[ROV_EP_ID_LEN];
-    int n = 0;
+    const struct rov_fo_rail *r = &F(conn)->rails[rail];
+    struct rov_policy_chan ch;
 
-    if (peer && rov_wire_ep_id_parse(peer, id) != ROV_OK)
-        return ROV_ERR_INVAL;
-    if (!peer)
-        ctx->fo.hold_all = on != 0;
-    for (struct rov_conn *c = ctx->conns; c; c = c->next) {
-        if (c->state == ROV_CONN_DEAD || c->state == ROV_CONN_FAILED)
-            continue;
-        if (peer && (!c->peer_id || memcmp(c->peer.ep_id, id, ROV_EP_ID_LEN) != 0))
-            continue;
-        force(c, on != 0);
-        n++;
-    }
-    return n;
-}
-
-/* Control commands: status, force, release ------------------------------------------------ */
-
-static void print_time(FILE *out, uint64_t realtime_ns)
-{
-    time_t secs = (time_t)(realtime_ns / 1000000000ull);
-    struct tm tm;
-    char buf[32];
-
-    if (!realtime_ns) {
-        fputc('-', out);
+    if (!chan) {
+        if (r->state == ROV_FO_DOWN)
+            fprintf(out, "  chan rail=%s(%d) state=none health=down retry_in_ms=%lld\n",
+                    rov_context_rail_name(CTX(conn), rail), rail,
+                    (long long)((int64_t)(r->retry_ns - now) / (int64_t)MS));
         return;
     }
-    gmtime_r(&secs, &tm);
-    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-    fprintf(out, "%s.%03uZ", buf, (unsigned)(realtime_ns / 1000000ull % 1000));
+    rov_policy_chan(conn, rail, &ch);
+    if (!r->healthy_since_ns || r->chan_serial != ch.serial)
+        fputs(" health=unknown", out);
+    else
+        fprintf(out, " health=up_ms=%" PRIu64 " busy=%s unanswered_ms=%" PRIu64,
+                (now - r->healthy_since_ns) / MS, r->busy_since_ns ? "yes" : "no",
+                r->heard_ago_ns / MS);
 }
 
-static void print_conn(FILE *out, const struct rov_conn *conn, uint64_t now)
-{
-    rov_context_t *ctx = conn->ctx;
-    rov_conn_stats_t st;
-    char peer[ROV_EP_ID_HEX_LEN + 1] = "-";
-    bool first = true;
-
-    rov_conn_stats(conn, &st);
-    if (conn->peer_id || conn->peer_blob_len)
-        rov_wire_ep_id_hex(conn->peer.ep_id, peer);
-    fprintf(out, "conn id=%llu peer=%s:%llu state=%s rail=%s(%d) forced=%s peer_forced=%s "
-            "switches=%" PRIu64 " last_reason=%s last_switch=",
-            (unsigned long long)conn->id, peer, (unsigned long long)conn->peer_id,
-            rov_conn_state_name(conn->state), rov_context_rail_name(ctx, conn->tx_rail), conn->tx_rail,
-            conn->fo.hold ? "yes" : "no", conn->fo.peer_hold ? "yes" : "no", st.switches,
-            rov_reason_str(st.last_reason));
-    print_time(out, st.last_switch_ns);
-    fprintf(out, " retained_msgs=%" PRIu64 " retained_bytes=%" PRIu64 " tx_seq=%" PRIu64
-            " rx_seq=%" PRIu64 " resent=%" PRIu64 " reasons=",
-            st.retained_msgs, st.retained_bytes, st.tx_seq, st.rx_seq, st.msgs_resent);
-    for (int i = 1; i < ROV_REASON_COUNT; i++) {
-        if (!st.reasons[i])
-            continue;
-        fprintf(out, "%s%s:%" PRIu64, first ? "" : ",", rov_reason_str((rov_reason_t)i),
-                st.reasons[i]);
-        first = false;
-    }
-    if (first)
-        fputc('-', out);
-    fputc('\n', out);
-    for (int i = 0; i < ctx->nrails; i++) {
-        const struct rov_fo_rail *r = &conn->fo.rails[i];
-        struct rov_chan *chan = conn->chans[i];
-        char where[160] = "";
-
-        if (!chan) {
-            if (r->state == ROV_FO_DOWN)
-                fprintf(out, "  chan rail=%s(%d) state=none health=down retry_in_ms=%lld\n",
-                        rov_context_rail_name(ctx, i), i,
-                        (long long)((int64_t)(r->retry_ns - now) / (int64_t)MS));
-            continue;
-        }
-        if (chan->state == ROV_CHAN_OPEN)
-            chan->rail->ops.chan_str(chan, where, sizeof(where));
-        fprintf(out, "  chan rail=%s(%d) state=%s tx=%s health=", rov_context_rail_name(ctx, i), i,
-                chan->state == ROV_CHAN_CONNECTING ? "connecting"
-                : chan->handshaken                 ? "open" : "handshake",
-                i == conn->tx_rail ? "yes" : "no");
-        if (chan->silent)
-            fputs("silenced", out);
-        else if (!r->healthy_since_ns || r->chan_serial != chan->serial)
-            fputs("unknown", out);
-        else
-            fprintf(out, "up_ms=%" PRIu64 " busy=%s unanswered_ms=%" PRIu64,
-                    (now - r->healthy_since_ns) / MS, r->busy_since_ns ? "yes" : "no",
-                    r->heard_ago_ns / MS);
-        fprintf(out, " %s\n", where);
-    }
-}
-
-static int cmd_status(rov_context_t *ctx, int argc, char **argv, FILE *out, char *err,
-                      size_t err_len)
-{
-    const struct rov_config *c = &ctx->config;
-    uint64_t now = rov_now_ns();
-    int n = 0;
-
-    (void)argv;
-    if (argc > 1) {
-        snprintf(err, err_len, "status takes no arguments");
-        return 1;
-    }
-    for (struct rov_conn *conn = ctx->conns; conn; conn = conn->next)
-        n++;
-    fprintf(out, "failover=%s timeout_ms=%" PRIu64 " keepalive_ms=%" PRIu64 " failback=%s "
-            "dwell_ms=%" PRIu64 " forced_all=%s conns=%d\n", c->failover ? "on" : "off",
-            c->failover_timeout_ns / MS, c->keepalive_ns / MS, c->failback ? "on" : "off",
-            c->failback_dwell_ns / MS, ctx->fo.hold_all ? "yes" : "no", n);
-    for (struct rov_conn *conn = ctx->conns; conn; conn = conn->next)
-        print_conn(out, conn, now);
-    return 0;
-}
-
-/* force|release all | conn ID | peer EPID */
-static int cmd_force(rov_context_t *ctx, int argc, char **argv, FILE *out, char *err,
-                     size_t err_len)
-{
-    bool on = strcmp(argv[0], "force") == 0;
-    int n = 0;
-
-    if (argc == 2 && strcmp(argv[1], "all") == 0) {
-        n = rov_context_force_fallback(ctx, NULL, on);
-    } else if (argc == 3 && strcmp(argv[1], "peer") == 0) {
-        n = rov_context_force_fallback(ctx, argv[2], on);
-        if (n < 0) {
-            snprintf(err, err_len, "'%s' is not an endpoint id (32 hex digits)", argv[2]);
-            return 1;
-        }
-    } else if (argc == 3 && strcmp(argv[1], "conn") == 0) {
-        char why[128];
-        uint64_t id;
-        struct rov_conn *conn = NULL;
-
-        /* Digits only: strtoull() alone read "-1" as 2^64-1. */
-        if (rov_parse_u64(argv[2], 1, UINT64_MAX, &id, why, sizeof(why)) != ROV_OK) {
-            snprintf(err, err_len, "not a connection id: %s", why);
-            return 1;
-        }
-        for (conn = ctx->conns; conn && conn->id != id; conn = conn->next)
-            ;
-        if (!conn || conn->state == ROV_CONN_DEAD) {
-            snprintf(err, err_len, "no connection %llu", (unsigned long long)id);
-            return 1;
-        }
-        rov_status_t st = force(conn, on);
-
-        if (st == ROV_ERR_UNREACHABLE) {
-            snprintf(err, err_len, "connection %llu has no other rail to go to", (unsigned long long)id);
-            return 1;
-        }
-        n = 1;
-    } else {
-        snprintf(err, err_len, "usage: %s all | conn ID | peer EPID", argv[0]);
-        return 1;
-    }
-    fprintf(out, "%s %d connection%s\n", on ? "forced" : "released", n, n == 1 ? "" : "s");
-    return 0;
-}
-
-static const struct rov_ctl_cmd status_cmd = {
-    "status", "status", "connections: rail, state, switches and reasons, retained data",
-    cmd_status,
-};
-static const struct rov_ctl_cmd force_cmd = {
-    "force", "force all|conn ID|peer EPID",
-    "move connections to a fallback rail and keep them there (fabric maintenance)", cmd_force,
-};
-static const struct rov_ctl_cmd release_cmd = {
-    "release", "release all|conn ID|peer EPID", "let forced connections move back", cmd_force,
+static const struct rov_policy_ops failover_policy = {
+    .name = "failover",
+    .ctx_size = sizeof(struct rov_fo_ctx),
+    .conn_size = sizeof(struct rov_fo_conn),
+    .ctx_init = fo_ctx_init,
+    .conn_connecting = fo_conn_connecting,
+    .conn_up = fo_conn_up,
+    .chan_failed = fo_chan_failed,
+    .peer_failed = fo_peer_failed,
+    .rail_up = fo_rail_up,
+    .hold = fo_hold,
+    .tick = fo_tick,
+    .due_ns = fo_due_ns,
+    .status_ctx = fo_status_ctx,
+    .status_rail = fo_status_rail,
 };
 
-ROV_CTL_REGISTER(status_cmd)
-ROV_CTL_REGISTER(force_cmd)
-ROV_CTL_REGISTER(release_cmd)
+ROV_POLICY_REGISTER(failover_policy)

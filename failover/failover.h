@@ -7,8 +7,14 @@
  * stalls into moves to the next rail with a reason code, announces a failure
  * seen by one side to the other, retries a failed preferred rail with
  * backoff and moves traffic back after it has stayed healthy for the dwell,
- * and serves operator requests (force / release, status).  It knows no
+ * and serves operator requests (a hold: force / release).  It knows no
  * particular rail: it sees rails by index and channels by their health.
+ *
+ * It is a policy (transport/policy.h): the transport tells it of
+ * connections and channels through the hooks of its ops table, it reads
+ * them through the policy accessors, and it moves them with the
+ * transport's switch primitive.  Its state lives in the areas the
+ * transport keeps for it in each context and connection (below).
  *
  * One side of a connection leads the recovery of a failed rail (the smaller
  * endpoint id, as for connect races): it reconnects the rail and decides the
@@ -23,17 +29,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "railover/railover.h"
-#include "transport/config.h"
-#include "transport/rail.h"
-
-struct rov_conn;
+#include "transport/policy.h"
 
 /* What the engine knows of one rail of one connection. */
 enum rov_fo_rail_state {
     ROV_FO_UP = 0,   /* usable (or never tried) */
     ROV_FO_DOWN,     /* failed: retry at retry_ns (the leader reconnects) */
 };
+#define ROV_FO_NSTATES (ROV_FO_DOWN + 1)
 
 struct rov_fo_rail {
     uint8_t state;
@@ -62,8 +65,6 @@ struct rov_fo_rail {
 
 struct rov_fo_conn {
     struct rov_fo_rail rails[ROV_MAX_RAILS];
-    bool hold;                /* operator: keep off the preferred rail */
-    bool peer_hold;           /* the peer's operator holds it */
     unsigned flaps;           /* failures soon after a failback: longer dwell */
     uint64_t back_ns;         /* when we last moved to a better rail */
     /* A move that must wait for the target rail's retry time or for the
@@ -79,42 +80,13 @@ struct rov_fo_ctx {
     bool active;              /* watching connections: ticks due */
     uint64_t next_ns;         /* when the next tick is due (active) */
     uint64_t tick_ns;
-    bool hold_all;            /* operator: every connection, present and future */
     /* Reconnect budget (a token bucket as a theoretical arrival time): at
      * most ROV_FO_CONNECT_BURST at once, then one per
      * ROV_FO_CONNECT_INTERVAL_NS, whatever the connections and rails. */
     uint64_t connect_tat_ns;
     uint64_t connects_limited; /* reconnects that waited for the budget */
+    uint64_t entered[ROV_FO_NSTATES]; /* rail states entered (fo_set_state()) */
+    uint64_t illegal_transitions;
 };
-
-/* Context life cycle and progress (context.c). */
-void rov_fo_init(rov_context_t *ctx);
-/** Run the engine's tick if it is due at now (monotonic ns). */
-void rov_fo_poll(rov_context_t *ctx, uint64_t now);
-/** When the next tick is due, 0 if none: a sleeping caller's timer. */
-uint64_t rov_fo_due_ns(const rov_context_t *ctx);
-/** rov_conn_connect() started a connection: time its rail connect. */
-void rov_fo_conn_connecting(struct rov_conn *conn);
-/** A connection became established: start watching it. */
-void rov_fo_conn_up(struct rov_conn *conn);
-
-/** A channel of conn on `rail` failed (status, reason code or
- * ROV_REASON_NONE to classify by status).  Moves the connection if it was on
- * that rail; returns whether the connection still has a rail to send on. */
-bool rov_fo_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,
-                        rov_reason_t reason, const char *why);
-
-/** The peer moved the connection away from `rail`, which failed on its side. */
-void rov_fo_peer_failed(struct rov_conn *conn, int rail);
-
-/** The local link of rail came back (rov_rail_link_up()): its failed
- * channels are retried now. */
-void rov_fo_rail_up(rov_context_t *ctx, int rail);
-
-/** The reason code of a rail failure: reason if set, else from status. */
-rov_reason_t rov_fo_classify(rov_status_t status, rov_reason_t reason);
-
-/** Reason the follower records for a move the peer made for `reason`. */
-rov_reason_t rov_fo_peer_reason(rov_reason_t reason);
 
 #endif

@@ -26,7 +26,6 @@
 #include <unistd.h>
 
 #include "railover/railover.h"
-#include "transport/control.h"
 
 #define CTL_TIMEOUT_S 5
 #define CTL_ANSWER_MAX (16u << 20)

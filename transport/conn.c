@@ -30,24 +30,43 @@
 #define CONNECT_AGAIN_MIN_NS (50ull * 1000000ull)
 #define CONNECT_AGAIN_MAX_NS (1000ull * 1000000ull)
 
-static const char *const state_names[] = {
-    [ROV_CONN_CONNECTING] = "connecting", [ROV_CONN_ESTABLISHED] = "established",
-    [ROV_CONN_CLOSING] = "closing",       [ROV_CONN_FAILED] = "failed",
-    [ROV_CONN_DEAD] = "dead",
+#define B ROV_STATE_BIT
+const struct rov_state_info rov_conn_states[ROV_CONN_NSTATES] = {
+    [ROV_CONN_CONNECTING] = {"connecting", B(ROV_CONN_ESTABLISHED) | B(ROV_CONN_CLOSING) |
+                                           B(ROV_CONN_FAILED) | B(ROV_CONN_DEAD)},
+    [ROV_CONN_ESTABLISHED] = {"established", B(ROV_CONN_CLOSING) | B(ROV_CONN_FAILED)},
+    [ROV_CONN_CLOSING] = {"closing", B(ROV_CONN_DEAD) | B(ROV_CONN_FAILED)},
+    [ROV_CONN_FAILED] = {"failed", B(ROV_CONN_DEAD)},
+    [ROV_CONN_DEAD] = {"dead", 0},
 };
+#undef B
 
 const char *rov_conn_state_name(enum rov_conn_state state)
 {
-    return state_names[state];
+    return rov_conn_states[state].name;
 }
 
-static void conn_set_state(struct rov_conn *conn, enum rov_conn_state state, const char *why)
+/* The one place a connection's state changes: refuses a transition the
+ * table does not allow (a bug: logged loudly and counted, the state kept),
+ * logs the others with their reason and counts each state entered. */
+static bool conn_set_state(struct rov_conn *conn, enum rov_conn_state state, const char *why)
 {
+    rov_context_t *ctx = conn->ctx;
+
+    if (!rov_state_allowed(rov_conn_states, conn->state, state)) {
+        ctx->illegal_transitions++;
+        rov_error("conn", "conn %llu: illegal transition %s -> %s (%s) refused",
+                  (unsigned long long)conn->id, rov_conn_states[conn->state].name,
+                  rov_conn_states[state].name, why);
+        return false;
+    }
     rov_debug("conn", "conn %llu: %s -> %s (%s)", (unsigned long long)conn->id,
-              state_names[conn->state], state_names[state], why);
+              rov_conn_states[conn->state].name, rov_conn_states[state].name, why);
     conn->state = state;
+    ctx->conn_entered[state]++;
     if (state == ROV_CONN_DEAD)
-        conn->ctx->reap = true;
+        ctx->reap = true;
+    return true;
 }
 
 static int ep_cmp(const struct rov_conn *conn)
@@ -105,7 +124,7 @@ uint64_t rov_conn_path_key(const struct rov_conn *conn, int rail)
 
 struct rov_conn *rov_conn_new(rov_context_t *ctx)
 {
-    struct rov_conn *conn = calloc(1, sizeof(*conn));
+    struct rov_conn *conn = calloc(1, rov_policy_conn_size());
 
     if (!conn)
         return NULL;
@@ -117,7 +136,7 @@ struct rov_conn *rov_conn_new(rov_context_t *ctx)
     conn->id = ctx->next_conn_id++;
     conn->tx_rail = -1;
     conn->max_send = ctx->config.max_msg;
-    conn->state = ROV_CONN_CONNECTING;
+    ctx->conn_entered[ROV_CONN_CONNECTING]++; /* (calloc: state 0) */
     rov_retain_init(&conn->tx, ctx->config.window_msgs, ctx->config.window_bytes);
     conn->next = ctx->conns;
     if (ctx->conns)
@@ -772,11 +791,11 @@ rov_status_t rov_conn_connect_ex(rov_endpoint_t *ep, const void *addr, size_t ad
         st = ROV_ERR_UNREACHABLE;
         goto err;
     }
-    rov_fo_conn_connecting(conn);
+    rov_policies_conn_connecting(conn);
     *conn_p = conn;
     return ROV_OK;
 err:
-    conn->state = ROV_CONN_DEAD;
+    conn_set_state(conn, ROV_CONN_DEAD, "connect failed");
     rov_conn_free(conn);
     return st;
 }
@@ -891,7 +910,7 @@ static void move_tx(struct rov_conn *conn, int rail, rov_reason_t reason, const 
 
 static uint32_t hold_flag(const struct rov_conn *conn)
 {
-    return conn->fo.hold ? ROV_HF_HOLD : 0;
+    return conn->hold ? ROV_HF_HOLD : 0;
 }
 
 static void send_switch_request(struct rov_conn *conn, struct rov_chan *chan)
@@ -910,7 +929,7 @@ void rov_conn_announce(struct rov_conn *conn)
 }
 
 rov_status_t rov_conn_move(struct rov_conn *conn, int rail, rov_reason_t reason,
-                           const char *text, uint32_t hf, int failed_rail)
+                           const char *text, int failed_rail)
 {
     struct rov_chan *chan;
     rov_status_t st;
@@ -933,7 +952,8 @@ rov_status_t rov_conn_move(struct rov_conn *conn, int rail, rov_reason_t reason,
     }
     move_tx(conn, rail, reason, text);
     conn->tx_sync = true;
-    conn->switch_tag = rov_hf_make(ROV_HF_SWITCH | ROV_HF_REPLY | hf, reason,
+    conn->switch_tag = rov_hf_make(ROV_HF_SWITCH | ROV_HF_REPLY |
+                                   (failed_rail >= 0 ? ROV_HF_FAILED : 0), reason,
                                    failed_rail >= 0 ? (unsigned)failed_rail : 0);
     chan = conn->chans[rail];
     /* A channel still connecting announces the move in its HELLO. */
@@ -944,7 +964,7 @@ rov_status_t rov_conn_move(struct rov_conn *conn, int rail, rov_reason_t reason,
 
 rov_status_t rov_conn_switch(rov_conn_t *conn, int rail, const char *reason)
 {
-    return rov_conn_move(conn, rail, ROV_REASON_API, reason ? reason : "requested", 0, -1);
+    return rov_conn_move(conn, rail, ROV_REASON_API, reason ? reason : "requested", -1);
 }
 
 /* The peer has everything up to `last` and receives on chan's rail now.
@@ -971,13 +991,13 @@ static bool peer_moves(struct rov_conn *conn, struct rov_chan *chan, uint32_t ta
     int rail = chan->rail->index;
 
     if (tag & ROV_HF_REPLY)
-        conn->fo.peer_hold = (tag & ROV_HF_HOLD) != 0;
+        conn->peer_hold = (tag & ROV_HF_HOLD) != 0;
     if (conn->tx_rail != rail) {
         /* Both sides moving to different rails at once: the smaller endpoint
          * id wins, the other follows it. */
         if (conn->tx_sync && chan_ready(conn->chans[conn->tx_rail]) && ep_cmp(conn) < 0)
             return false;
-        move_tx(conn, rail, rov_fo_peer_reason(rov_hf_reason(tag)), "peer moved");
+        move_tx(conn, rail, rov_reason_of_peer(rov_hf_reason(tag)), "peer moved");
     }
     return true;
 }
@@ -990,7 +1010,18 @@ static void peer_request_done(struct rov_conn *conn, struct rov_chan *chan, uint
 
     if ((tag & ROV_HF_FAILED) && failed != chan->rail->index && failed < conn->ctx->nrails &&
         chan->conn == conn && conn->state != ROV_CONN_DEAD && conn->state != ROV_CONN_FAILED)
-        rov_fo_peer_failed(conn, failed);
+        rov_policies_peer_failed(conn, failed);
+}
+
+/* A connection is established: the policies watch it from now, and an
+ * operator's hold set before (on it, or on every connection) applies. */
+static void conn_up(struct rov_conn *conn)
+{
+    rov_policies_conn_up(conn);
+    if (conn->ctx->hold_all || conn->hold) {
+        conn->hold = false;
+        rov_conn_force_fallback(conn, 1);
+    }
 }
 
 /* Frames in ------------------------------------------------------------------ */
@@ -1176,7 +1207,7 @@ static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_h
         }
         if (set_peer_addr(conn, h.addr, h.addr_len, &why) != ROV_OK ||
             memcmp(conn->peer.ep_id, h.ep_id, ROV_EP_ID_LEN) != 0) {
-            conn->state = ROV_CONN_DEAD;
+            conn_set_state(conn, ROV_CONN_DEAD, "hello refused");
             rov_conn_free(conn);
             return protocol_error(chan, why[0] ? why : "hello address of another endpoint");
         }
@@ -1199,7 +1230,7 @@ static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_h
         send_hello(chan, ROV_FT_HELLO_ACK, 0, nonce_l);
         rov_ctx_event(ctx, ROV_EVENT_CONN_ACCEPTED, conn, ROV_OK, -1, rail, "accepted");
         if (conn->state == ROV_CONN_ESTABLISHED)
-            rov_fo_conn_up(conn);
+            conn_up(conn);
         return;
     }
     conn = find_conn(ctx, h.peer_conn_id);
@@ -1286,7 +1317,7 @@ static ROV_COLD void handle_hello_ack(struct rov_conn *conn, struct rov_chan *ch
             rov_ctx_event(conn->ctx, ROV_EVENT_CONN_ESTABLISHED, conn, ROV_OK, -1, rail,
                           "connected");
             if (conn->state == ROV_CONN_ESTABLISHED)
-                rov_fo_conn_up(conn);
+                conn_up(conn);
         }
     } else if (conn->tx_rail == rail && conn->tx_sync) {
         /* Its ack is the peer's last-received, fresh, on this channel: all we
@@ -1510,9 +1541,9 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
         first_connect_failed(conn, rail, status);
         return;
     }
-    reason = rov_fo_classify(status, reason);
+    reason = rov_reason_classify(status, reason);
     if (rail != conn->tx_rail) {
-        rov_fo_chan_failed(conn, rail, status, reason, why); /* bookkeeping only */
+        rov_policies_chan_failed(conn, rail, status, reason, why); /* bookkeeping only */
         return;
     }
     rov_ctx_event_code(conn->ctx, ROV_EVENT_CONN_RAIL_DOWN, conn, status, rail, -1, why, reason);
@@ -1520,7 +1551,7 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
      * engine does; if it cannot, the connection is lost. */
     if (conn->state != ROV_CONN_DEAD && conn->state != ROV_CONN_FAILED &&
         conn->tx_rail == rail && !conn->chans[rail] &&
-        !rov_fo_chan_failed(conn, rail, status, reason, why))
+        !rov_policies_chan_failed(conn, rail, status, reason, why))
         conn_fail(conn, status, why);
 }
 
@@ -1553,5 +1584,5 @@ void rov_conn_stats(const rov_conn_t *conn, rov_conn_stats_t *st)
     st->tx_seq = conn->tx.next_seq - 1;
     st->rx_seq = conn->rx_seq;
     st->rail = conn->tx_rail;
-    st->forced = conn->fo.hold;
+    st->forced = conn->hold;
 }

@@ -235,7 +235,7 @@ static void engine_tick(rov_context_t *ctx, uint64_t now)
             ctx->rails[i]->ops.progress(ctx->rails[i]);
     ctx->engine_seen_ns = now;
     window_update(ctx, now);
-    rov_fo_poll(ctx, now);
+    rov_policies_tick(ctx, now);
 }
 
 static void timer_cb(struct rov_watch *w, uint32_t events)
@@ -305,7 +305,7 @@ static int dispatch(rov_context_t *ctx, int timeout_ms)
  * one no later already. */
 static void arm_timer(rov_context_t *ctx)
 {
-    uint64_t now = rov_now_ns(), due = rov_fo_due_ns(ctx);
+    uint64_t now = rov_now_ns(), due = rov_policies_due_ns(ctx);
     struct itimerspec its = {{0, 0}, {0, 0}};
 
     if (ctx->awaiting_hello && (due == 0 || ctx->hello_due_ns < due))
@@ -498,7 +498,7 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
         rov_error("core", "job name longer than %d characters", ROV_JOB_MAX);
         return ROV_ERR_INVAL;
     }
-    ctx = rov_zalloc_lines(sizeof(*ctx));
+    ctx = rov_zalloc_lines(rov_policy_ctx_size());
     if (!ctx)
         return ROV_ERR_NOMEM;
     set_job(ctx, params);
@@ -541,7 +541,7 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
     ctx->fault_armed = ctx->fault.rail >= 0;
     if (ctx->fault_armed)
         rov_warn("core", "fault injection armed: RAILOVER_FAULT=%s", ctx->config.fault);
-    rov_fo_init(ctx);
+    rov_policies_ctx_init(ctx);
     window_init(ctx);
     for (unsigned i = 0; i < ctx->config.nrails; i++) {
         const struct rov_rail_spec *spec = &ctx->config.rails[i];
@@ -682,6 +682,37 @@ void rov_endpoint_destroy(rov_endpoint_t *ep)
 
 /* Channels and upcalls -------------------------------------------------------- */
 
+#define B ROV_STATE_BIT
+const struct rov_state_info rov_chan_states[ROV_CHAN_NSTATES] = {
+    [ROV_CHAN_CONNECTING] = {"connecting", B(ROV_CHAN_OPEN) | B(ROV_CHAN_CLOSED)},
+    [ROV_CHAN_OPEN] = {"open", B(ROV_CHAN_CLOSED)},
+    [ROV_CHAN_CLOSED] = {"closed", 0},
+};
+#undef B
+
+/* The one place a channel's state changes: a channel the rail just made
+ * (fresh) takes its first state; later ones must be in the table (else a
+ * bug: logged loudly and counted, the state kept).  Each state entered is
+ * counted. */
+static bool chan_set_state(struct rov_chan *chan, enum rov_chan_state state, const char *why,
+                           bool fresh)
+{
+    rov_context_t *ctx = chan->rail->ctx;
+
+    if (!fresh && !rov_state_allowed(rov_chan_states, chan->state, state)) {
+        ctx->illegal_transitions++;
+        rov_error("core", "channel %llu: illegal transition %s -> %s (%s) refused",
+                  (unsigned long long)chan->serial, rov_chan_states[chan->state].name,
+                  rov_chan_states[state].name, why);
+        return false;
+    }
+    rov_trace("core", "channel %llu: %s -> %s (%s)", (unsigned long long)chan->serial,
+              fresh ? "new" : rov_chan_states[chan->state].name, rov_chan_states[state].name, why);
+    chan->state = state;
+    ctx->chan_entered[state]++;
+    return true;
+}
+
 static void chan_track(rov_context_t *ctx, struct rov_chan *chan)
 {
     chan->serial = ++ctx->next_chan_serial;
@@ -708,7 +739,7 @@ void rov_ctx_chan_close(struct rov_chan *chan)
         chan->awaiting_hello = 0;
         unauthed_gone(ctx);
     }
-    chan->state = ROV_CHAN_CLOSED;
+    chan_set_state(chan, ROV_CHAN_CLOSED, "closed", false);
     chan->conn = NULL;
     chan->rail->ops.chan_close(chan);
 }
@@ -722,7 +753,7 @@ struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, s
     if (*st_p != ROV_OK)
         return NULL;
     chan->rail = rail;
-    chan->state = ROV_CHAN_CONNECTING;
+    chan_set_state(chan, ROV_CHAN_CONNECTING, "connecting", true);
     chan->conn = NULL;
     chan->outbound = 1;
     chan->awaiting_hello = 0;
@@ -794,7 +825,7 @@ void rov_rail_accepted(struct rov_rail *rail, struct rov_chan *chan)
     rov_context_t *ctx = rail->ctx;
 
     chan->rail = rail;
-    chan->state = ROV_CHAN_OPEN;
+    chan_set_state(chan, ROV_CHAN_OPEN, "accepted", true);
     chan->conn = NULL;
     chan->outbound = 0;
     chan->authed = 0;
@@ -814,7 +845,7 @@ void rov_rail_connected(struct rov_chan *chan)
 {
     if (chan->state != ROV_CHAN_CONNECTING)
         return;
-    chan->state = ROV_CHAN_OPEN;
+    chan_set_state(chan, ROV_CHAN_OPEN, "connected", false);
     rov_conn_chan_connected(chan);
 }
 
@@ -856,7 +887,7 @@ void rov_rail_writable(struct rov_chan *chan)
 
 void rov_rail_link_up(struct rov_rail *rail)
 {
-    rov_fo_rail_up(rail->ctx, rail->index);
+    rov_policies_rail_up(rail->ctx, rail->index);
 }
 
 void rov_rail_failed(struct rov_chan *chan, rov_status_t status, const char *why)

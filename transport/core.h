@@ -6,20 +6,13 @@
 #include <stdint.h>
 
 #include "railover/railover.h"
-#include "failover/failover.h"
 #include "transport/config.h"
 #include "transport/fault.h"
+#include "transport/policy.h"
 #include "transport/rail.h"
 #include "transport/retain.h"
 #include "transport/wire.h"
 
-enum rov_conn_state {
-    ROV_CONN_CONNECTING,  /* HELLO sent, waiting for HELLO_ACK */
-    ROV_CONN_ESTABLISHED, /* data flows */
-    ROV_CONN_CLOSING,     /* rov_conn_close(): flushing, then CLOSE */
-    ROV_CONN_FAILED,      /* unrecoverable; waiting for rov_conn_close() */
-    ROV_CONN_DEAD,        /* freed at the next safe point */
-};
 
 struct rov_endpoint {
     rov_context_t *ctx;
@@ -55,7 +48,8 @@ struct rov_conn {
     uint64_t tx_chan_serial;          /* channel we rewound on and send on since, or 0 */
     uint32_t switch_tag;              /* tag of our pending switch request (ROV_HF_*) */
     uint64_t resend_asked;            /* rx_seq when we last asked for a resend */
-    struct rov_fo_conn fo;            /* failover engine's state */
+    bool hold;                        /* an operator keeps it off the preferred rail */
+    bool peer_hold;                   /* the peer's operator does (its switch requests) */
     void *user;
     struct rov_conn *next, *prev;     /* context's list */
     struct rov_wire_addr peer;        /* decoded peer address (points into peer_blob) */
@@ -122,13 +116,17 @@ struct rov_context {
     struct rov_chan *chans;           /* every channel not yet closed */
     uint64_t next_conn_id;
     uint64_t next_chan_serial;
-    struct rov_fo_ctx fo;             /* failover engine */
+    bool hold_all;                    /* an operator holds every connection, present and future */
     struct rov_fault fault;           /* RAILOVER_FAULT */
     struct rov_ctl *ctl;              /* control endpoint (control.c), NULL: none */
     unsigned awaiting_hello;          /* accepted channels not yet authenticated */
     uint64_t hello_due_ns;            /* check them for the timeout then */
     uint64_t connect_again_ns;        /* earliest conn->connect_again_ns, 0: none */
     uint32_t accept_paused;           /* rails whose listener waits for a slot */
+    /* State machines (states.h): states entered, transitions refused. */
+    uint64_t conn_entered[ROV_CONN_NSTATES];
+    uint64_t chan_entered[ROV_CHAN_NSTATES];
+    uint64_t illegal_transitions;
 };
 
 /* conn.c: the connection protocol */
@@ -145,25 +143,9 @@ void rov_conn_chan_failed(struct rov_chan *chan, rov_status_t status, const char
 ROV_COLD
 void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, const char *why,
                                  rov_reason_t reason);
-/* The switch primitive with a reason code; hf adds ROV_HF_FAILED (with
- * failed_rail) to the request the peer receives.  Returns like
- * rov_conn_switch(). */
-rov_status_t rov_conn_move(struct rov_conn *conn, int rail, rov_reason_t reason,
-                           const char *text, uint32_t hf, int failed_rail);
-/* Tell the peer our hold state (a switch request for the rail we are on). */
-void rov_conn_announce(struct rov_conn *conn);
-/* Connect a channel of conn on rail (failback probe); replaces any other. */
-rov_status_t rov_conn_open_rail(struct rov_conn *conn, int rail);
 /* Send a keepalive probe (a stand-alone ACK) on chan. */
 rov_status_t rov_conn_probe(struct rov_chan *chan);
 bool rov_conn_chan_ready(const struct rov_chan *chan);
-/* Whether the peer has rail (same index and kind). */
-bool rov_conn_peer_has_rail(const struct rov_conn *conn, int rail);
-/** The path `rail` takes to the peer (rail.h: path_key), 0: the peer has
- * no such rail. */
-uint64_t rov_conn_path_key(const struct rov_conn *conn, int rail);
-/* Endpoint id order: negative when this side leads the connection. */
-int rov_conn_ep_cmp(const struct rov_conn *conn);
 /* Hand retained messages from tx.next_tx on to the transmit channel, until
  * the rail pushes back or a budget (PUSH_BUDGET_*) is spent: a resend of a
  * whole window after a switch then goes out over several progress calls, so
@@ -174,9 +156,25 @@ void rov_conn_send_ack(struct rov_conn *conn);
 void rov_conn_abort(struct rov_conn *conn, rov_status_t status);
 /* First connects whose try after a reset is due (ctx->connect_again_ns). */
 void rov_conn_connect_again(rov_context_t *ctx, uint64_t now);
-/* The connection failed for good (ROV_EVENT_CONN_ERROR). */
-void rov_conn_fail(struct rov_conn *conn, rov_status_t status, const char *why);
 void rov_conn_free(struct rov_conn *conn);
+
+/* policy.c: the registered policies' hooks (policy.h), and the size of an
+ * object with every policy's state after it */
+void rov_policies_ctx_init(rov_context_t *ctx);
+void rov_policies_conn_connecting(struct rov_conn *conn);
+void rov_policies_conn_up(struct rov_conn *conn);
+bool rov_policies_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,
+                              rov_reason_t reason, const char *why);
+void rov_policies_peer_failed(struct rov_conn *conn, int rail);
+void rov_policies_rail_up(rov_context_t *ctx, int rail);
+rov_status_t rov_policies_hold(struct rov_conn *conn, bool on);
+void rov_policies_tick(rov_context_t *ctx, uint64_t now);
+uint64_t rov_policies_due_ns(const rov_context_t *ctx);
+void rov_policies_status_ctx(rov_context_t *ctx, FILE *out);
+void rov_policies_status_rail(struct rov_conn *conn, int rail, bool chan, uint64_t now,
+                              FILE *out);
+size_t rov_policy_ctx_size(void);
+size_t rov_policy_conn_size(void);
 
 /* context.c: channel bookkeeping */
 void rov_ctx_chan_close(struct rov_chan *chan);

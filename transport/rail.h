@@ -24,6 +24,7 @@
 #include "railover/railover.h"
 #include "transport/compiler.h"
 #include "transport/config.h"
+#include "transport/states.h"
 #include "transport/wire.h"
 
 #define rov_container_of(ptr, type, member) \
@@ -38,12 +39,6 @@ struct rov_conn;
 struct rov_watch {
     int fd;
     void (*cb)(struct rov_watch *watch, uint32_t events);
-};
-
-enum rov_chan_state {
-    ROV_CHAN_CONNECTING, /* outbound, connect in progress */
-    ROV_CHAN_OPEN,       /* frames flow */
-    ROV_CHAN_CLOSED,     /* failed or closed; only chan_close is allowed */
 };
 
 struct rov_chan {
@@ -72,20 +67,6 @@ struct rov_chan {
     struct rov_chan *next;     /* context's list of channels */
 };
 
-/* See rov_rail_ops.chan_health. */
-struct rov_chan_health {
-    int busy;              /* work handed to the remote transport, not yet acknowledged */
-    int queued;            /* work accepted but not yet handed over (flow control) */
-    uint64_t heard_ago_ns; /* since the remote transport last acknowledged anything */
-    uint64_t sent_ago_ns;  /* since the rail last transmitted anything on the channel */
-    int retransmits;       /* the rail's transport retransmits by itself, and
-                            * sent_ago_ns counts its retransmissions (TCP) */
-    int peer_turn;         /* CONNECTING: the rail's setup waits for the peer's
-                            * application (e.g. an out-of-band handshake that the
-                            * peer's kernel has acknowledged), or for this process
-                            * to run a completion the path already delivered,
-                            * not for the path */
-};
 
 struct rov_rail_ops {
     const char *name; /* kind in RAILOVER_RAILS, e.g. "tcp" */
@@ -285,9 +266,6 @@ const struct rov_rail_ops *rov_rail_lookup(const char *kind);
     }
 
 /* Services of the progress engine for rails -------------------------------- */
-
-/** CLOCK_MONOTONIC in nanoseconds (the clock of every transport timer). */
-uint64_t rov_now_ns(void);
 
 /** Watch fd for EPOLLIN/EPOLLOUT (level-triggered); events may be changed
  * with rov_ctx_watch_mod and removed with rov_ctx_unwatch before close(). */

@@ -562,7 +562,7 @@ static void flush(struct vb_chan *c)
         if (try_send(c, VB_MSG_CREDIT, NULL, 0, NULL) < 0)
             return;
     }
-    if (!c->pend_head && c->want_writable && c->credits > 0 && c->base.state == ROV_CHAN_OPEN) {
+    if (!c->pend_head && c->want_writable && c->credits > 0) {
         c->want_writable = false;
         rov_rail_writable(&c->base);
     }
@@ -1788,7 +1788,6 @@ static void vb_close(struct rov_rail *rail)
         struct vb_chan *c = r->chans;
 
         c->dead = true; /* no upcalls */
-        c->base.state = ROV_CHAN_CLOSED;
         vb_chan_close(&c->base);
     }
     vb_bury(r);

@@ -506,6 +506,47 @@ typedef void (*rov_get_cb_t)(void *arg, rov_status_t status);
 rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64_t remote,
                           const void *rkey, size_t len, rov_get_cb_t cb, void *arg);
 
+/*
+ * Control endpoints, for tools (`railover status|force|release`, a
+ * checkpoint client): each context serves a Unix stream socket, owner-only,
+ * in a per-user run directory.  A client sends one request line ("verb arg
+ * ...\n", at most ROV_CTL_LINE_MAX bytes) and reads text lines up to a final
+ * "ok" or "error: <message>".  These calls let a client find and trust the
+ * directory exactly as the library does.
+ */
+#define ROV_CTL_LINE_MAX 4096
+
+/* Longest run directory path (strlen below this): sun_path (108 bytes) must
+ * still hold "/<pid>.<n>.sock". */
+#define ROV_CTL_RUN_DIR_MAX 76
+
+/** Write the run directory of config into buf: RAILOVER_RUN_DIR if set
+ * (without trailing slashes, which would make a symbolic link look like the
+ * directory it points to), else $XDG_RUNTIME_DIR/railover when
+ * XDG_RUNTIME_DIR is an existing directory owned by us, else
+ * /tmp/railover-<euid>.  config may be NULL (the defaults).  Only computes
+ * the path: it neither creates nor checks the directory
+ * (rov_ctl_run_dir_check).  Shared with the `railover` tool, so clients and
+ * servers agree.  ROV_OK, or ROV_ERR_INVAL if the path does not fit in len or
+ * ROV_CTL_RUN_DIR_MAX. */
+rov_status_t rov_ctl_run_dir(const rov_config_t *config, char *buf, size_t len);
+
+/** Check that dir may hold control sockets: it is a directory and not a
+ * symbolic link (a trailing slash, "." or ".." as the last component is
+ * refused rather than resolved), owned by the effective uid, with no group
+ * or other permission bits.  The sockets are protected by this directory
+ * alone, so both the library (before it binds) and the `railover` tool
+ * (before it lists or connects) apply it.  Only looks (lstat): creates,
+ * changes and logs nothing; does not block beyond the file system.
+ *
+ * Returns ROV_OK when the directory is safe.  Otherwise writes one lowercase
+ * line naming dir and what is wrong (e.g. "run directory /tmp/x has mode
+ * 777; it must be accessible by its owner only (chmod 700)") to why
+ * (truncated to why_len; why may be NULL if why_len is 0) and returns
+ * ROV_ERR_NOT_FOUND when dir does not exist, ROV_ERR_INVAL when it is unsafe,
+ * ROV_ERR_IO when it cannot be examined. */
+rov_status_t rov_ctl_run_dir_check(const char *dir, char *why, size_t why_len);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

@@ -1,0 +1,65 @@
+/*
+ * The transport's state machines, as the rails and the policies see them:
+ * a connection's state, a channel's state, and what a rail says of a
+ * channel's health.  Each machine is one const table (name, the states it
+ * may go to) and one setter in core.h that checks, logs and counts every
+ * transition (conn.c: conn_set_state(), context.c: chan_set_state()).
+ */
+#ifndef ROV_STATES_H
+#define ROV_STATES_H
+
+#include <stdint.h>
+
+enum rov_conn_state {
+    ROV_CONN_CONNECTING,  /* HELLO sent, waiting for HELLO_ACK */
+    ROV_CONN_ESTABLISHED, /* data flows */
+    ROV_CONN_CLOSING,     /* rov_conn_close(): flushing, then CLOSE */
+    ROV_CONN_FAILED,      /* unrecoverable; waiting for rov_conn_close() */
+    ROV_CONN_DEAD,        /* freed at the next safe point */
+};
+#define ROV_CONN_NSTATES (ROV_CONN_DEAD + 1)
+
+enum rov_chan_state {
+    ROV_CHAN_CONNECTING, /* outbound, connect in progress */
+    ROV_CHAN_OPEN,       /* frames flow */
+    ROV_CHAN_CLOSED,     /* failed or closed; only chan_close is allowed */
+};
+#define ROV_CHAN_NSTATES (ROV_CHAN_CLOSED + 1)
+
+/** CLOCK_MONOTONIC in nanoseconds (the clock of every transport timer). */
+uint64_t rov_now_ns(void);
+
+/* One state of a machine: its name (logs, status) and the states it may
+ * go to (a bit per state). */
+struct rov_state_info {
+    const char *name;
+    uint32_t next;
+};
+
+#define ROV_STATE_BIT(s) (UINT32_C(1) << (s))
+
+extern const struct rov_state_info rov_conn_states[ROV_CONN_NSTATES];
+extern const struct rov_state_info rov_chan_states[ROV_CHAN_NSTATES];
+
+/* Whether a machine may go from `from` to `to` (table: its states). */
+static inline int rov_state_allowed(const struct rov_state_info *table, int from, int to)
+{
+    return (table[from].next & ROV_STATE_BIT(to)) != 0;
+}
+
+/* See rov_rail_ops.chan_health (rail.h). */
+struct rov_chan_health {
+    int busy;              /* work handed to the remote transport, not yet acknowledged */
+    int queued;            /* work accepted but not yet handed over (flow control) */
+    uint64_t heard_ago_ns; /* since the remote transport last acknowledged anything */
+    uint64_t sent_ago_ns;  /* since the rail last transmitted anything on the channel */
+    int retransmits;       /* the rail's transport retransmits by itself, and
+                            * sent_ago_ns counts its retransmissions (TCP) */
+    int peer_turn;         /* CONNECTING: the rail's setup waits for the peer's
+                            * application (e.g. an out-of-band handshake that the
+                            * peer's kernel has acknowledged), or for this process
+                            * to run a completion the path already delivered,
+                            * not for the path */
+};
+
+#endif
