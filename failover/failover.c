@@ -78,7 +78,7 @@ static bool held(const rov_conn_t *conn)
 }
 
 /* A rail's health, per connection: one table, one setter.  DOWN -> DOWN is
- * a failed retry (no transition, not logged). */
+ * a failed retry (allowed, not a transition: neither logged nor counted). */
 static const struct rov_state_info fo_states[] = {
     [ROV_FO_UP] = {"up", ROV_STATE_BIT(ROV_FO_DOWN) | ROV_STATE_BIT(ROV_FO_UP)},
     [ROV_FO_DOWN] = {"down", ROV_STATE_BIT(ROV_FO_UP) | ROV_STATE_BIT(ROV_FO_DOWN)},
@@ -88,22 +88,16 @@ static void fo_set_state(rov_conn_t *conn, int rail, enum rov_fo_rail_state stat
                          const char *why)
 {
     struct rov_fo_rail *r = &F(conn)->rails[rail];
+    char what[64];
 
-    if (!rov_state_allowed(fo_states, r->state, state)) {
-        E(CTX(conn))->illegal_transitions++;
-        rov_error("failover", "conn %llu: %s: illegal transition %s -> %s (%s) refused",
-                  (unsigned long long)rov_policy_id(conn),
-                  rov_context_rail_name(CTX(conn), rail), fo_states[r->state].name,
-                  fo_states[state].name, why);
+    snprintf(what, sizeof(what), "conn %llu: %s", (unsigned long long)rov_policy_id(conn),
+             rov_context_rail_name(CTX(conn), rail));
+    if (!rov_state_change(fo_states, r->state, state, "failover", what, why,
+                          &E(CTX(conn))->illegal_transitions))
         return;
-    }
-    if (r->state == state)
-        return;
-    rov_debug("failover", "conn %llu: %s %s -> %s (%s)", (unsigned long long)rov_policy_id(conn),
-              rov_context_rail_name(CTX(conn), rail), fo_states[r->state].name,
-              fo_states[state].name, why);
+    if (r->state != state)
+        E(CTX(conn))->entered[state]++;
     r->state = (uint8_t)state;
-    E(CTX(conn))->entered[state]++;
 }
 
 /* The most preferred rail both sides have, or -1. */

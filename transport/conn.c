@@ -52,16 +52,12 @@ const char *rov_conn_state_name(enum rov_conn_state state)
 static bool conn_set_state(struct rov_conn *conn, enum rov_conn_state state, const char *why)
 {
     rov_context_t *ctx = conn->ctx;
+    char what[32];
 
-    if (!rov_state_allowed(rov_conn_states, conn->state, state)) {
-        ctx->illegal_transitions++;
-        rov_error("conn", "conn %llu: illegal transition %s -> %s (%s) refused",
-                  (unsigned long long)conn->id, rov_conn_states[conn->state].name,
-                  rov_conn_states[state].name, why);
+    snprintf(what, sizeof(what), "conn %llu", (unsigned long long)conn->id);
+    if (!rov_state_change(rov_conn_states, conn->state, state, "conn", what, why,
+                          &ctx->illegal_transitions))
         return false;
-    }
-    rov_debug("conn", "conn %llu: %s -> %s (%s)", (unsigned long long)conn->id,
-              rov_conn_states[conn->state].name, rov_conn_states[state].name, why);
     conn->state = state;
     ctx->conn_entered[state]++;
     if (state == ROV_CONN_DEAD)

@@ -698,24 +698,25 @@ static bool chan_set_state(struct rov_chan *chan, enum rov_chan_state state, con
                            bool fresh)
 {
     rov_context_t *ctx = chan->rail->ctx;
+    char what[40];
 
-    if (!fresh && !rov_state_allowed(rov_chan_states, chan->state, state)) {
-        ctx->illegal_transitions++;
-        rov_error("core", "channel %llu: illegal transition %s -> %s (%s) refused",
-                  (unsigned long long)chan->serial, rov_chan_states[chan->state].name,
-                  rov_chan_states[state].name, why);
+    snprintf(what, sizeof(what), "channel %llu", (unsigned long long)chan->serial);
+    if (fresh)
+        rov_debug("core", "%s: new -> %s (%s)", what, rov_chan_states[state].name, why);
+    else if (!rov_state_change(rov_chan_states, chan->state, state, "core", what, why,
+                               &ctx->illegal_transitions))
         return false;
-    }
-    rov_trace("core", "channel %llu: %s -> %s (%s)", (unsigned long long)chan->serial,
-              fresh ? "new" : rov_chan_states[chan->state].name, rov_chan_states[state].name, why);
     chan->state = state;
     ctx->chan_entered[state]++;
     return true;
 }
 
-static void chan_track(rov_context_t *ctx, struct rov_chan *chan)
+/* A channel the rail just made joins the context, in its first state. */
+static void chan_track(rov_context_t *ctx, struct rov_chan *chan, enum rov_chan_state state,
+                       const char *why)
 {
     chan->serial = ++ctx->next_chan_serial;
+    chan_set_state(chan, state, why, true);
     chan->send_error = ROV_OK;
     chan->send_reason = ROV_REASON_NONE;
     chan->next = ctx->chans;
@@ -753,7 +754,6 @@ struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, s
     if (*st_p != ROV_OK)
         return NULL;
     chan->rail = rail;
-    chan_set_state(chan, ROV_CHAN_CONNECTING, "connecting", true);
     chan->conn = NULL;
     chan->outbound = 1;
     chan->awaiting_hello = 0;
@@ -762,7 +762,7 @@ struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, s
     chan->handshaken = 0;
     chan->parked = 0;
     chan->silent = 0;
-    chan_track(rail->ctx, chan);
+    chan_track(rail->ctx, chan, ROV_CHAN_CONNECTING, "connecting");
     return chan;
 }
 
@@ -825,7 +825,6 @@ void rov_rail_accepted(struct rov_rail *rail, struct rov_chan *chan)
     rov_context_t *ctx = rail->ctx;
 
     chan->rail = rail;
-    chan_set_state(chan, ROV_CHAN_OPEN, "accepted", true);
     chan->conn = NULL;
     chan->outbound = 0;
     chan->authed = 0;
@@ -835,7 +834,7 @@ void rov_rail_accepted(struct rov_rail *rail, struct rov_chan *chan)
     chan->silent = 0;
     if (ctx->awaiting_hello == HELLO_PENDING_MAX)
         drop_oldest_unauthed(ctx);
-    chan_track(ctx, chan);
+    chan_track(ctx, chan, ROV_CHAN_OPEN, "accepted");
     chan->awaiting_hello = 1;
     if (ctx->awaiting_hello++ == 0)
         ctx->hello_due_ns = chan->born_ns + hello_timeout_ns(ctx);

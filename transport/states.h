@@ -8,6 +8,7 @@
 #ifndef ROV_STATES_H
 #define ROV_STATES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum rov_conn_state {
@@ -46,6 +47,14 @@ static inline int rov_state_allowed(const struct rov_state_info *table, int from
 {
     return (table[from].next & ROV_STATE_BIT(to)) != 0;
 }
+
+/** A setter's check of a transition from -> to of one machine (table), for
+ * the object named `what` in log lines ("conn 7"): true when the table
+ * allows it (logged, with why, at debug level when the state changes);
+ * false when it does not (a bug: logged at error level, counted in
+ * *illegal, and the caller keeps the state). */
+bool rov_state_change(const struct rov_state_info *table, int from, int to, const char *subsys,
+                      const char *what, const char *why, uint64_t *illegal);
 
 /* See rov_rail_ops.chan_health (rail.h). */
 struct rov_chan_health {
