@@ -743,8 +743,9 @@ static void fo_tick(rov_context_t *ctx, uint64_t now)
                 check_chan(c, tx, now);
             continue;
         }
-        if ((state != ROV_CONN_ESTABLISHED && state != ROV_CONN_CLOSING) || !rov_policy_peer_id(c))
-            continue;
+        if ((state != ROV_CONN_ESTABLISHED && state != ROV_CONN_CLOSING &&
+             state != ROV_CONN_DRAINING) || !rov_policy_peer_id(c))
+            continue; /* (quiesced or reopening: the stage's, not failover's) */
         any = true;
         if (check_due(c, now, period, e->tick_ns))
             check_conn(c, now);

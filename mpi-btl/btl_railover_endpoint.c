@@ -424,6 +424,13 @@ void mca_btl_railover_event(void *arg, const rov_event_t *e)
     case ROV_EVENT_CONN_ERROR:
         conn_failed(e);
         break;
+    case ROV_EVENT_CONTEXT_QUIESCED:
+    case ROV_EVENT_ENDPOINT_ADDRESS:
+    case ROV_EVENT_CONTEXT_RESUMED:
+        /* Checkpoint stages, driven from the control socket: ob1 sees only
+         * a delay (sends are held meanwhile). */
+        opal_output_verbose(10, out, "btl railover: %s", e->reason);
+        break;
     }
 }
 

@@ -107,6 +107,11 @@ static void on_event(void *arg, const rov_event_t *ev)
         printf("[%s] connection failed: %s (%s)\n", d->who, ev->reason, rov_status_str(ev->status));
         d->failed = true;
         break;
+    case ROV_EVENT_CONTEXT_QUIESCED:
+    case ROV_EVENT_ENDPOINT_ADDRESS:
+    case ROV_EVENT_CONTEXT_RESUMED:
+        printf("[%s] %s\n", d->who, ev->reason);
+        break;
     }
 }
 

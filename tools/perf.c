@@ -713,6 +713,11 @@ static void rv_event_cb(void *arg, const rov_event_t *event)
     case ROV_EVENT_CONN_ACCEPTED:      /* bound when it sends HELLO(token) */
     case ROV_EVENT_CONN_ESTABLISHED:
         break;
+    case ROV_EVENT_CONTEXT_QUIESCED:   /* checkpoint stages (railover quiesce ...) */
+    case ROV_EVENT_ENDPOINT_ADDRESS:
+    case ROV_EVENT_CONTEXT_RESUMED:
+        fprintf(stderr, "railover perf: %s\n", event->reason);
+        break;
     case ROV_EVENT_CONN_RAIL_SWITCH:
         if (ours) {
             fprintf(stderr, "railover perf: connection switched from rail %d to %d (%s)\n",

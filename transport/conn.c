@@ -34,12 +34,21 @@
 const struct rov_state_info rov_conn_states[ROV_CONN_NSTATES] = {
     [ROV_CONN_CONNECTING] = {"connecting", B(ROV_CONN_ESTABLISHED) | B(ROV_CONN_CLOSING) |
                                            B(ROV_CONN_FAILED) | B(ROV_CONN_DEAD)},
-    [ROV_CONN_ESTABLISHED] = {"established", B(ROV_CONN_CLOSING) | B(ROV_CONN_FAILED)},
+    [ROV_CONN_ESTABLISHED] = {"established", B(ROV_CONN_CLOSING) | B(ROV_CONN_FAILED) |
+                                             B(ROV_CONN_DRAINING)},
     [ROV_CONN_CLOSING] = {"closing", B(ROV_CONN_DEAD) | B(ROV_CONN_FAILED)},
     [ROV_CONN_FAILED] = {"failed", B(ROV_CONN_DEAD)},
     [ROV_CONN_DEAD] = {"dead", 0},
+    [ROV_CONN_DRAINING] = {"draining", B(ROV_CONN_QUIESCED) | B(ROV_CONN_ESTABLISHED) |
+                                       B(ROV_CONN_FAILED)},
+    [ROV_CONN_QUIESCED] = {"quiesced", B(ROV_CONN_ESTABLISHED) | B(ROV_CONN_REOPENING) |
+                                       B(ROV_CONN_FAILED)},
+    [ROV_CONN_REOPENING] = {"reopening", B(ROV_CONN_ESTABLISHED) | B(ROV_CONN_FAILED)},
 };
-#undef B
+/* The states in which sends are held (quiesce), and in which retained
+ * messages go out (conn_push()). */
+#define HOLD_STATES (B(ROV_CONN_DRAINING) | B(ROV_CONN_QUIESCED) | B(ROV_CONN_REOPENING))
+#define PUSH_STATES (B(ROV_CONN_ESTABLISHED) | B(ROV_CONN_CLOSING) | B(ROV_CONN_DRAINING))
 
 const char *rov_conn_state_name(enum rov_conn_state state)
 {
@@ -62,6 +71,8 @@ static bool conn_set_state(struct rov_conn *conn, enum rov_conn_state state, con
     ctx->conn_entered[state]++;
     if (state == ROV_CONN_DEAD)
         ctx->reap = true;
+    if (ctx->stage != ROV_CONTEXT_RUNNING)
+        rov_stage_conn_changed(ctx);
     return true;
 }
 
@@ -374,8 +385,26 @@ rov_status_t rov_conn_probe(struct rov_chan *chan)
     return send_ctrl(chan, ROV_FT_ACK, 0, NULL, 0);
 }
 
-static void maybe_send_close(struct rov_conn *conn, struct rov_chan *chan)
+static void drained_check(struct rov_conn *conn);
+static void conn_running(struct rov_conn *conn, const char *why);
+static bool reopen_from(struct rov_conn *conn, int from);
+static void reopen_failed(struct rov_conn *conn, int rail, rov_status_t status);
+
+/* Everything retained went out on chan: what ends the stream follows (a
+ * CLOSE, or a quiesce's end marker). */
+static ROV_COLD void push_end(struct rov_conn *conn, struct rov_chan *chan)
 {
+    uint8_t last[ROV_QUIESCE_PAYLOAD];
+
+    if (conn->state == ROV_CONN_DRAINING) {
+        if (!conn->eoc_sent && !conn->tx.next_tx) {
+            rov_put64(last, conn->tx.next_seq - 1);
+            if (send_ctrl(chan, ROV_FT_QUIESCE, 0, last, sizeof(last)) == ROV_OK)
+                conn->eoc_sent = true;
+        }
+        drained_check(conn);
+        return;
+    }
     if (conn->state != ROV_CONN_CLOSING || conn->close_sent || conn->tx.count)
         return;
     if (__builtin_expect(conn->ctx->fault_armed, 0)) {
@@ -421,7 +450,7 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
         conn->push_more = false;
         conn->ctx->push_pending--;
     }
-    if (conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CLOSING)
+    if (!(B(conn->state) & PUSH_STATES))
         return;
     if (conn->tx_rail < 0 || conn->tx_sync)
         return;
@@ -502,7 +531,8 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
             }
         }
     }
-    maybe_send_close(conn, chan);
+    if (__builtin_expect(conn->state != ROV_CONN_ESTABLISHED, 0))
+        push_end(conn, chan);
 }
 
 ROV_HOT void rov_conn_push(struct rov_conn *conn)
@@ -531,6 +561,9 @@ static void cancel_retained(struct rov_conn *conn, rov_status_t status)
 {
     conn->ctx->tx_bytes -= conn->tx.bytes;
     rov_msg_release_list(rov_retain_drain(&conn->tx), status);
+    rov_msg_release_list(conn->held, status);
+    conn->held = conn->held_tail = NULL;
+    conn->held_msgs = conn->held_bytes = 0;
 }
 
 void rov_conn_abort(struct rov_conn *conn, rov_status_t status)
@@ -719,8 +752,8 @@ void rov_conn_connect_again(rov_context_t *ctx, uint64_t now)
     for (struct rov_conn *c = ctx->conns; c; c = c->next) {
         /* CLOSING too: closed before its first connect went through, it
          * still delivers what was sent on it (rov_conn_close()). */
-        if ((c->state != ROV_CONN_CONNECTING && c->state != ROV_CONN_CLOSING) ||
-            !c->connect_again_ns)
+        if ((c->state != ROV_CONN_CONNECTING && c->state != ROV_CONN_CLOSING &&
+             c->state != ROV_CONN_REOPENING) || !c->connect_again_ns)
             continue;
         if (c->connect_again_ns > now) {
             if (!ctx->connect_again_ns || c->connect_again_ns < ctx->connect_again_ns)
@@ -728,6 +761,12 @@ void rov_conn_connect_again(rov_context_t *ctx, uint64_t now)
             continue;
         }
         c->connect_again_ns = 0;
+        if (c->state == ROV_CONN_REOPENING) {
+            /* Reconnects after a reopen wait here between tries too. */
+            if (!reopen_from(c, 0))
+                reopen_failed(c, ctx->nrails, ROV_ERR_UNREACHABLE);
+            continue;
+        }
         if (open_first_rail(c, 0, false) != ROV_OK)
             first_connect_retry_or_fail(c);
     }
@@ -749,6 +788,10 @@ rov_status_t rov_conn_connect_ex(rov_endpoint_t *ep, const void *addr, size_t ad
 
     if (!addr)
         return ROV_ERR_INVAL;
+    if (ctx->stage == ROV_CONTEXT_CLOSED) {
+        rov_error("conn", "cannot connect: the context's rails are closed (rov_context_reopen() first)");
+        return ROV_ERR_BUSY;
+    }
     if (params && (params->data_len > ROV_CONN_DATA_MAX || (params->data_len && !params->data))) {
         rov_error("conn", "cannot connect: connect-time data of %zu bytes (at most %d)",
                   params->data_len, ROV_CONN_DATA_MAX);
@@ -809,6 +852,12 @@ rov_status_t rov_conn_close(rov_conn_t *conn)
         return ROV_INPROGRESS;
     case ROV_CONN_CLOSING:
         return ROV_INPROGRESS;
+    case ROV_CONN_DRAINING:
+    case ROV_CONN_QUIESCED:
+    case ROV_CONN_REOPENING:
+        rov_info("conn", "conn %llu: close refused while %s: close after the reopen",
+                 (unsigned long long)conn->id, rov_conn_states[conn->state].name);
+        break;
     case ROV_CONN_DEAD:
         break;
     }
@@ -830,6 +879,80 @@ static ROV_COLD rov_status_t send_too_large(struct rov_conn *conn, size_t len)
     return ROV_ERR_MSGSIZE;
 }
 
+/* The message's completion fields (rov_conn_send()). */
+static ROV_INLINE void msg_params(struct rov_msg *m, uint32_t tag,
+                                  const rov_send_params_t *params)
+{
+    m->tag = tag;
+    if (params) {
+        m->cb = params->cb;
+        m->arg = params->arg;
+        if (params->flags & ROV_SEND_NOTIFY_DELIVERED)
+            m->flags |= ROV_MSG_NOTIFY;
+    }
+}
+
+/* A send while the connection is not open for it: held in order while it
+ * quiesces, is quiesced or reconnects after a reopen (railover.h,
+ * "Checkpoint stages"), within the window the retained and held messages
+ * share; refused otherwise. */
+static ROV_COLD rov_status_t send_held(struct rov_conn *conn, uint32_t tag, const void *buf,
+                                       size_t len, const rov_send_params_t *params)
+{
+    const struct rov_config *cfg = &conn->ctx->config;
+    unsigned flags = params ? params->flags : 0;
+    int copy = len <= cfg->eager_limit || (flags & ROV_SEND_COPY);
+    struct rov_msg *m;
+
+    if (!(B(conn->state) & HOLD_STATES) || conn->peer_closed)
+        return ROV_ERR_CLOSED;
+    if (len > conn->max_send)
+        return send_too_large(conn, len);
+    if ((!copy || (flags & ROV_SEND_NOTIFY_DELIVERED)) && (!params || !params->cb))
+        return ROV_ERR_INVAL;
+    if (len && !buf)
+        return ROV_ERR_INVAL;
+    if ((conn->held_msgs || conn->tx.count) &&
+        (conn->tx.count + conn->held_msgs >= conn->tx.max_msgs ||
+         conn->tx.bytes + conn->held_bytes + len > conn->tx.max_bytes)) {
+        conn->stats.window_full++;
+        return ROV_ERR_AGAIN;
+    }
+    m = rov_msg_cache_alloc(&conn->ctx->msg_cache, buf, len, copy);
+    if (!m)
+        return ROV_ERR_NOMEM;
+    msg_params(m, tag, params);
+    m->next = NULL;
+    if (conn->held_tail)
+        conn->held_tail->next = m;
+    else
+        conn->held = m;
+    conn->held_tail = m;
+    conn->held_msgs++;
+    conn->held_bytes += len;
+    conn->stats.msgs_sent++;
+    conn->stats.bytes_sent += len;
+    return copy ? ROV_OK : ROV_INPROGRESS;
+}
+
+/* The held sends join the retention queue, in order (the connection sends
+ * again). */
+static void release_held(struct rov_conn *conn)
+{
+    struct rov_msg *m = conn->held;
+
+    while (m) {
+        struct rov_msg *next = m->next;
+
+        m->next = NULL;
+        rov_retain_push(&conn->tx, m);
+        conn->ctx->tx_bytes += m->len;
+        m = next;
+    }
+    conn->held = conn->held_tail = NULL;
+    conn->held_msgs = conn->held_bytes = 0;
+}
+
 ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf,
                                          size_t len, const rov_send_params_t *params)
 {
@@ -838,9 +961,9 @@ ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const v
     int copy = len <= cfg->eager_limit || (flags & ROV_SEND_COPY);
     struct rov_msg *m;
 
-    if ((conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CONNECTING) ||
-        conn->peer_closed)
-        return ROV_ERR_CLOSED;
+    if (__builtin_expect((conn->state != ROV_CONN_ESTABLISHED &&
+                          conn->state != ROV_CONN_CONNECTING) || conn->peer_closed, 0))
+        return send_held(conn, tag, buf, len, params);
     if (len > conn->max_send)
         return send_too_large(conn, len);
     if ((!copy || (flags & ROV_SEND_NOTIFY_DELIVERED)) && (!params || !params->cb))
@@ -860,13 +983,7 @@ ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const v
     m = rov_msg_cache_alloc(&conn->ctx->msg_cache, buf, len, copy);
     if (!m)
         return ROV_ERR_NOMEM;
-    m->tag = tag;
-    if (params) {
-        m->cb = params->cb;
-        m->arg = params->arg;
-        if (flags & ROV_SEND_NOTIFY_DELIVERED)
-            m->flags |= ROV_MSG_NOTIFY;
-    }
+    msg_params(m, tag, params);
     rov_retain_push(&conn->tx, m);
     conn->ctx->tx_bytes += len;
     conn->stats.msgs_sent++;
@@ -930,9 +1047,11 @@ rov_status_t rov_conn_move(struct rov_conn *conn, int rail, rov_reason_t reason,
     struct rov_chan *chan;
     rov_status_t st;
 
-    /* The engine also moves a connection that is flushing for close. */
+    /* The engine also moves a connection that is flushing for close or
+     * draining for a quiesce; a reopen moves one that reconnects. */
     if (conn->state != ROV_CONN_ESTABLISHED &&
-        !(conn->state == ROV_CONN_CLOSING && conn->peer_id && reason != ROV_REASON_API))
+        !((conn->state == ROV_CONN_CLOSING || conn->state == ROV_CONN_DRAINING ||
+           conn->state == ROV_CONN_REOPENING) && conn->peer_id && reason != ROV_REASON_API))
         return ROV_ERR_BUSY;
     if (!rov_conn_peer_has_rail(conn, rail))
         return ROV_ERR_UNREACHABLE;
@@ -971,9 +1090,10 @@ static void peer_synced(struct rov_conn *conn, struct rov_chan *chan, uint64_t l
     if (conn->tx_chan_serial != chan->serial) {
         rov_retain_rewind(&conn->tx, last);
         conn->tx_chan_serial = chan->serial;
-        /* A CLOSE sent on the old channel may have died with it; the push
-         * below sends it again (a duplicate is ignored). */
+        /* A CLOSE or an end marker sent on the old channel may have died
+         * with it; the push below sends it again (a duplicate is ignored). */
         conn->close_sent = false;
+        conn->eoc_sent = false;
     }
     conn->tx_sync = false;
     rov_conn_push(conn);
@@ -1018,6 +1138,8 @@ static void conn_up(struct rov_conn *conn)
         conn->hold = false;
         rov_conn_force_fallback(conn, 1);
     }
+    if (conn->ctx->stage == ROV_CONTEXT_QUIESCING || conn->ctx->stage == ROV_CONTEXT_QUIESCED)
+        rov_conn_quiesce(conn); /* up during a quiesce: it drains too */
 }
 
 /* Frames in ------------------------------------------------------------------ */
@@ -1133,6 +1255,10 @@ static void adopt(struct rov_conn *conn, struct rov_chan *chan, uint32_t flags, 
     if (chan->conn == conn && conn->tx_rail == rail)
         peer_synced(conn, chan, ack);
     peer_request_done(conn, chan, flags);
+    /* The peer reconnected after its reopen (its rails were closed). */
+    if (chan->conn == conn && conn->tx_rail == rail &&
+        (conn->state == ROV_CONN_QUIESCED || conn->state == ROV_CONN_REOPENING))
+        conn_running(conn, "the peer reconnected after its reopen");
 }
 
 /* Answer a HELLO for a connection that failed or ended here with its
@@ -1252,7 +1378,7 @@ static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_h
     rov_replay_accept(&conn->hello_rx, h.ctr);
     memcpy(chan->nonce, h.nonce, ROV_NONCE_LEN);
     rov_ctx_chan_authed(chan);
-    if (conn->state != ROV_CONN_ESTABLISHED && conn->state != ROV_CONN_CLOSING) {
+    if (conn->state == ROV_CONN_CONNECTING) {
         rov_ctx_chan_close(chan);
         return;
     }
@@ -1319,6 +1445,8 @@ static ROV_COLD void handle_hello_ack(struct rov_conn *conn, struct rov_chan *ch
         /* Its ack is the peer's last-received, fresh, on this channel: all we
          * need to start sending here, whether or not the peer follows. */
         peer_synced(conn, chan, hdr->ack);
+        if (conn->state == ROV_CONN_REOPENING)
+            conn_running(conn, "reconnected after the reopen");
     }
     rov_conn_push(conn);
 }
@@ -1407,6 +1535,171 @@ static ROV_COLD void handle_close(struct rov_conn *conn, struct rov_chan *chan, 
         rov_conn_push(conn);
 }
 
+rov_status_t rov_conn_set_peer_address(rov_conn_t *conn, const void *addr, size_t addr_len)
+{
+    struct rov_wire_addr wa;
+    uint8_t blob[sizeof(conn->peer_blob)];
+    const char *why = "";
+
+    if (!addr || addr_len > sizeof(blob))
+        return ROV_ERR_INVAL;
+    memcpy(blob, addr, addr_len);
+    if (rov_wire_addr_decode(blob, addr_len, &wa, &why) != ROV_OK) {
+        rov_error("conn", "conn %llu: new peer address refused: %s", (unsigned long long)conn->id, why);
+        return ROV_ERR_INVAL;
+    }
+    if (memcmp(wa.ep_id, conn->peer.ep_id, ROV_EP_ID_LEN) != 0) {
+        rov_error("conn", "conn %llu: new peer address refused: it is another endpoint's",
+                  (unsigned long long)conn->id);
+        return ROV_ERR_INVAL;
+    }
+    set_peer_addr(conn, addr, addr_len, &why);
+    rov_info("conn", "conn %llu: the peer's address changed", (unsigned long long)conn->id);
+    if (conn->state == ROV_CONN_REOPENING && conn->connect_again_ns) {
+        /* A reconnect waits for its retry: it goes to the new address now. */
+        conn->connect_again_ns = rov_now_ns();
+        conn->ctx->connect_again_ns = conn->connect_again_ns;
+    }
+    return ROV_OK;
+}
+
+/* Quiesce ---------------------------------------------------------------------- */
+
+/* DRAINING: both end markers exchanged and everything we sent acknowledged
+ * (the peer's marker named its last message, which we delivered): the
+ * connection is quiesced.  Our ack of the peer's last went out with our
+ * marker's answer (handle_quiesce()). */
+static void drained_check(struct rov_conn *conn)
+{
+    if (conn->state != ROV_CONN_DRAINING || !conn->eoc_sent || !conn->peer_eoc ||
+        conn->tx.count || conn->rx_seq < conn->peer_eoc_seq)
+        return;
+    conn_set_state(conn, ROV_CONN_QUIESCED, "end markers exchanged, nothing in flight");
+}
+
+void rov_conn_quiesce(struct rov_conn *conn)
+{
+    if (conn->state != ROV_CONN_ESTABLISHED || !conn->peer_id)
+        return; /* connecting: when it is up (conn_up()); closing: it ends */
+    conn->eoc_sent = false;
+    conn_set_state(conn, ROV_CONN_DRAINING, "quiesce");
+    rov_conn_push(conn); /* the rest, then the end marker */
+}
+
+/* The held sends go, and the peer hears that we send again. */
+static void conn_running(struct rov_conn *conn, const char *why)
+{
+    struct rov_chan *chan = conn->tx_rail >= 0 ? conn->chans[conn->tx_rail] : NULL;
+    bool tell = conn->state != ROV_CONN_REOPENING && chan_ready(chan);
+
+    conn->peer_eoc = false;
+    conn->eoc_sent = false;
+    conn->reopen_ns = 0;
+    if (!conn_set_state(conn, ROV_CONN_ESTABLISHED, why))
+        return;
+    if (tell)
+        send_ctrl(chan, ROV_FT_QUIESCE, ROV_QUIESCE_RESUME, NULL, 0);
+    release_held(conn);
+    rov_conn_push(conn);
+}
+
+void rov_conn_resume(struct rov_conn *conn)
+{
+    if (conn->state != ROV_CONN_DRAINING && conn->state != ROV_CONN_QUIESCED)
+        return;
+    /* A quiesced connection whose channel ended (the peer closed its rails)
+     * waits for the peer to reconnect after its reopen (handle_hello()). */
+    if (conn->state == ROV_CONN_QUIESCED &&
+        !chan_ready(conn->tx_rail >= 0 ? conn->chans[conn->tx_rail] : NULL))
+        return;
+    conn_running(conn, "resumed");
+}
+
+/* REOPENING: connect the most preferred rail, from `from` on, that the peer
+ * has and that can start a connect; false when none can. */
+static bool reopen_from(struct rov_conn *conn, int from)
+{
+    for (int i = from; i < conn->ctx->nrails; i++) {
+        rov_status_t st;
+
+        if (!rov_conn_peer_has_rail(conn, i))
+            continue;
+        st = rov_conn_move(conn, i, ROV_REASON_REOPEN, "reconnect after reopen", -1);
+        if (st == ROV_OK || st == ROV_INPROGRESS)
+            return true;
+        rov_debug("conn", "conn %llu: reopen on %s: %s", (unsigned long long)conn->id,
+                  rov_context_rail_name(conn->ctx, i), rov_status_str(st));
+    }
+    return false;
+}
+
+#define REOPEN_RETRY_MIN_NS (20ull * 1000000ull)
+#define REOPEN_RETRY_MAX_NS (1000ull * 1000000ull)
+
+/* A reconnect after the reopen failed (the peer has not reopened yet, or
+ * its preferred rail is gone): the next rail now, else all of them again
+ * after a backoff, until RAILOVER_UNREACHABLE_TIMEOUT (or
+ * RAILOVER_CONNECT_TIMEOUT when that is off) has passed since the reopen. */
+static void reopen_failed(struct rov_conn *conn, int rail, rov_status_t status)
+{
+    rov_context_t *ctx = conn->ctx;
+    uint64_t now = rov_now_ns(), limit = ctx->config.unreachable_timeout_ns;
+
+    if (!limit)
+        limit = ctx->config.connect_timeout_ns;
+    if (rail + 1 < ctx->nrails && reopen_from(conn, rail + 1))
+        return;
+    if (now - conn->reopen_ns >= limit) {
+        conn_fail(conn, status, "no rail reached the peer after the reopen");
+        return;
+    }
+    conn->reopen_backoff_ns = conn->reopen_backoff_ns ? conn->reopen_backoff_ns * 2
+                                                      : REOPEN_RETRY_MIN_NS;
+    if (conn->reopen_backoff_ns > REOPEN_RETRY_MAX_NS)
+        conn->reopen_backoff_ns = REOPEN_RETRY_MAX_NS;
+    conn->connect_again_ns = now + conn->reopen_backoff_ns;
+    if (!ctx->connect_again_ns || conn->connect_again_ns < ctx->connect_again_ns)
+        ctx->connect_again_ns = conn->connect_again_ns;
+}
+
+void rov_conn_reopen(struct rov_conn *conn)
+{
+    if (conn->state != ROV_CONN_QUIESCED)
+        return;
+    conn->reopen_ns = rov_now_ns();
+    conn->reopen_backoff_ns = 0;
+    if (!conn_set_state(conn, ROV_CONN_REOPENING, "rails reopened"))
+        return;
+    if (!reopen_from(conn, 0))
+        reopen_failed(conn, conn->ctx->nrails, ROV_ERR_UNREACHABLE);
+}
+
+/* The peer's end marker (it holds its sends from now), or its word that it
+ * sends again. */
+static ROV_COLD void handle_quiesce(struct rov_conn *conn, struct rov_chan *chan,
+                                   const struct rov_wire_hdr *hdr, const uint8_t *payload)
+{
+    if (hdr->tag & ROV_QUIESCE_RESUME) {
+        conn->peer_eoc = false;
+        if (conn->state == ROV_CONN_DRAINING || conn->state == ROV_CONN_QUIESCED) {
+            /* Resumed there: here too, unless this side quiesces itself. */
+            if (conn->ctx->stage == ROV_CONTEXT_RUNNING)
+                conn_running(conn, "peer resumed");
+        }
+        rov_conn_push(conn);
+        return;
+    }
+    conn->peer_eoc = true; /* (its size checked by rov_wire_decode()) */
+    conn->peer_eoc_seq = rov_get64(payload);
+    /* The peer quiesces: this connection does too (its sends held), so
+     * that its channels may end without a failover. */
+    if (conn->state == ROV_CONN_ESTABLISHED)
+        rov_conn_quiesce(conn);
+    if (conn->state == ROV_CONN_DRAINING && conn->rx_seq >= conn->peer_eoc_seq)
+        rov_conn_send_ack(conn); /* its last messages are here: the peer may finish */
+    rov_conn_push(conn);
+}
+
 ROV_HOT void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
                                const uint8_t *payload)
 {
@@ -1454,9 +1747,12 @@ ROV_HOT void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr 
         case ROV_FT_CLOSE:
             handle_close(conn, chan, hdr->tag);
             return;
+        case ROV_FT_QUIESCE:
+            handle_quiesce(conn, chan, hdr, payload);
+            return;
         }
     }
-    if (conn->tx.next_tx || conn->state == ROV_CONN_CLOSING)
+    if (conn->tx.next_tx || conn->state != ROV_CONN_ESTABLISHED)
         rov_conn_push(conn);
 }
 
@@ -1482,7 +1778,7 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
 {
     struct rov_conn *conn = chan->conn;
     int rail = chan->rail->index;
-    bool parked = chan->parked;
+    bool parked = chan->parked, handshaken = chan->handshaken;
 
     if (chan->state == ROV_CHAN_CLOSED)
         return;
@@ -1507,6 +1803,14 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
             adopt(conn, c, c->hello_flags, c->hello_ack);
             return;
         }
+    }
+    if (conn->state == ROV_CONN_QUIESCED)
+        return; /* nothing in flight: the peer closed its rails, or the path
+                 * ended; a resume or a reopen reconnects */
+    if (conn->state == ROV_CONN_REOPENING) {
+        if (rail == conn->tx_rail && !handshaken)
+            reopen_failed(conn, rail, status);
+        return;
     }
     if (conn->state == ROV_CONN_CLOSING && conn->close_acked) {
         /* We answered the peer's CLOSE: both sides have everything. */

@@ -250,6 +250,8 @@ static void timer_cb(struct rov_watch *w, uint32_t events)
         sweep_unauthed(ctx, now);
     if (ctx->connect_again_ns && now >= ctx->connect_again_ns)
         rov_conn_connect_again(ctx, now);
+    if (ctx->stage_news)
+        rov_stage_progress(ctx);
     engine_tick(ctx, now); /* progress() sends the due acks next */
 }
 
@@ -312,6 +314,8 @@ static void arm_timer(rov_context_t *ctx)
         due = ctx->hello_due_ns;
     if (ctx->connect_again_ns && (due == 0 || ctx->connect_again_ns < due))
         due = ctx->connect_again_ns;
+    if (ctx->stage_news)
+        due = now; /* a stage's event waits */
     if (ctx->ack_head) {
         stamp_acks(ctx, now);
         if (due == 0 || ctx->ack_head->ack_deadline_ns < due)
@@ -355,6 +359,8 @@ static void epoll_check(rov_context_t *ctx, int timeout_ms, int polled)
         sweep_unauthed(ctx, now);
     if (__builtin_expect(ctx->connect_again_ns != 0, 0) && now >= ctx->connect_again_ns)
         rov_conn_connect_again(ctx, now);
+    if (__builtin_expect(ctx->stage_news, 0))
+        rov_stage_progress(ctx);
     engine_tick(ctx, now);
     if (ctx->frames || ctx->events || ctx->push_pending ||
         (timeout_ms != 0 && arm_sleep(ctx) != ROV_OK))
@@ -486,6 +492,53 @@ static void set_job(rov_context_t *ctx, const rov_context_params_t *params)
     ctx->rank = params->job && params->rank >= 0 ? params->rank : -1;
 }
 
+/* Open every rail of RAILOVER_RAILS, in order (the index is the rail's
+ * identity on the wire); on a failure, close those opened. */
+rov_status_t rov_ctx_open_rails(rov_context_t *ctx)
+{
+    rov_status_t st;
+
+    for (unsigned i = 0; i < ctx->config.nrails; i++) {
+        const struct rov_rail_spec *spec = &ctx->config.rails[i];
+        const struct rov_rail_ops *ops = rov_rail_lookup(spec->kind);
+        struct rov_rail *rail;
+
+        if (!ops) {
+            char kinds[128];
+
+            rov_rail_kinds(kinds, sizeof(kinds));
+            rov_error("core", "rail '%s' in RAILOVER_RAILS is not available in this build "
+                      "(available: %s)", spec->name, kinds);
+            st = ROV_ERR_NOT_FOUND;
+            goto err;
+        }
+        st = ops->open(ctx, spec, &ctx->config, &rail);
+        if (st != ROV_OK)
+            goto err; /* the rail logged why */
+        rail->ops = *ops;
+        rail->ctx = ctx;
+        rail->spec = spec;
+        rail->index = (int)i;
+        rail->max_frame = ROV_WIRE_HDR_LEN + ctx->config.max_msg;
+        ctx->rails[ctx->nrails++] = rail;
+        rov_debug("core", "rail %u: %s open", i, spec->name);
+    }
+    return ROV_OK;
+err:
+    rov_ctx_close_rails(ctx);
+    return st;
+}
+
+void rov_ctx_close_rails(rov_context_t *ctx)
+{
+    while (ctx->nrails > 0) {
+        struct rov_rail *rail = ctx->rails[--ctx->nrails];
+
+        ctx->rails[ctx->nrails] = NULL;
+        rail->ops.close(rail);
+    }
+}
+
 rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_t **ctx_p)
 {
     rov_context_t *ctx;
@@ -543,41 +596,13 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
         rov_warn("core", "fault injection armed: RAILOVER_FAULT=%s", ctx->config.fault);
     rov_policies_ctx_init(ctx);
     window_init(ctx);
-    for (unsigned i = 0; i < ctx->config.nrails; i++) {
-        const struct rov_rail_spec *spec = &ctx->config.rails[i];
-        const struct rov_rail_ops *ops = rov_rail_lookup(spec->kind);
-        struct rov_rail *rail;
-
-        if (!ops) {
-            char kinds[128];
-
-            rov_rail_kinds(kinds, sizeof(kinds));
-            rov_error("core", "rail '%s' in RAILOVER_RAILS is not available in this build "
-                      "(available: %s)", spec->name, kinds);
-            st = ROV_ERR_NOT_FOUND;
-            goto err_rails;
-        }
-        st = ops->open(ctx, spec, &ctx->config, &rail);
-        if (st != ROV_OK)
-            goto err_rails; /* the rail logged why */
-        rail->ops = *ops;
-        rail->ctx = ctx;
-        rail->spec = spec;
-        rail->index = (int)i;
-        rail->max_frame = ROV_WIRE_HDR_LEN + ctx->config.max_msg;
-        ctx->rails[ctx->nrails++] = rail;
-        rov_debug("core", "rail %u: %s open", i, spec->name);
-    }
+    st = rov_ctx_open_rails(ctx);
+    if (st != ROV_OK)
+        goto err_timer;
     rov_ctl_open(ctx);
     *ctx_p = ctx;
     return ROV_OK;
 
-err_rails:
-    while (ctx->nrails > 0) {
-        struct rov_rail *rail = ctx->rails[--ctx->nrails];
-
-        rail->ops.close(rail);
-    }
 err_timer:
     close(ctx->timer.fd);
 err_epoll:
@@ -603,11 +628,7 @@ void rov_context_destroy(rov_context_t *ctx)
         rov_ctx_chan_close(ctx->chans);
     if (ctx->endpoint)
         rov_endpoint_destroy(ctx->endpoint);
-    while (ctx->nrails > 0) {
-        struct rov_rail *rail = ctx->rails[--ctx->nrails];
-
-        rail->ops.close(rail);
-    }
+    rov_ctx_close_rails(ctx);
     rov_ctx_gets_deliver(ctx); /* reads the closes ended: their callbacks, as for sends */
     close(ctx->timer.fd);
     close(ctx->epfd);
@@ -617,21 +638,13 @@ void rov_context_destroy(rov_context_t *ctx)
 
 /* Endpoint ------------------------------------------------------------------ */
 
-rov_status_t rov_endpoint_create(rov_context_t *ctx, rov_endpoint_t **ep_p)
+rov_status_t rov_endpoint_listen(rov_endpoint_t *ep)
 {
+    rov_context_t *ctx = ep->ctx;
     struct rov_wire_addr wa;
     uint8_t addrs[ROV_MAX_RAILS][ROV_RAIL_ADDR_MAX];
-    rov_endpoint_t *ep;
     rov_status_t st;
 
-    if (ctx->endpoint) {
-        rov_error("core", "a context has at most one endpoint");
-        return ROV_ERR_BUSY;
-    }
-    ep = calloc(1, sizeof(*ep));
-    if (!ep)
-        return ROV_ERR_NOMEM;
-    ep->ctx = ctx;
     memcpy(wa.ep_id, ctx->ep_id, ROV_EP_ID_LEN);
     memset(wa.key, 0, ROV_KEY_LEN);
     wa.nrails = (unsigned)ctx->nrails;
@@ -643,7 +656,6 @@ rov_status_t rov_endpoint_create(rov_context_t *ctx, rov_endpoint_t **ep_p)
         if (st != ROV_OK) {
             while (i-- > 0)
                 ctx->rails[i]->ops.unlisten(ctx->rails[i]);
-            free(ep);
             return st;
         }
         wa.rails[i].index = (unsigned)i;
@@ -654,6 +666,27 @@ rov_status_t rov_endpoint_create(rov_context_t *ctx, rov_endpoint_t **ep_p)
     ep->blob_len = rov_wire_addr_encode(ep->pub_blob, sizeof(ep->pub_blob), &wa);
     memcpy(wa.key, ctx->ep_key, ROV_KEY_LEN);
     rov_wire_addr_encode(ep->blob, sizeof(ep->blob), &wa);
+    return ROV_OK;
+}
+
+rov_status_t rov_endpoint_create(rov_context_t *ctx, rov_endpoint_t **ep_p)
+{
+    rov_endpoint_t *ep;
+    rov_status_t st;
+
+    if (ctx->endpoint) {
+        rov_error("core", "a context has at most one endpoint");
+        return ROV_ERR_BUSY;
+    }
+    ep = calloc(1, sizeof(*ep));
+    if (!ep)
+        return ROV_ERR_NOMEM;
+    ep->ctx = ctx;
+    st = rov_endpoint_listen(ep);
+    if (st != ROV_OK) {
+        free(ep);
+        return st;
+    }
     ctx->endpoint = ep;
     *ep_p = ep;
     return ROV_OK;

@@ -70,6 +70,14 @@ struct rov_conn {
     rov_status_t tried[ROV_MAX_RAILS]; /* first connect: each rail's last answer */
     uint64_t connect_again_ns;        /* first connect: next try after a reset, 0: none */
     uint8_t connect_tries;            /* first connect: tries after a reset so far */
+    /* Quiesce (stage.c): DRAINING, QUIESCED, REOPENING. */
+    bool eoc_sent;                    /* our end marker went out (again after a switch) */
+    bool peer_eoc;                    /* the peer's end marker came */
+    uint64_t peer_eoc_seq;            /* ... after its message of this sequence */
+    struct rov_msg *held, *held_tail; /* sends made meanwhile, in order */
+    uint64_t held_msgs, held_bytes;
+    uint64_t reopen_ns;               /* REOPENING since */
+    uint64_t reopen_backoff_ns;       /* its next try after a failed one waits this */
 };
 
 /* Hot fields first (the progress call, the per-message paths).  Allocated
@@ -123,6 +131,9 @@ struct rov_context {
     uint64_t hello_due_ns;            /* check them for the timeout then */
     uint64_t connect_again_ns;        /* earliest conn->connect_again_ns, 0: none */
     uint32_t accept_paused;           /* rails whose listener waits for a slot */
+    rov_context_stage_t stage;        /* checkpoint stage (stage.c) */
+    unsigned stage_news;              /* stage events due at the next progress (stage.c) */
+    uint64_t mem_regs;                /* memory registrations held by rails (mem.c) */
     /* State machines (states.h): states entered, transitions refused. */
     uint64_t conn_entered[ROV_CONN_NSTATES];
     uint64_t chan_entered[ROV_CHAN_NSTATES];
@@ -154,7 +165,8 @@ bool rov_conn_chan_ready(const struct rov_chan *chan);
 void rov_conn_push(struct rov_conn *conn);
 void rov_conn_send_ack(struct rov_conn *conn);
 void rov_conn_abort(struct rov_conn *conn, rov_status_t status);
-/* First connects whose try after a reset is due (ctx->connect_again_ns). */
+/* First connects whose try after a reset is due, and reconnects after a
+ * reopen (ctx->connect_again_ns). */
 void rov_conn_connect_again(rov_context_t *ctx, uint64_t now);
 void rov_conn_free(struct rov_conn *conn);
 
@@ -175,6 +187,24 @@ void rov_policies_status_rail(struct rov_conn *conn, int rail, bool chan, uint64
                               FILE *out);
 size_t rov_policy_ctx_size(void);
 size_t rov_policy_conn_size(void);
+
+/* conn.c: the connection's part of a quiesce (stage.c drives them) */
+/* ESTABLISHED: start draining (hold sends, end marker after the rest). */
+void rov_conn_quiesce(struct rov_conn *conn);
+/* DRAINING/QUIESCED: send again (the peer is told when a channel is up). */
+void rov_conn_resume(struct rov_conn *conn);
+/* QUIESCED, rails reopened: reconnect, preferred rail first. */
+void rov_conn_reopen(struct rov_conn *conn);
+
+/* stage.c: a connection's state changed during a stage */
+void rov_stage_conn_changed(rov_context_t *ctx);
+/* progress: stage work and events that are due */
+void rov_stage_progress(rov_context_t *ctx);
+/* Rails: open every configured rail (context create, reopen) and close them. */
+rov_status_t rov_ctx_open_rails(rov_context_t *ctx);
+void rov_ctx_close_rails(rov_context_t *ctx);
+/* The endpoint listens on every rail and encodes its address blob. */
+rov_status_t rov_endpoint_listen(rov_endpoint_t *ep);
 
 /* context.c: channel bookkeeping */
 void rov_ctx_chan_close(struct rov_chan *chan);

@@ -47,6 +47,8 @@ struct rov_get_op {
 
 static void mem_release(rov_mem_t *mem)
 {
+    if (mem->mask)
+        mem->ctx->mem_regs--;
     for (int i = 0; i < mem->ctx->nrails; i++)
         if (mem->mask & (1u << i))
             mem->ctx->rails[i]->ops.mem_dereg(mem->ctx->rails[i], mem->handle[i]);
@@ -75,6 +77,8 @@ rov_status_t rov_mem_register(rov_context_t *ctx, void *base, size_t len, rov_me
             mem_release(mem);
             return st;
         }
+        if (!mem->mask)
+            ctx->mem_regs++; /* (rov_context_close_rails() waits for none) */
         mem->mask |= 1u << i;
     }
     if (!mem->mask) {

@@ -239,6 +239,7 @@ rov_reason_t rov_reason_of_peer(rov_reason_t reason)
     case ROV_REASON_FAIL_INJECTED: return ROV_REASON_PEER_FAILOVER;
     case ROV_REASON_FAILBACK: return ROV_REASON_PEER_FAILBACK;
     case ROV_REASON_API: return ROV_REASON_PEER_API;
+    case ROV_REASON_REOPEN: return ROV_REASON_PEER_REOPEN;
     default: return ROV_REASON_PEER_ADMIN; /* admin.*, and hold announcements */
     }
 }

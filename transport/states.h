@@ -11,14 +11,24 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "railover/railover.h"
+
 enum rov_conn_state {
     ROV_CONN_CONNECTING,  /* HELLO sent, waiting for HELLO_ACK */
     ROV_CONN_ESTABLISHED, /* data flows */
     ROV_CONN_CLOSING,     /* rov_conn_close(): flushing, then CLOSE */
     ROV_CONN_FAILED,      /* unrecoverable; waiting for rov_conn_close() */
     ROV_CONN_DEAD,        /* freed at the next safe point */
+    /* Quiesce (transport/stage.c): */
+    ROV_CONN_DRAINING,    /* sends held; what was sent before goes out and is
+                           * acknowledged; end-of-channel markers exchanged */
+    ROV_CONN_QUIESCED,    /* both markers exchanged, nothing in flight: the
+                           * channels may end (rails closed, peer checkpointed)
+                           * without a failover */
+    ROV_CONN_REOPENING,   /* after rails reopened: reconnecting to the peer,
+                           * preferred rail first */
 };
-#define ROV_CONN_NSTATES (ROV_CONN_DEAD + 1)
+#define ROV_CONN_NSTATES (ROV_CONN_REOPENING + 1)
 
 enum rov_chan_state {
     ROV_CHAN_CONNECTING, /* outbound, connect in progress */
@@ -29,6 +39,9 @@ enum rov_chan_state {
 
 /** CLOCK_MONOTONIC in nanoseconds (the clock of every transport timer). */
 uint64_t rov_now_ns(void);
+
+/* A context's checkpoint stage: rov_context_stage_t (railover.h). */
+#define ROV_STAGE_NSTATES (ROV_CONTEXT_REOPENING + 1)
 
 /* One state of a machine: its name (logs, status) and the states it may
  * go to (a bit per state). */
@@ -41,6 +54,7 @@ struct rov_state_info {
 
 extern const struct rov_state_info rov_conn_states[ROV_CONN_NSTATES];
 extern const struct rov_state_info rov_chan_states[ROV_CHAN_NSTATES];
+extern const struct rov_state_info rov_stage_states[ROV_STAGE_NSTATES];
 
 /* Whether a machine may go from `from` to `to` (table: its states). */
 static inline int rov_state_allowed(const struct rov_state_info *table, int from, int to)

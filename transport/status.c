@@ -47,6 +47,8 @@ static const char *const reason_names[ROV_REASON_COUNT] = {
     [ROV_REASON_PEER_FAILBACK] = "peer.failback",
     [ROV_REASON_PEER_ADMIN] = "peer.admin",
     [ROV_REASON_PEER_API] = "peer.api",
+    [ROV_REASON_REOPEN] = "reopen",
+    [ROV_REASON_PEER_REOPEN] = "peer.reopen",
 };
 
 const char *rov_reason_str(rov_reason_t reason)

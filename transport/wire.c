@@ -39,8 +39,13 @@ rov_status_t rov_wire_decode(const void *buf, size_t avail, size_t max_payload,
                      : "frame longer than RAILOVER_MAX_MSG";
         return ROV_ERR_PROTO;
     }
-    if (hdr->type != ROV_FT_DATA && hdr->type != ROV_FT_HELLO && hdr->type != ROV_FT_HELLO_ACK &&
-        hdr->len != 0) {
+    if (hdr->type == ROV_FT_QUIESCE) {
+        if (hdr->len != ((hdr->tag & ROV_QUIESCE_RESUME) ? 0 : ROV_QUIESCE_PAYLOAD)) {
+            *why_p = "end-of-channel marker of the wrong size";
+            return ROV_ERR_PROTO;
+        }
+    } else if (hdr->type != ROV_FT_DATA && hdr->type != ROV_FT_HELLO &&
+               hdr->type != ROV_FT_HELLO_ACK && hdr->len != 0) {
         *why_p = "payload on a control frame";
         return ROV_ERR_PROTO;
     }

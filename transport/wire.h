@@ -13,7 +13,8 @@
  *  24  u32 tag       DATA: user tag; HELLO/HELLO_ACK/SWITCH: bits 0-7 flags
  *                    (ROV_HF_*), 8-15 switch reason (rov_reason_t), 16-23
  *                    with ROV_HF_FAILED the rail index that failed;
- *                    CLOSE: 0, or ROV_CLOSE_ACKED; ACK, RESEND: 0
+ *                    CLOSE: 0, or ROV_CLOSE_ACKED; QUIESCE: 0, or
+ *                    ROV_QUIESCE_RESUME; ACK, RESEND: 0
  *                    (not checked)
  *  28  u32 reserved  must be zero
  *
@@ -48,8 +49,17 @@ enum rov_ft {
     ROV_FT_RESEND = 6,    /* "resend everything after ack" (gap recovery) */
     ROV_FT_CLOSE = 7,     /* sender has flushed everything and is done;
                              with ROV_CLOSE_ACKED: "I have your CLOSE" */
-    ROV_FT_MAX_ = 7,
+    ROV_FT_QUIESCE = 8,   /* end of channel: "I send nothing after my message
+                             <payload: u64 seq> until I resume"; with
+                             ROV_QUIESCE_RESUME: "I send again" */
+    ROV_FT_MAX_ = 8,
 };
+
+/* QUIESCE flags, in the tag field. */
+enum {
+    ROV_QUIESCE_RESUME = 1u << 0,
+};
+#define ROV_QUIESCE_PAYLOAD 8 /* the end marker's last sequence number */
 
 /* HELLO / HELLO_ACK / SWITCH flags, carried in the tag field. */
 enum {

@@ -167,6 +167,11 @@ typedef enum rov_event_type {
     ROV_EVENT_CONN_PEER_CLOSED, /* the peer called rov_conn_close() */
     ROV_EVENT_CONN_CLOSED,      /* close finished; the handle is now invalid */
     ROV_EVENT_CONN_ERROR,       /* the connection failed; retained data lost */
+    /* Checkpoint stages (conn is NULL): */
+    ROV_EVENT_CONTEXT_QUIESCED, /* rov_context_quiesce() is complete */
+    ROV_EVENT_ENDPOINT_ADDRESS, /* rov_context_reopen() gave the endpoint a new
+                                   address: rov_endpoint_address() reads it */
+    ROV_EVENT_CONTEXT_RESUMED,  /* every quiesced connection sends again (or failed) */
 } rov_event_type_t;
 
 /*
@@ -195,6 +200,8 @@ typedef enum rov_reason {
     ROV_REASON_PEER_FAILBACK,    /* "peer.failback" */
     ROV_REASON_PEER_ADMIN,       /* "peer.admin": operator request on the peer */
     ROV_REASON_PEER_API,         /* "peer.api": the peer application switched */
+    ROV_REASON_REOPEN,           /* "reopen": reconnected after rov_context_reopen() */
+    ROV_REASON_PEER_REOPEN,      /* "peer.reopen": the peer reconnected after its reopen */
     ROV_REASON_COUNT
 } rov_reason_t;
 
@@ -505,6 +512,81 @@ typedef void (*rov_get_cb_t)(void *arg, rov_status_t status);
  */
 rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64_t remote,
                           const void *rkey, size_t len, rov_get_cb_t cb, void *arg);
+
+/*
+ * Checkpoint stages: quiesce, close the rails, reopen.  These are the
+ * mechanisms a checkpointer (CRIU) needs to image a process that uses the
+ * fabric: afterwards the process holds no rail resource (no socket of a
+ * rail, no /dev/infiniband descriptor, no QP, MR or UCX worker), and every
+ * rov_conn_t stays valid and loses nothing.
+ *
+ *   rov_context_quiesce()     RUNNING -> QUIESCING -> QUIESCED
+ *   rov_context_close_rails() QUIESCED -> CLOSED
+ *   rov_context_reopen()      CLOSED -> REOPENING -> RUNNING, or
+ *                             QUIESCING/QUIESCED -> RUNNING (resume)
+ *
+ * While a context is not RUNNING, rov_conn_send() still accepts messages
+ * (within the window: ROV_ERR_AGAIN as always): they are held, in order, and
+ * go out after the reopen, exactly once; the caller sees only a delay.
+ * rov_conn_close() returns ROV_ERR_BUSY on a quiescing or quiesced
+ * connection.  Failover does not act on quiesced connections: their
+ * channels may end (the peer closed its rails) without a move.
+ *
+ * A peer that receives a connection's end-of-channel marker quiesces that
+ * connection too (its sends on it are held) until this side reconnects
+ * (after its reopen) or resumes.
+ *
+ * Threading: like every call, these run in the thread that owns the
+ * context; another thread (a checkpoint tool) asks through the control
+ * socket ("quiesce", "close-rails", "reopen", "stage"), which the context's
+ * progress serves.  A quiesce advances only inside progress (rov_progress,
+ * rov_context_wait): a process must keep calling it until
+ * ROV_EVENT_CONTEXT_QUIESCED.
+ */
+typedef enum rov_context_stage {
+    ROV_CONTEXT_RUNNING,
+    ROV_CONTEXT_QUIESCING,
+    ROV_CONTEXT_QUIESCED,
+    ROV_CONTEXT_CLOSED,
+    ROV_CONTEXT_REOPENING,
+} rov_context_stage_t;
+
+/** Start a quiesce: each connection's sends are held, what was sent before
+ * is sent and acknowledged, and each connection exchanges an end-of-channel
+ * marker with its peer (which then quiesces that connection too).  A
+ * connection whose peer dies meanwhile fails (ROV_EVENT_CONN_ERROR) and no
+ * longer holds the quiesce up.  Returns ROV_INPROGRESS
+ * (ROV_EVENT_CONTEXT_QUIESCED follows, inside progress), ROV_OK when the
+ * context is quiesced already (a second request is harmless), ROV_ERR_BUSY
+ * when its rails are closed or reopening.  Never blocks. */
+rov_status_t rov_context_quiesce(rov_context_t *context);
+
+/** Release every rail resource (channels, listeners, rails) of a quiesced
+ * context; connections and the endpoint stay valid.  ROV_OK, or
+ * ROV_ERR_BUSY (with a log line) when the context is not quiesced.
+ * Blocks only as long as the rails' own teardown. */
+rov_status_t rov_context_close_rails(rov_context_t *context);
+
+/** Closed: open the rails again (RAILOVER_RAILS as at rov_context_create(),
+ * with new ports), listen again (ROV_EVENT_ENDPOINT_ADDRESS: the
+ * endpoint's address changed), and reconnect every quiesced connection,
+ * its preferred rail first, to its peer's address (rov_conn_set_peer_address()
+ * changes it); the held sends follow, in order.  Quiescing or quiesced:
+ * resume (the peers are told).  ROV_EVENT_CONTEXT_RESUMED says when every
+ * connection sends again.  ROV_INPROGRESS, ROV_OK (running already), or
+ * a rail's error opening (the context stays closed; try again). */
+rov_status_t rov_context_reopen(rov_context_t *context);
+
+/** The context's stage. */
+rov_context_stage_t rov_context_stage(const rov_context_t *context);
+/** Its name: "running", "quiescing", "quiesced", "closed", "reopening". */
+const char *rov_context_stage_str(rov_context_stage_t stage);
+
+/** Give conn its peer's new address (the peer was restored elsewhere, or
+ * reopened with new ports): an address blob of the same peer endpoint, with
+ * or without its key.  A reconnect goes there from now on.  ROV_OK;
+ * ROV_ERR_INVAL for a malformed blob or one of another endpoint. */
+rov_status_t rov_conn_set_peer_address(rov_conn_t *conn, const void *addr, size_t addr_len);
 
 /*
  * Control endpoints, for tools (`railover status|force|release`, a

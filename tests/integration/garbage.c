@@ -114,6 +114,9 @@ static const char *event_name(rov_event_type_t t)
     case ROV_EVENT_CONN_PEER_CLOSED: return "PEER_CLOSED";
     case ROV_EVENT_CONN_CLOSED: return "CLOSED";
     case ROV_EVENT_CONN_ERROR: return "ERROR";
+    case ROV_EVENT_CONTEXT_QUIESCED: return "QUIESCED";
+    case ROV_EVENT_ENDPOINT_ADDRESS: return "ADDRESS";
+    case ROV_EVENT_CONTEXT_RESUMED: return "RESUMED";
     }
     return "?";
 }

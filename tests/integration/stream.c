@@ -829,6 +829,8 @@ static void on_closed(struct app *app, struct sconn *sc, rov_conn_t *conn)
     sc->flow.conn = NULL;
 }
 
+static int write_address(struct app *app);
+
 static void on_event(void *arg, const rov_event_t *ev)
 {
     struct app *app = arg;
@@ -875,6 +877,19 @@ static void on_event(void *arg, const rov_event_t *ev)
         sc->state = SC_DONE;
         return;
     }
+    case ROV_EVENT_CONTEXT_QUIESCED:
+        ev_simple(app, NULL, "quiesced");
+        return;
+    case ROV_EVENT_ENDPOINT_ADDRESS:
+        /* Reopened with new ports: a connector started later (or a test
+         * that re-addresses) reads the new address. */
+        ev_simple(app, NULL, "address");
+        if (app->listen && write_address(app) != 0)
+            fail(app, NULL, "cannot rewrite the address file after the reopen");
+        return;
+    case ROV_EVENT_CONTEXT_RESUMED:
+        ev_simple(app, NULL, "resumed");
+        return;
     }
     fail(app, sc, "unknown event type %d", (int)ev->type);
 }

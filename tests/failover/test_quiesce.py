@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""quiesce: quiesce, close the rails and reopen one process under traffic.
+
+Two namespace hosts, the connector's process driven through its control
+socket (`railover ctl PID quiesce|close-rails|reopen|stage`), while every
+connection streams checksummed messages both ways:
+  - a close of the rails before the quiesce is refused with a clear error;
+  - quiesce: the stage reaches `quiesced`; the listener's connections
+    quiesce with it (its end markers came); no message flows on either side
+    meanwhile; a second quiesce is harmless;
+  - close-rails: the connector holds no socket of a rail (/proc/PID/fd:
+    only its control socket, a Unix one) and no connection failed or moved
+    on either side;
+  - reopen: every connection reconnects (a switch with reason `reopen`
+    here; the listener's connections stay on their rail) and delivers
+    again both ways.
+Zero loss, no duplicate, in order (rov_stream checks every message); every
+switch counted once.
+"""
+import os
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import netfault as nf  # noqa: E402
+
+
+def ctl(pair, role, verb, check=True):
+    """`railover ctl PID verb`: (exit status, output)."""
+    p = pair.procs[role]
+    out = subprocess.run([pair.args.railover, "ctl", str(p.pid), verb], env=pair.env[role],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with open(pair.wd.file(role + ".ctl.txt"), "a") as f:
+        f.write("# %d railover ctl %d %s (exit %d)\n%s" % (nf.now_ns(), p.pid, verb,
+                                                           out.returncode, out.stdout))
+    if check and out.returncode != 0:
+        raise nf.Failure("railover ctl %d %s failed: %s" % (p.pid, verb, out.stdout))
+    return out.returncode, out.stdout
+
+
+def stage(pair, role):
+    """The stage line's fields, e.g. {'stage': 'quiesced', 'quiesced': 3, ...}."""
+    _, out = ctl(pair, role, "stage")
+    for line in out.splitlines():
+        if line.startswith("context stage="):
+            return nf.parse_kv(line)
+    raise nf.Failure("no stage line in: %r" % out)
+
+
+def rail_sockets(pid):
+    """Inodes of pid's sockets that are not Unix sockets (a rail's: TCP,
+    UDP, netlink, ...), by /proc/PID/fd and /proc/PID/net/unix."""
+    unix = set()
+    with open("/proc/%d/net/unix" % pid) as f:
+        next(f)
+        for line in f:
+            unix.add(line.split()[6])
+    found = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] not in unix:
+            found.append("fd %s: %s" % (fd, target))
+        if target.startswith("/dev/infiniband"):
+            found.append("fd %s: %s" % (fd, target))
+    return found
+
+
+def test():
+    args = nf.common_args(__doc__.splitlines()[0])
+    wd = nf.Workdir("quiesce", args.keep)
+    ck = nf.Checker()
+    n = args.conns
+    with nf.Topology() as topo:
+        pair = nf.StreamPair(args, wd, topo, conns=n)
+        try:
+            pair.start()
+            time.sleep(1.0)
+            pid = pair.procs["connector"].pid
+
+            rc, out = ctl(pair, "connector", "close-rails", check=False)
+            ck.check(rc != 0 and "not quiesced" in out,
+                     "close-rails before a quiesce: expected a refusal naming the cause, got "
+                     "exit %d: %s" % (rc, out.strip()))
+
+            t0 = pair.mark("quiesce")
+            ctl(pair, "connector", "quiesce")
+            pair.wait_until("the connector quiesced",
+                            lambda: stage(pair, "connector")["stage"] == "quiesced", 20)
+            pair.wait_until("the listener's connections quiesced with it",
+                            lambda: stage(pair, "listener").get("quiesced") == n, 10)
+            st = stage(pair, "listener")
+            ck.check(st["stage"] == "running", "listener stage %s, expected running (only its "
+                     "connections quiesce)" % st["stage"])
+            _, out = ctl(pair, "connector", "quiesce")
+            ck.check("stage=quiesced" in out, "a second quiesce: %s" % out.strip())
+            time.sleep(0.5)
+            rx0 = {r: pair.rx_totals(r) for r in nf.SIDES}
+            time.sleep(1.5)
+            rx1 = {r: pair.rx_totals(r) for r in nf.SIDES}
+            for r in nf.SIDES:
+                moved = {c: rx1[r].get(c, 0) - rx0[r].get(c, 0) for c in rx1[r]}
+                ck.check(not any(moved.values()), "%s received messages while quiesced: %s" %
+                         (r, moved))
+
+            t1 = pair.mark("close-rails")
+            _, out = ctl(pair, "connector", "close-rails")
+            ck.check("stage=closed" in out, "close-rails: %s" % out.strip())
+            left = rail_sockets(pid)
+            ck.check(not left, "the connector still holds rail descriptors after close-rails: "
+                     "%s" % left)
+            nf.log("after close-rails the connector holds no rail socket (%d descriptors)" %
+                   len(os.listdir("/proc/%d/fd" % pid)))
+            time.sleep(2.0)   # the listener's channels ended: no failover, no failure
+            pair.check_alive("while the connector's rails were closed")
+            for r in nf.SIDES:
+                sw = pair.switches(r, since_ns=t0)
+                ck.check(not sw, "%s moved while quiesced: %s" % (
+                    r, ["conn %s %s->%s %s" % (e.get("conn"), e.get("from"), e.get("to"),
+                                               e.get("reason")) for e in sw]))
+            ck.check(stage(pair, "listener").get("failed") == 0,
+                     "a listener connection failed while the connector's rails were closed")
+
+            t2 = pair.mark("reopen")
+            ctl(pair, "connector", "reopen")
+            pair.wait_until("the connector running again",
+                            lambda: stage(pair, "connector")["stage"] == "running", 20)
+            pair.wait_until("the listener's connections running again",
+                            lambda: stage(pair, "listener").get("quiesced") == 0, 10)
+            rx2 = {r: pair.rx_totals(r) for r in nf.SIDES}
+            time.sleep(2.0)
+            pair.wait_until("every connection delivering both ways after the reopen",
+                            lambda: all(pair.rx_totals(r).get(c, 0) > rx2[r].get(c, 0)
+                                        for r in nf.SIDES for c in range(n)), 20)
+            for i in range(n):
+                sw_c = pair.switches("connector", i, since_ns=t2)
+                sw_l = pair.switches("listener", i, since_ns=t2)
+                ck.check(any(e.get("reason") == "reopen" for e in sw_c),
+                         "connector conn %d: no switch with reason reopen after the reopen: %s"
+                         % (i, [e.get("reason") for e in sw_c]))
+                # The listener moves only if the reconnect came on another rail.
+                ck.check(all(e.get("reason") == "peer.reopen" for e in sw_l),
+                         "listener conn %d: switches other than peer.reopen after the "
+                         "reopen: %s" % (i, [e.get("reason") for e in sw_l]))
+            nf.log("quiesce %.0f ms before close-rails, reopen to running: see marks" %
+                   ((t1 - t0) / 1e6))
+            time.sleep(0.5)
+            pair.stop()
+        finally:
+            pair.kill()
+        nf.check_stream(ck, pair)
+        nf.final_rails(ck, pair, 0)
+        nf.check_counts(ck, pair)
+    ck.done()
+    wd.failed = False
+
+
+if __name__ == "__main__":
+    nf.main(test, needs_netns=True, needs_nft=False)
