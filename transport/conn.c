@@ -322,6 +322,13 @@ static void send_hello(struct rov_chan *chan, uint8_t type, uint32_t flags, cons
         memcpy(chan->nonce, h.nonce, ROV_NONCE_LEN);
         if (!first) {
             h.ctr = ++conn->hello_tx_ctr;
+            /* After a reopen our ports (or host) changed: the peer learns
+             * where we listen now from the reconnect, authenticated by the
+             * connection's secret. */
+            if (conn->state == ROV_CONN_REOPENING && ctx->endpoint) {
+                h.addr = ctx->endpoint->pub_blob;
+                h.addr_len = ctx->endpoint->blob_len;
+            }
         } else if (ctx->endpoint) {
             h.addr = ctx->endpoint->pub_blob;
             h.addr_len = ctx->endpoint->blob_len;
@@ -1382,6 +1389,9 @@ static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_h
         rov_ctx_chan_close(chan);
         return;
     }
+    /* A peer that reopened its rails sends where it listens now. */
+    if (h.addr && rov_conn_set_peer_address(conn, h.addr, h.addr_len) != ROV_OK)
+        return protocol_error(chan, "reconnect hello with a malformed or foreign address");
     old = conn->chans[rail];
     chan->conn = conn;
     if (old && old->outbound && ep_cmp(conn) < 0) {
@@ -1599,6 +1609,7 @@ static void conn_running(struct rov_conn *conn, const char *why)
         return;
     if (tell)
         send_ctrl(chan, ROV_FT_QUIESCE, ROV_QUIESCE_RESUME, NULL, 0);
+    rov_policies_conn_up(conn); /* watched again, the peer's paths anew */
     release_held(conn);
     rov_conn_push(conn);
 }

@@ -38,7 +38,8 @@ struct rov_policy_ops {
     void (*ctx_init)(rov_context_t *ctx);
     /** rov_conn_connect() started a connection (its first rail's connect). */
     void (*conn_connecting)(rov_conn_t *conn);
-    /** A connection became established (its first handshake completed). */
+    /** A connection became established (its first handshake completed), or
+     * sends again after a quiesce (its peer's address may have changed). */
     void (*conn_up)(rov_conn_t *conn);
     /** A channel of conn on `rail` failed, with the classified reason.  When
      * it was the transmit channel (rov_policy_tx_rail() == rail, and the

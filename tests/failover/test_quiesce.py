@@ -15,8 +15,16 @@ connection streams checksummed messages both ways:
     here; the listener's connections stay on their rail) and delivers
     again both ways.
 Zero loss, no duplicate, in order (rov_stream checks every message); every
-switch counted once.
+switch counted once.  Then, each with a pair of its own:
+  - preferred_gone: the connector's fabric link is down when it reopens:
+    its connections reconnect on the next rail (Ethernet), and move back
+    to the fabric once the link is up again;
+  - peer_killed: the listener is stopped (SIGSTOP), the connector asked to
+    quiesce, then the listener killed: every connection of the connector
+    fails with a reason and the quiesce completes all the same (stage
+    quiesced, failed=N); the connector lives on.
 """
+import signal
 import os
 import subprocess
 import sys
@@ -70,13 +78,9 @@ def rail_sockets(pid):
     return found
 
 
-def test():
-    args = nf.common_args(__doc__.splitlines()[0])
-    wd = nf.Workdir("quiesce", args.keep)
-    ck = nf.Checker()
-    n = args.conns
+def cycle(args, wd, ck, n):
     with nf.Topology() as topo:
-        pair = nf.StreamPair(args, wd, topo, conns=n)
+        pair = nf.StreamPair(args, wd.sub("cycle"), topo, conns=n)
         try:
             pair.start()
             time.sleep(1.0)
@@ -155,6 +159,90 @@ def test():
         nf.check_stream(ck, pair)
         nf.final_rails(ck, pair, 0)
         nf.check_counts(ck, pair)
+
+
+def preferred_gone(args, wd, ck, n):
+    with nf.Topology() as topo:
+        pair = nf.StreamPair(args, wd.sub("preferred_gone"), topo, conns=n)
+        try:
+            pair.start()
+            time.sleep(0.5)
+            ctl(pair, "connector", "quiesce")
+            pair.wait_until("the connector quiesced",
+                            lambda: stage(pair, "connector")["stage"] == "quiesced", 20)
+            ctl(pair, "connector", "close-rails")
+            topo.link_down("B", "fab")
+            t0 = pair.mark("reopen with the fabric down")
+            ctl(pair, "connector", "reopen")
+            pair.wait_until("the connector running again",
+                            lambda: stage(pair, "connector")["stage"] == "running", 30)
+            pair.wait_until("every connection on rail 1 on both sides",
+                            lambda: pair.all_on(1), 20)
+            for i in range(n):
+                sw = pair.switches("connector", i, since_ns=t0)
+                ck.check(sw and sw[-1].get("to") == 1,
+                         "connector conn %d after the reopen: %s" % (
+                             i, ["%s->%s %s" % (e.get("from"), e.get("to"), e.get("reason"))
+                                 for e in sw]))
+            rx = {r: pair.rx_totals(r) for r in nf.SIDES}
+            pair.wait_until("delivering both ways on the fallback",
+                            lambda: all(pair.rx_totals(r).get(c, 0) > rx[r].get(c, 0)
+                                        for r in nf.SIDES for c in range(n)), 20)
+            topo.link_up("B", "fab")
+            pair.wait_until("every connection back on rail 0 on both sides",
+                            lambda: pair.all_on(0), 30)
+            time.sleep(0.5)
+            pair.stop()
+        finally:
+            pair.kill()
+        nf.check_stream(ck, pair)
+        nf.final_rails(ck, pair, 0)
+        nf.check_counts(ck, pair)
+
+
+def peer_killed(args, wd, ck, n):
+    with nf.Topology() as topo:
+        pair = nf.StreamPair(args, wd.sub("peer_killed"), topo, conns=n,
+                             extra=["--linger", "30"])
+        try:
+            pair.start()
+            time.sleep(0.5)
+            lpid = pair.procs["listener"].pid
+            os.kill(lpid, signal.SIGSTOP)
+            pair.mark("listener stopped; quiesce")
+            ctl(pair, "connector", "quiesce")
+            time.sleep(0.5)
+            st = stage(pair, "connector")
+            ck.check(st["stage"] == "quiescing", "connector stage %s with its peer stopped, "
+                     "expected quiescing" % st["stage"])
+            pair.mark("listener killed")
+            os.kill(lpid, signal.SIGKILL)
+            pair.wait_until("the connector quiesced, its connections failed",
+                            lambda: stage(pair, "connector")["stage"] == "quiesced", 30,
+                            alive=False)
+            st = stage(pair, "connector")
+            ck.check(st.get("failed") == n, "connector: %s connections failed, expected %d" %
+                     (st.get("failed"), n))
+            ck.check(pair.procs["connector"].alive(), "the connector died with its peer")
+            errs = [e for e in pair.events["connector"].poll() if e.get("ev") == "error"]
+            ck.check(len(errs) == n and all(e.get("text") for e in errs),
+                     "connector: %d error events (with reasons: %s), expected %d" %
+                     (len(errs), [e.get("text") for e in errs], n))
+        finally:
+            pair.kill()
+
+
+SCENARIOS = {"cycle": cycle, "preferred_gone": preferred_gone, "peer_killed": peer_killed}
+
+
+def test():
+    args = nf.common_args(__doc__.splitlines()[0], extra=lambda ap: ap.add_argument(
+        "--scenarios", default=",".join(SCENARIOS), help="comma-separated subset, in order"))
+    wd = nf.Workdir("quiesce", args.keep)
+    ck = nf.Checker()
+    for name in args.scenarios.split(","):
+        nf.log("=== %s" % name)
+        SCENARIOS[name](args, wd, ck, args.conns)
     ck.done()
     wd.failed = False
 

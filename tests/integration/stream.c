@@ -154,6 +154,7 @@ struct app {
     bool late_wake;           /* a wait slept on after its callbacks (a stall) */
     unsigned timeout_s;
     unsigned stall_s;
+    unsigned linger_s;        /* --linger: a failed run keeps serving this long */
     const char *stop_file;
     const char *events_path;
     const char *rate_path;
@@ -220,6 +221,8 @@ static void usage(FILE *f)
             "  --rate-csv FILE    write per-interval throughput, one CSV row per connection\n"
             "  --rate-ms MS       --rate-csv interval (default 50)\n"
             "  --pid-file PATH    write the process id to PATH\n"
+            "  --linger SEC       after a failed run, keep calling progress (the control\n"
+            "                     socket answers) until --stop-file exists or SEC seconds\n"
             "  --quiet-status     no status dump every 5 s (dumps on failure remain)\n"
             "  --verbose          report every rail switch\n"
             "Both sides must be given the same --count (unless --stop-file), --seed,\n"
@@ -248,6 +251,7 @@ static void parse_args(struct app *app, int argc, char **argv)
 {
     enum {
         OPT_CONNS = 256, OPT_STOP_FILE, OPT_EVENTS, OPT_RATE_CSV, OPT_RATE_MS, OPT_PID_FILE,
+        OPT_LINGER,
         OPT_QUIET_STATUS, OPT_RENEW, OPT_LISTENER_SECOND,
     };
     static const struct option opts[] = {
@@ -266,6 +270,7 @@ static void parse_args(struct app *app, int argc, char **argv)
         {"events", required_argument, NULL, OPT_EVENTS},
         {"rate-csv", required_argument, NULL, OPT_RATE_CSV},
         {"rate-ms", required_argument, NULL, OPT_RATE_MS},
+        {"linger", required_argument, NULL, OPT_LINGER},
         {"pid-file", required_argument, NULL, OPT_PID_FILE},
         {"quiet-status", no_argument, NULL, OPT_QUIET_STATUS},
         {"renew-buffers", no_argument, NULL, OPT_RENEW},
@@ -316,6 +321,7 @@ static void parse_args(struct app *app, int argc, char **argv)
         case OPT_RATE_CSV: app->rate_path = optarg; break;
         case OPT_RATE_MS: rate_ms = parse_u64("--rate-ms", optarg); break;
         case OPT_PID_FILE: app->pid_path = optarg; break;
+        case OPT_LINGER: app->linger_s = (unsigned)parse_u64("--linger", optarg); break;
         case OPT_QUIET_STATUS: app->quiet_status = true; break;
         case OPT_RENEW: app->renew_buffers = true; break;
         case OPT_LISTENER_SECOND: app->listener_second = true; break;
@@ -1307,6 +1313,18 @@ static int run(struct app *app)
     return 0;
 }
 
+/* --linger: a failed run keeps serving its control socket (a test reads
+ * the stage of a process whose peer it killed) until the stop file exists
+ * or the time is up. */
+static void linger(struct app *app)
+{
+    uint64_t end = it_now_ns() + (uint64_t)app->linger_s * 1000000000ull;
+
+    fprintf(stderr, "[%s]: lingering up to %u s (--linger)\n", app->role, app->linger_s);
+    while (it_now_ns() < end && !(app->stop_file && access(app->stop_file, F_OK) == 0))
+        progress(app, true);
+}
+
 /* The library's final counts against the application's (after CLOSED).
  * The connector's hello is the library's message, not the flow's. */
 static int check_final(struct sconn *sc)
@@ -1523,6 +1541,8 @@ int main(int argc, char **argv)
         rc = EXIT_LIB;
     else
         rc = run(&app);
+    if (rc != 0 && app.linger_s)
+        linger(&app);
     if (rc == 0) {
         for (unsigned r = 0; r < app.nrecs; r++)
             if (check_final(&app.conns[r]))
