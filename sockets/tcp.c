@@ -822,6 +822,29 @@ static void accept_cb(struct rov_watch *w, uint32_t events)
     }
 }
 
+/* A reopen: bind the port this rail listened on before (rail.h,
+ * listen_hint) on the rail's own address; false when there is none or it is
+ * taken (then any port will do). */
+static bool bind_hint(struct tcp_rail *r, int fd)
+{
+    struct sockaddr_storage before, at = r->local;
+    socklen_t len;
+
+    if (!r->base.listen_hint ||
+        rov_net_addr_decode(r->base.listen_hint, r->base.listen_hint_len, &before, &len) != ROV_OK ||
+        before.ss_family != at.ss_family)
+        return false;
+    if (at.ss_family == AF_INET)
+        ((struct sockaddr_in *)&at)->sin_port = ((struct sockaddr_in *)&before)->sin_port;
+    else
+        ((struct sockaddr_in6 *)&at)->sin6_port = ((struct sockaddr_in6 *)&before)->sin6_port;
+    if (bind(fd, (struct sockaddr *)&at, r->local_len) == 0)
+        return true;
+    rov_debug("tcp", "rail %s: its previous port is taken (%m): listening on another",
+              r->base.spec->name);
+    return false;
+}
+
 static rov_status_t tcp_listen(struct rov_rail *rail, void *addr, size_t *len_p)
 {
     struct tcp_rail *r = (struct tcp_rail *)rail;
@@ -837,8 +860,13 @@ static rov_status_t tcp_listen(struct rov_rail *rail, void *addr, size_t *len_p)
             return ROV_ERR_IO;
         }
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, (struct sockaddr *)&r->local, r->local_len) < 0 || listen(fd, SOMAXCONN) < 0 ||
-            getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+        if (!bind_hint(r, fd) &&
+            bind(fd, (struct sockaddr *)&r->local, r->local_len) < 0) {
+            rov_error("tcp", "cannot listen on rail %s: %m", rail->spec->name);
+            close(fd);
+            return ROV_ERR_IO;
+        }
+        if (listen(fd, SOMAXCONN) < 0 || getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
             rov_error("tcp", "cannot listen on rail %s: %m", rail->spec->name);
             close(fd);
             return ROV_ERR_IO;

@@ -1635,7 +1635,13 @@ static bool reopen_from(struct rov_conn *conn, int from)
 
         if (!rov_conn_peer_has_rail(conn, i))
             continue;
-        st = rov_conn_move(conn, i, ROV_REASON_REOPEN, "reconnect after reopen", -1);
+        /* A retry on the rail the reopen moved to already: a new channel
+         * (its HELLO carries that move), not another switch. */
+        if (i == conn->tx_rail && conn->tx_sync && conn->reopen_backoff_ns &&
+            !conn->chans[i])
+            st = rov_conn_open_rail(conn, i);
+        else
+            st = rov_conn_move(conn, i, ROV_REASON_REOPEN, "reconnect after reopen", -1);
         if (st == ROV_OK || st == ROV_INPROGRESS)
             return true;
         rov_debug("conn", "conn %llu: reopen on %s: %s", (unsigned long long)conn->id,
@@ -1648,7 +1654,7 @@ static bool reopen_from(struct rov_conn *conn, int from)
 #define REOPEN_RETRY_MAX_NS (1000ull * 1000000ull)
 
 /* A reconnect after the reopen failed (the peer has not reopened yet, or
- * its preferred rail is gone): the next rail now, else all of them again
+ * its preferred rail is gone): the next rail now, or all of them again
  * after a backoff, until RAILOVER_UNREACHABLE_TIMEOUT (or
  * RAILOVER_CONNECT_TIMEOUT when that is off) has passed since the reopen. */
 static void reopen_failed(struct rov_conn *conn, int rail, rov_status_t status)
@@ -1658,7 +1664,10 @@ static void reopen_failed(struct rov_conn *conn, int rail, rov_status_t status)
 
     if (!limit)
         limit = ctx->config.connect_timeout_ns;
-    if (rail + 1 < ctx->nrails && reopen_from(conn, rail + 1))
+    /* Refused: nothing listens there yet (the peer has not reopened), and
+     * its other rails would say the same: all of them again after the
+     * backoff.  Otherwise (no route, a timeout) the next rail now. */
+    if (status != ROV_ERR_REFUSED && rail + 1 < ctx->nrails && reopen_from(conn, rail + 1))
         return;
     if (now - conn->reopen_ns >= limit) {
         conn_fail(conn, status, "no rail reached the peer after the reopen");

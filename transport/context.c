@@ -641,10 +641,24 @@ void rov_context_destroy(rov_context_t *ctx)
 rov_status_t rov_endpoint_listen(rov_endpoint_t *ep)
 {
     rov_context_t *ctx = ep->ctx;
-    struct rov_wire_addr wa;
-    uint8_t addrs[ROV_MAX_RAILS][ROV_RAIL_ADDR_MAX];
+    struct rov_wire_addr wa, before;
+    uint8_t addrs[ROV_MAX_RAILS][ROV_RAIL_ADDR_MAX], old[sizeof(ep->blob)];
+    const char *why;
     rov_status_t st;
+    bool hint;
 
+    /* A reopen: each rail may listen where it did (rail.h, listen_hint). */
+    memcpy(old, ep->blob, ep->blob_len);
+    hint = ep->blob_len && rov_wire_addr_decode(old, ep->blob_len, &before, &why) == ROV_OK;
+    for (int i = 0; hint && i < ctx->nrails; i++) {
+        for (unsigned k = 0; k < before.nrails; k++) {
+            if ((int)before.rails[k].index == i &&
+                strcmp(before.rails[k].kind, ctx->rails[i]->ops.name) == 0) {
+                ctx->rails[i]->listen_hint = before.rails[k].addr;
+                ctx->rails[i]->listen_hint_len = before.rails[k].addr_len;
+            }
+        }
+    }
     memcpy(wa.ep_id, ctx->ep_id, ROV_EP_ID_LEN);
     memset(wa.key, 0, ROV_KEY_LEN);
     wa.nrails = (unsigned)ctx->nrails;
@@ -653,7 +667,11 @@ rov_status_t rov_endpoint_listen(rov_endpoint_t *ep)
         size_t len = ROV_RAIL_ADDR_MAX;
 
         st = rail->ops.listen(rail, addrs[i], &len);
+        rail->listen_hint = NULL; /* (pointed into old) */
+        rail->listen_hint_len = 0;
         if (st != ROV_OK) {
+            for (int k = i + 1; k < ctx->nrails; k++)
+                ctx->rails[k]->listen_hint = NULL;
             while (i-- > 0)
                 ctx->rails[i]->ops.unlisten(ctx->rails[i]);
             return st;

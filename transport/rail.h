@@ -232,6 +232,13 @@ struct rov_rail {
     int index;                        /* position in RAILOVER_RAILS */
     size_t max_frame;                 /* header + RAILOVER_MAX_MSG */
     size_t get_max;                   /* largest get (ops.get), 0: none */
+    /* At a reopen (rov_context_reopen()), set before listen: the address
+     * this rail's kind listened on at this index before, which the rail
+     * binds again if it can (so that peers that closed their rails too
+     * find it where they knew it); any address is fine otherwise.  NULL:
+     * none. */
+    const void *listen_hint;
+    size_t listen_hint_len;
     /* A copy of the rail's ops, filled in by the context at open: the per-
      * message calls (send, progress, the last two) find them in the object
      * they already touch, not in a table on another page, and in the cache

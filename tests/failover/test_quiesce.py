@@ -19,6 +19,10 @@ switch counted once.  Then, each with a pair of its own:
   - preferred_gone: the connector's fabric link is down when it reopens:
     its connections reconnect on the next rail (Ethernet), and move back
     to the fabric once the link is up again;
+  - both: both processes quiesce and close their rails (each then holds
+    no rail socket), the listener reopens, then the connector: each rail
+    listens on its previous port again, so the two find each other, and
+    every connection delivers again, nothing lost;
   - peer_killed: the listener is stopped (SIGSTOP), the connector asked to
     quiesce, then the listener killed: every connection of the connector
     fails with a reason and the quiesce completes all the same (stage
@@ -200,6 +204,43 @@ def preferred_gone(args, wd, ck, n):
         nf.check_counts(ck, pair)
 
 
+def both(args, wd, ck, n):
+    with nf.Topology() as topo:
+        pair = nf.StreamPair(args, wd.sub("both"), topo, conns=n)
+        try:
+            pair.start()
+            time.sleep(0.5)
+            for role in ("connector", "listener"):
+                ctl(pair, role, "quiesce")
+                pair.wait_until("the %s quiesced" % role,
+                                lambda: stage(pair, role)["stage"] == "quiesced", 20)
+            for role in ("connector", "listener"):
+                ctl(pair, role, "close-rails")
+                left = rail_sockets(pair.procs[role].pid)
+                ck.check(not left, "%s still holds rail descriptors after close-rails: %s" %
+                         (role, left))
+            time.sleep(0.5)
+            rx = {r: pair.rx_totals(r) for r in nf.SIDES}
+            t0 = pair.mark("reopen listener, then connector")
+            ctl(pair, "listener", "reopen")
+            time.sleep(0.3)   # its reconnects find the connector closed: they retry
+            ctl(pair, "connector", "reopen")
+            for role in nf.SIDES:
+                pair.wait_until("the %s running again" % role,
+                                lambda: stage(pair, role)["stage"] == "running", 20)
+            pair.wait_until("every connection delivering both ways after both reopened",
+                            lambda: all(pair.rx_totals(r).get(c, 0) > rx[r].get(c, 0)
+                                        for r in nf.SIDES for c in range(n)), 20)
+            nf.log("both reopened and delivering %.0f ms after the first reopen" %
+                   ((nf.now_ns() - t0) / 1e6))
+            time.sleep(0.5)
+            pair.stop()
+        finally:
+            pair.kill()
+        nf.check_stream(ck, pair)
+        nf.check_counts(ck, pair)
+
+
 def peer_killed(args, wd, ck, n):
     with nf.Topology() as topo:
         pair = nf.StreamPair(args, wd.sub("peer_killed"), topo, conns=n,
@@ -232,7 +273,8 @@ def peer_killed(args, wd, ck, n):
             pair.kill()
 
 
-SCENARIOS = {"cycle": cycle, "preferred_gone": preferred_gone, "peer_killed": peer_killed}
+SCENARIOS = {"cycle": cycle, "preferred_gone": preferred_gone, "both": both,
+             "peer_killed": peer_killed}
 
 
 def test():
