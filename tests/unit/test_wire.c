@@ -20,6 +20,8 @@ static struct rov_wire_hdr valid_hdr(uint8_t type)
     }
     if (type == ROV_FT_HELLO || type == ROV_FT_HELLO_ACK)
         h.len = ROV_WIRE_HELLO_FIXED;
+    if (type == ROV_FT_QUIESCE)
+        h.len = ROV_QUIESCE_PAYLOAD;
     h.ack = 3;
     return h;
 }
@@ -217,6 +219,36 @@ START_TEST(test_bad_type)
         rov_wire_encode(buf, &h);
         expect_ok(buf, MAXP, &out);
         ck_assert_uint_eq(out.type, t);
+    }
+}
+END_TEST
+
+/* The end-of-channel marker names its sender's last message (8 bytes);
+ * its resume form carries nothing; any other size is a violation. */
+START_TEST(test_quiesce_sizes)
+{
+    static const struct {
+        uint32_t tag, len;
+        rov_status_t want;
+    } cases[] = {
+        {0, ROV_QUIESCE_PAYLOAD, ROV_OK},          {ROV_QUIESCE_RESUME, 0, ROV_OK},
+        {0, 0, ROV_ERR_PROTO},                      {0, ROV_QUIESCE_PAYLOAD - 1, ROV_ERR_PROTO},
+        {0, ROV_QUIESCE_PAYLOAD + 1, ROV_ERR_PROTO}, {ROV_QUIESCE_RESUME, 8, ROV_ERR_PROTO},
+    };
+    uint8_t buf[ROV_WIRE_HDR_LEN];
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct rov_wire_hdr h = valid_hdr(ROV_FT_QUIESCE), out;
+        const char *why = NULL;
+
+        h.tag = cases[i].tag;
+        h.len = cases[i].len;
+        rov_wire_encode(buf, &h);
+        ck_assert_msg(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &out, &why) == cases[i].want,
+                      "case %zu: tag %u len %u: %s", i, cases[i].tag, cases[i].len,
+                      why ? why : "accepted");
+        if (cases[i].want != ROV_OK)
+            ck_assert_str_eq(why, "end-of-channel marker of the wrong size");
     }
 }
 END_TEST
@@ -982,6 +1014,7 @@ static Suite *wire_suite(void)
     tcase_add_test(tc, test_one_byte_is_inprogress);
     tcase_add_test(tc, test_bad_version);
     tcase_add_test(tc, test_bad_type);
+    tcase_add_test(tc, test_quiesce_sizes);
     tcase_add_test(tc, test_truncated_header);
     tcase_add_test(tc, test_reserved_bits);
     tcase_add_test(tc, test_payload_limit);

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Checkpoint stages: how long quiesce, close-rails and reopen take for N connections.
+
+The two network namespaces of the failover tests (tests/failover/netfault.py:
+a fabric veth, rail 0, and an Ethernet veth, rail 1); one rov_stream pair,
+listener in A, connector in B, streaming checksummed messages (up to
+--max-size bytes) both ways on N connections.  For every N of --counts, in
+one pair, --runs rounds on the connector's process, through its control
+socket (`railover ctl PID ...`), each once traffic flows again:
+
+  quiesce: request -> the connector's ROV_EVENT_CONTEXT_QUIESCED (its
+     "quiesced" event; both clocks CLOCK_MONOTONIC): every connection has
+     sent what it had, had it acknowledged and exchanged end markers.
+  close: the `close-rails` request's round trip through the tool (the
+     close is synchronous), with the round trip of a `stage` request beside
+     it (the tool's own cost: a process start and a connect).
+  reopen: request -> ROV_EVENT_CONTEXT_RESUMED: rails opened, listeners
+     bound, every connection reconnected and handshaken.
+  flowing: request to reopen -> every connection delivering both ways again
+     (the rate CSV, so as coarse as --rate-ms).
+
+Prints a table of medians (and min / max) per N; every pair's stream is
+verified at the end (no loss, duplicate or reordering).  Run as root
+(namespaces).  Timing varies with the machine's load: compare medians
+taken side by side.
+
+  bench/stage-time.py --counts 1,16,64 --runs 5
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import fobench  # noqa: E402
+from fobench import SIDES, log, netfault as nf, now_ns  # noqa: E402
+
+
+def ctl(pair, role, verb):
+    p = pair.procs[role]
+    t0 = now_ns()
+    out = subprocess.run([pair.args.railover, "ctl", str(p.pid), verb], env=pair.env[role],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    t1 = now_ns()
+    if out.returncode != 0:
+        raise nf.Failure("railover ctl %d %s: %s" % (p.pid, verb, out.stdout.strip()))
+    return t0, t1, out.stdout
+
+
+def event_after(pair, role, name, t0, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for e in pair.events[role].poll():
+            if e.get("ev") == name and e.get("t", 0) >= t0:
+                return e["t"]
+        pair.check_alive("waiting for %s" % name)
+        time.sleep(0.005)
+    raise nf.Failure("no %s event within %gs" % (name, timeout))
+
+
+def flowing_after(pair, n, rx0, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rx = {r: pair.rx_totals(r) for r in SIDES}
+        if all(rx[r].get(c, 0) > rx0[r].get(c, 0) for r in SIDES for c in range(n)):
+            return now_ns()
+        time.sleep(0.01)
+    raise nf.Failure("not delivering again within %gs" % timeout)
+
+
+def one_count(args, wd, n):
+    rows = []
+    with nf.Topology() as topo:
+        env = dict(nf.FAULT_ENV)
+        env["RAILOVER_LOG"] = args.log_level
+        pair = nf.StreamPair(args, wd.sub("n%d" % n), topo, conns=n, env=env,
+                             max_size=args.max_size, rate_ms=args.rate_ms)
+        try:
+            pair.start(ready_timeout=60)
+            time.sleep(1.0)
+            for r in range(args.runs):
+                t_q, _, _ = ctl(pair, "connector", "quiesce")
+                t_qd = event_after(pair, "connector", "quiesced", t_q, 30)
+                s0, s1, _ = ctl(pair, "connector", "stage")
+                c0, c1, out = ctl(pair, "connector", "close-rails")
+                if "stage=closed" not in out:
+                    raise nf.Failure("close-rails: %s" % out.strip())
+                time.sleep(0.2)
+                rx0 = {s: pair.rx_totals(s) for s in SIDES}
+                t_r, _, _ = ctl(pair, "connector", "reopen")
+                t_rd = event_after(pair, "connector", "resumed", t_r, 30)
+                t_f = flowing_after(pair, n, rx0, 30)
+                row = {"n": n, "round": r, "quiesce_ms": (t_qd - t_q) / 1e6,
+                       "close_ms": (c1 - c0) / 1e6, "tool_ms": (s1 - s0) / 1e6,
+                       "reopen_ms": (t_rd - t_r) / 1e6, "flowing_ms": (t_f - t_r) / 1e6}
+                rows.append(row)
+                log("n=%d round %d: quiesce %.1f ms, close %.1f ms (tool %.1f), reopen %.1f ms, "
+                    "flowing %.0f ms" % (n, r, row["quiesce_ms"], row["close_ms"],
+                                         row["tool_ms"], row["reopen_ms"], row["flowing_ms"]))
+                time.sleep(args.settle)
+            pair.stop()
+        finally:
+            pair.kill()
+        ck = nf.Checker()
+        nf.check_stream(ck, pair)
+        ck.done()
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--counts", default="1,16,64", help="connection counts (1,16,64)")
+    ap.add_argument("--runs", type=int, default=5, help="rounds per count (5)")
+    ap.add_argument("--settle", type=float, default=1.0,
+                    help="seconds of traffic between rounds (1)")
+    ap.add_argument("--max-size", type=int, default=65536, help="largest message (65536)")
+    ap.add_argument("--rate-ms", type=int, default=20, help="rov_stream --rate-ms (20)")
+    ap.add_argument("--log-level", default="info", help="RAILOVER_LOG (info)")
+    ap.add_argument("--keep", action="store_true", help="keep the log directory")
+    ap.add_argument("--rov-stream", default=fobench.default_bin(
+        "ROV_STREAM", "tests/integration/rov_stream"))
+    ap.add_argument("--railover", default=fobench.default_bin("RAILOVER_TOOL", "tools/railover"))
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    nf.require_netns(nft=False)
+    wd = nf.Workdir("stage-time", keep=args.keep)
+    rows = []
+    try:
+        for n in [int(x) for x in args.counts.split(",")]:
+            rows += one_count(args, wd, n)
+    finally:
+        nf.run_cleanups()
+    print("# load average: %s" % open("/proc/loadavg").read().split()[0])
+    print("# median (min-max) over %d rounds; close = the tool's round trip, tool = a `stage` "
+          "round trip (the tool's own cost)" % args.runs)
+    print("%6s %22s %22s %14s %22s %22s" % ("conns", "quiesce ms", "close ms", "tool ms",
+                                            "reopen ms", "flowing again ms"))
+    for n in sorted({r["n"] for r in rows}):
+        sel = [r for r in rows if r["n"] == n]
+
+        def f(k):
+            v = [r[k] for r in sel]
+            return "%.1f (%.1f-%.1f)" % (statistics.median(v), min(v), max(v))
+        print("%6d %22s %22s %14s %22s %22s" % (n, f("quiesce_ms"), f("close_ms"),
+                                                "%.1f" % statistics.median(
+                                                    [r["tool_ms"] for r in sel]),
+                                                f("reopen_ms"), f("flowing_ms")))
+    wd.failed = False
+
+
+if __name__ == "__main__":
+    main()
