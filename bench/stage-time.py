@@ -132,6 +132,7 @@ def main():
     try:
         for n in [int(x) for x in args.counts.split(",")]:
             rows += one_count(args, wd, n)
+        wd.failed = False
     finally:
         nf.run_cleanups()
     print("# load average: %s" % open("/proc/loadavg").read().split()[0])
@@ -149,7 +150,6 @@ def main():
                                                 "%.1f" % statistics.median(
                                                     [r["tool_ms"] for r in sel]),
                                                 f("reopen_ms"), f("flowing_ms")))
-    wd.failed = False
 
 
 if __name__ == "__main__":
