@@ -886,6 +886,21 @@ static ROV_COLD rov_status_t send_too_large(struct rov_conn *conn, size_t len)
     return ROV_ERR_MSGSIZE;
 }
 
+/* What every send checks before it takes the message. */
+static ROV_INLINE rov_status_t send_check(struct rov_conn *conn, const void *buf, size_t len,
+                                          const rov_send_params_t *params, int copy)
+{
+    unsigned flags = params ? params->flags : 0;
+
+    if (len > conn->max_send)
+        return send_too_large(conn, len);
+    if ((!copy || (flags & ROV_SEND_NOTIFY_DELIVERED)) && (!params || !params->cb))
+        return ROV_ERR_INVAL;
+    if (len && !buf)
+        return ROV_ERR_INVAL;
+    return ROV_OK;
+}
+
 /* The message's completion fields (rov_conn_send()). */
 static ROV_INLINE void msg_params(struct rov_msg *m, uint32_t tag,
                                   const rov_send_params_t *params)
@@ -910,15 +925,13 @@ static ROV_COLD rov_status_t send_held(struct rov_conn *conn, uint32_t tag, cons
     unsigned flags = params ? params->flags : 0;
     int copy = len <= cfg->eager_limit || (flags & ROV_SEND_COPY);
     struct rov_msg *m;
+    rov_status_t st;
 
     if (!(B(conn->state) & HOLD_STATES) || conn->peer_closed)
         return ROV_ERR_CLOSED;
-    if (len > conn->max_send)
-        return send_too_large(conn, len);
-    if ((!copy || (flags & ROV_SEND_NOTIFY_DELIVERED)) && (!params || !params->cb))
-        return ROV_ERR_INVAL;
-    if (len && !buf)
-        return ROV_ERR_INVAL;
+    st = send_check(conn, buf, len, params, copy);
+    if (st != ROV_OK)
+        return st;
     if ((conn->held_msgs || conn->tx.count) &&
         (conn->tx.count + conn->held_msgs >= conn->tx.max_msgs ||
          conn->tx.bytes + conn->held_bytes + len > conn->tx.max_bytes)) {
@@ -967,16 +980,14 @@ ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const v
     unsigned flags = params ? params->flags : 0;
     int copy = len <= cfg->eager_limit || (flags & ROV_SEND_COPY);
     struct rov_msg *m;
+    rov_status_t st;
 
     if (__builtin_expect((conn->state != ROV_CONN_ESTABLISHED &&
                           conn->state != ROV_CONN_CONNECTING) || conn->peer_closed, 0))
         return send_held(conn, tag, buf, len, params);
-    if (len > conn->max_send)
-        return send_too_large(conn, len);
-    if ((!copy || (flags & ROV_SEND_NOTIFY_DELIVERED)) && (!params || !params->cb))
-        return ROV_ERR_INVAL;
-    if (len && !buf)
-        return ROV_ERR_INVAL;
+    st = send_check(conn, buf, len, params, copy);
+    if (__builtin_expect(st != ROV_OK, 0))
+        return st;
     /* The per-context bound: a thousand connections times a 16 MiB
      * window is more memory than a rank has (1,024 connecting connections
      * filled with 2 GiB of queued sends took the process's CPU in page

@@ -28,8 +28,9 @@ switch counted once.  Then, each with a pair of its own:
     fails with a reason and the quiesce completes all the same (stage
     quiesced, failed=N); the connector lives on.
 """
-import signal
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -82,195 +83,186 @@ def rail_sockets(pid):
     return found
 
 
-def cycle(args, wd, ck, n):
+@contextlib.contextmanager
+def streaming(args, wd, name, n, **kw):
+    """A pair in two fresh namespace hosts, streaming on n connections."""
     with nf.Topology() as topo:
-        pair = nf.StreamPair(args, wd.sub("cycle"), topo, conns=n)
+        pair = nf.StreamPair(args, wd.sub(name), topo, conns=n, **kw)
         try:
             pair.start()
-            time.sleep(1.0)
-            pid = pair.procs["connector"].pid
-
-            rc, out = ctl(pair, "connector", "close-rails", check=False)
-            ck.check(rc != 0 and "not quiesced" in out,
-                     "close-rails before a quiesce: expected a refusal naming the cause, got "
-                     "exit %d: %s" % (rc, out.strip()))
-
-            t0 = pair.mark("quiesce")
-            ctl(pair, "connector", "quiesce")
-            pair.wait_until("the connector quiesced",
-                            lambda: stage(pair, "connector")["stage"] == "quiesced", 20)
-            pair.wait_until("the listener's connections quiesced with it",
-                            lambda: stage(pair, "listener").get("quiesced") == n, 10)
-            st = stage(pair, "listener")
-            ck.check(st["stage"] == "running", "listener stage %s, expected running (only its "
-                     "connections quiesce)" % st["stage"])
-            _, out = ctl(pair, "connector", "quiesce")
-            ck.check("stage=quiesced" in out, "a second quiesce: %s" % out.strip())
             time.sleep(0.5)
-            rx0 = {r: pair.rx_totals(r) for r in nf.SIDES}
-            time.sleep(1.5)
-            rx1 = {r: pair.rx_totals(r) for r in nf.SIDES}
-            for r in nf.SIDES:
-                moved = {c: rx1[r].get(c, 0) - rx0[r].get(c, 0) for c in rx1[r]}
-                ck.check(not any(moved.values()), "%s received messages while quiesced: %s" %
-                         (r, moved))
-
-            t1 = pair.mark("close-rails")
-            _, out = ctl(pair, "connector", "close-rails")
-            ck.check("stage=closed" in out, "close-rails: %s" % out.strip())
-            left = rail_sockets(pid)
-            ck.check(not left, "the connector still holds rail descriptors after close-rails: "
-                     "%s" % left)
-            nf.log("after close-rails the connector holds no rail socket (%d descriptors)" %
-                   len(os.listdir("/proc/%d/fd" % pid)))
-            time.sleep(2.0)   # the listener's channels ended: no failover, no failure
-            pair.check_alive("while the connector's rails were closed")
-            for r in nf.SIDES:
-                sw = pair.switches(r, since_ns=t0)
-                ck.check(not sw, "%s moved while quiesced: %s" % (
-                    r, ["conn %s %s->%s %s" % (e.get("conn"), e.get("from"), e.get("to"),
-                                               e.get("reason")) for e in sw]))
-            ck.check(stage(pair, "listener").get("failed") == 0,
-                     "a listener connection failed while the connector's rails were closed")
-
-            t2 = pair.mark("reopen")
-            ctl(pair, "connector", "reopen")
-            pair.wait_until("the connector running again",
-                            lambda: stage(pair, "connector")["stage"] == "running", 20)
-            pair.wait_until("the listener's connections running again",
-                            lambda: stage(pair, "listener").get("quiesced") == 0, 10)
-            rx2 = {r: pair.rx_totals(r) for r in nf.SIDES}
-            time.sleep(2.0)
-            pair.wait_until("every connection delivering both ways after the reopen",
-                            lambda: all(pair.rx_totals(r).get(c, 0) > rx2[r].get(c, 0)
-                                        for r in nf.SIDES for c in range(n)), 20)
-            for i in range(n):
-                sw_c = pair.switches("connector", i, since_ns=t2)
-                sw_l = pair.switches("listener", i, since_ns=t2)
-                ck.check(any(e.get("reason") == "reopen" for e in sw_c),
-                         "connector conn %d: no switch with reason reopen after the reopen: %s"
-                         % (i, [e.get("reason") for e in sw_c]))
-                # The listener moves only if the reconnect came on another rail.
-                ck.check(all(e.get("reason") == "peer.reopen" for e in sw_l),
-                         "listener conn %d: switches other than peer.reopen after the "
-                         "reopen: %s" % (i, [e.get("reason") for e in sw_l]))
-            nf.log("quiesce %.0f ms before close-rails, reopen to running: see marks" %
-                   ((t1 - t0) / 1e6))
-            time.sleep(0.5)
-            pair.stop()
+            yield topo, pair
         finally:
             pair.kill()
-        nf.check_stream(ck, pair)
-        nf.final_rails(ck, pair, 0)
-        nf.check_counts(ck, pair)
+
+
+def verified(ck, pair, final_rail=0):
+    """Stop the pair; every message delivered once, in order; every switch
+    counted once; every connection ended on final_rail (None: any)."""
+    pair.stop()
+    pair.kill()
+    nf.check_stream(ck, pair)
+    if final_rail is not None:
+        nf.final_rails(ck, pair, final_rail)
+    nf.check_counts(ck, pair)
+
+
+def quiesce(pair, role):
+    ctl(pair, role, "quiesce")
+    pair.wait_until("the %s quiesced" % role,
+                    lambda: stage(pair, role)["stage"] == "quiesced", 20)
+
+
+def cycle(args, wd, ck, n):
+    with streaming(args, wd, "cycle", n) as (topo, pair):
+        time.sleep(0.5)
+        pid = pair.procs["connector"].pid
+
+        rc, out = ctl(pair, "connector", "close-rails", check=False)
+        ck.check(rc != 0 and "not quiesced" in out,
+                 "close-rails before a quiesce: expected a refusal naming the cause, got "
+                 "exit %d: %s" % (rc, out.strip()))
+
+        t0 = pair.mark("quiesce")
+        quiesce(pair, "connector")
+        pair.wait_until("the listener's connections quiesced with it",
+                        lambda: stage(pair, "listener").get("quiesced") == n, 10)
+        st = stage(pair, "listener")
+        ck.check(st["stage"] == "running", "listener stage %s, expected running (only its "
+                 "connections quiesce)" % st["stage"])
+        _, out = ctl(pair, "connector", "quiesce")
+        ck.check("stage=quiesced" in out, "a second quiesce: %s" % out.strip())
+        time.sleep(0.5)
+        rx0 = {r: pair.rx_totals(r) for r in nf.SIDES}
+        time.sleep(1.5)
+        rx1 = {r: pair.rx_totals(r) for r in nf.SIDES}
+        for r in nf.SIDES:
+            moved = {c: rx1[r].get(c, 0) - rx0[r].get(c, 0) for c in rx1[r]}
+            ck.check(not any(moved.values()), "%s received messages while quiesced: %s" %
+                     (r, moved))
+
+        t1 = pair.mark("close-rails")
+        _, out = ctl(pair, "connector", "close-rails")
+        ck.check("stage=closed" in out, "close-rails: %s" % out.strip())
+        left = rail_sockets(pid)
+        ck.check(not left, "the connector still holds rail descriptors after close-rails: "
+                 "%s" % left)
+        nf.log("after close-rails the connector holds no rail socket (%d descriptors)" %
+               len(os.listdir("/proc/%d/fd" % pid)))
+        time.sleep(2.0)   # the listener's channels ended: no failover, no failure
+        pair.check_alive("while the connector's rails were closed")
+        for r in nf.SIDES:
+            sw = pair.switches(r, since_ns=t0)
+            ck.check(not sw, "%s moved while quiesced: %s" % (
+                r, ["conn %s %s->%s %s" % (e.get("conn"), e.get("from"), e.get("to"),
+                                           e.get("reason")) for e in sw]))
+        ck.check(stage(pair, "listener").get("failed") == 0,
+                 "a listener connection failed while the connector's rails were closed")
+
+        t2 = pair.mark("reopen")
+        ctl(pair, "connector", "reopen")
+        pair.wait_until("the connector running again",
+                        lambda: stage(pair, "connector")["stage"] == "running", 20)
+        pair.wait_until("the listener's connections running again",
+                        lambda: stage(pair, "listener").get("quiesced") == 0, 10)
+        rx2 = {r: pair.rx_totals(r) for r in nf.SIDES}
+        time.sleep(2.0)
+        pair.wait_until("every connection delivering both ways after the reopen",
+                        lambda: all(pair.rx_totals(r).get(c, 0) > rx2[r].get(c, 0)
+                                    for r in nf.SIDES for c in range(n)), 20)
+        for i in range(n):
+            sw_c = pair.switches("connector", i, since_ns=t2)
+            sw_l = pair.switches("listener", i, since_ns=t2)
+            ck.check(any(e.get("reason") == "reopen" for e in sw_c),
+                     "connector conn %d: no switch with reason reopen after the reopen: %s"
+                     % (i, [e.get("reason") for e in sw_c]))
+            # The listener moves only if the reconnect came on another rail.
+            ck.check(all(e.get("reason") == "peer.reopen" for e in sw_l),
+                     "listener conn %d: switches other than peer.reopen after the "
+                     "reopen: %s" % (i, [e.get("reason") for e in sw_l]))
+        nf.log("quiesced to closed in %.0f ms" % ((t1 - t0) / 1e6))
+        time.sleep(0.5)
+        verified(ck, pair)
 
 
 def preferred_gone(args, wd, ck, n):
-    with nf.Topology() as topo:
-        pair = nf.StreamPair(args, wd.sub("preferred_gone"), topo, conns=n)
-        try:
-            pair.start()
-            time.sleep(0.5)
-            ctl(pair, "connector", "quiesce")
-            pair.wait_until("the connector quiesced",
-                            lambda: stage(pair, "connector")["stage"] == "quiesced", 20)
-            ctl(pair, "connector", "close-rails")
-            topo.link_down("B", "fab")
-            t0 = pair.mark("reopen with the fabric down")
-            ctl(pair, "connector", "reopen")
-            pair.wait_until("the connector running again",
-                            lambda: stage(pair, "connector")["stage"] == "running", 30)
-            pair.wait_until("every connection on rail 1 on both sides",
-                            lambda: pair.all_on(1), 20)
-            for i in range(n):
-                sw = pair.switches("connector", i, since_ns=t0)
-                ck.check(sw and sw[-1].get("to") == 1,
-                         "connector conn %d after the reopen: %s" % (
-                             i, ["%s->%s %s" % (e.get("from"), e.get("to"), e.get("reason"))
-                                 for e in sw]))
-            rx = {r: pair.rx_totals(r) for r in nf.SIDES}
-            pair.wait_until("delivering both ways on the fallback",
-                            lambda: all(pair.rx_totals(r).get(c, 0) > rx[r].get(c, 0)
-                                        for r in nf.SIDES for c in range(n)), 20)
-            topo.link_up("B", "fab")
-            pair.wait_until("every connection back on rail 0 on both sides",
-                            lambda: pair.all_on(0), 30)
-            time.sleep(0.5)
-            pair.stop()
-        finally:
-            pair.kill()
-        nf.check_stream(ck, pair)
-        nf.final_rails(ck, pair, 0)
-        nf.check_counts(ck, pair)
+    with streaming(args, wd, "preferred_gone", n) as (topo, pair):
+        quiesce(pair, "connector")
+        ctl(pair, "connector", "close-rails")
+        topo.link_down("B", "fab")
+        t0 = pair.mark("reopen with the fabric down")
+        ctl(pair, "connector", "reopen")
+        pair.wait_until("the connector running again",
+                        lambda: stage(pair, "connector")["stage"] == "running", 30)
+        pair.wait_until("every connection on rail 1 on both sides",
+                        lambda: pair.all_on(1), 20)
+        for i in range(n):
+            sw = pair.switches("connector", i, since_ns=t0)
+            ck.check(sw and sw[-1].get("to") == 1,
+                     "connector conn %d after the reopen: %s" % (
+                         i, ["%s->%s %s" % (e.get("from"), e.get("to"), e.get("reason"))
+                             for e in sw]))
+        rx = {r: pair.rx_totals(r) for r in nf.SIDES}
+        pair.wait_until("delivering both ways on the fallback",
+                        lambda: all(pair.rx_totals(r).get(c, 0) > rx[r].get(c, 0)
+                                    for r in nf.SIDES for c in range(n)), 20)
+        topo.link_up("B", "fab")
+        pair.wait_until("every connection back on rail 0 on both sides",
+                        lambda: pair.all_on(0), 30)
+        time.sleep(0.5)
+        verified(ck, pair)
 
 
 def both(args, wd, ck, n):
-    with nf.Topology() as topo:
-        pair = nf.StreamPair(args, wd.sub("both"), topo, conns=n)
-        try:
-            pair.start()
-            time.sleep(0.5)
-            for role in ("connector", "listener"):
-                ctl(pair, role, "quiesce")
-                pair.wait_until("the %s quiesced" % role,
-                                lambda: stage(pair, role)["stage"] == "quiesced", 20)
-            for role in ("connector", "listener"):
-                ctl(pair, role, "close-rails")
-                left = rail_sockets(pair.procs[role].pid)
-                ck.check(not left, "%s still holds rail descriptors after close-rails: %s" %
-                         (role, left))
-            time.sleep(0.5)
-            rx = {r: pair.rx_totals(r) for r in nf.SIDES}
-            t0 = pair.mark("reopen listener, then connector")
-            ctl(pair, "listener", "reopen")
-            time.sleep(0.3)   # its reconnects find the connector closed: they retry
-            ctl(pair, "connector", "reopen")
-            for role in nf.SIDES:
-                pair.wait_until("the %s running again" % role,
-                                lambda: stage(pair, role)["stage"] == "running", 20)
-            pair.wait_until("every connection delivering both ways after both reopened",
-                            lambda: all(pair.rx_totals(r).get(c, 0) > rx[r].get(c, 0)
-                                        for r in nf.SIDES for c in range(n)), 20)
-            nf.log("both reopened and delivering %.0f ms after the first reopen" %
-                   ((nf.now_ns() - t0) / 1e6))
-            time.sleep(0.5)
-            pair.stop()
-        finally:
-            pair.kill()
-        nf.check_stream(ck, pair)
-        nf.check_counts(ck, pair)
+    with streaming(args, wd, "both", n) as (topo, pair):
+        for role in ("connector", "listener"):
+            quiesce(pair, role)
+        for role in ("connector", "listener"):
+            ctl(pair, role, "close-rails")
+            left = rail_sockets(pair.procs[role].pid)
+            ck.check(not left, "%s still holds rail descriptors after close-rails: %s" %
+                     (role, left))
+        time.sleep(0.5)
+        rx = {r: pair.rx_totals(r) for r in nf.SIDES}
+        t0 = pair.mark("reopen listener, then connector")
+        ctl(pair, "listener", "reopen")
+        time.sleep(0.3)   # its reconnects find the connector closed: they retry
+        ctl(pair, "connector", "reopen")
+        for role in nf.SIDES:
+            pair.wait_until("the %s running again" % role,
+                            lambda: stage(pair, role)["stage"] == "running", 20)
+        pair.wait_until("every connection delivering both ways after both reopened",
+                        lambda: all(pair.rx_totals(r).get(c, 0) > rx[r].get(c, 0)
+                                    for r in nf.SIDES for c in range(n)), 20)
+        nf.log("both reopened and delivering %.0f ms after the first reopen" %
+               ((nf.now_ns() - t0) / 1e6))
+        time.sleep(0.5)
+        verified(ck, pair, None)
 
 
 def peer_killed(args, wd, ck, n):
-    with nf.Topology() as topo:
-        pair = nf.StreamPair(args, wd.sub("peer_killed"), topo, conns=n,
-                             extra=["--linger", "30"])
-        try:
-            pair.start()
-            time.sleep(0.5)
-            lpid = pair.procs["listener"].pid
-            os.kill(lpid, signal.SIGSTOP)
-            pair.mark("listener stopped; quiesce")
-            ctl(pair, "connector", "quiesce")
-            time.sleep(0.5)
-            st = stage(pair, "connector")
-            ck.check(st["stage"] == "quiescing", "connector stage %s with its peer stopped, "
-                     "expected quiescing" % st["stage"])
-            pair.mark("listener killed")
-            os.kill(lpid, signal.SIGKILL)
-            pair.wait_until("the connector quiesced, its connections failed",
-                            lambda: stage(pair, "connector")["stage"] == "quiesced", 30,
-                            alive=False)
-            st = stage(pair, "connector")
-            ck.check(st.get("failed") == n, "connector: %s connections failed, expected %d" %
-                     (st.get("failed"), n))
-            ck.check(pair.procs["connector"].alive(), "the connector died with its peer")
-            errs = [e for e in pair.events["connector"].poll() if e.get("ev") == "error"]
-            ck.check(len(errs) == n and all(e.get("text") for e in errs),
-                     "connector: %d error events (with reasons: %s), expected %d" %
-                     (len(errs), [e.get("text") for e in errs], n))
-        finally:
-            pair.kill()
+    with streaming(args, wd, "peer_killed", n, extra=["--linger", "30"]) as (topo, pair):
+        lpid = pair.procs["listener"].pid
+        os.kill(lpid, signal.SIGSTOP)
+        pair.mark("listener stopped; quiesce")
+        ctl(pair, "connector", "quiesce")
+        time.sleep(0.5)
+        st = stage(pair, "connector")
+        ck.check(st["stage"] == "quiescing", "connector stage %s with its peer stopped, "
+                 "expected quiescing" % st["stage"])
+        pair.mark("listener killed")
+        os.kill(lpid, signal.SIGKILL)
+        pair.wait_until("the connector quiesced, its connections failed",
+                        lambda: stage(pair, "connector")["stage"] == "quiesced", 30,
+                        alive=False)
+        st = stage(pair, "connector")
+        ck.check(st.get("failed") == n, "connector: %s connections failed, expected %d" %
+                 (st.get("failed"), n))
+        ck.check(pair.procs["connector"].alive(), "the connector died with its peer")
+        errs = [e for e in pair.events["connector"].poll() if e.get("ev") == "error"]
+        ck.check(len(errs) == n and all(e.get("text") for e in errs),
+                 "connector: %d error events (with reasons: %s), expected %d" %
+                 (len(errs), [e.get("text") for e in errs], n))
 
 
 SCENARIOS = {"cycle": cycle, "preferred_gone": preferred_gone, "both": both,
