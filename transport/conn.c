@@ -886,6 +886,15 @@ static ROV_COLD rov_status_t send_too_large(struct rov_conn *conn, size_t len)
     return ROV_ERR_MSGSIZE;
 }
 
+/* Whether a send is copied (up to RAILOVER_EAGER_LIMIT, or asked) or
+ * referenced until acknowledged. */
+static ROV_INLINE int send_copies(const struct rov_conn *conn, size_t len,
+                                  const rov_send_params_t *params)
+{
+    return len <= conn->ctx->config.eager_limit ||
+           (params && (params->flags & ROV_SEND_COPY));
+}
+
 /* What every send checks before it takes the message. */
 static ROV_INLINE rov_status_t send_check(struct rov_conn *conn, const void *buf, size_t len,
                                           const rov_send_params_t *params, int copy)
@@ -921,9 +930,7 @@ static ROV_INLINE void msg_params(struct rov_msg *m, uint32_t tag,
 static ROV_COLD rov_status_t send_held(struct rov_conn *conn, uint32_t tag, const void *buf,
                                        size_t len, const rov_send_params_t *params)
 {
-    const struct rov_config *cfg = &conn->ctx->config;
-    unsigned flags = params ? params->flags : 0;
-    int copy = len <= cfg->eager_limit || (flags & ROV_SEND_COPY);
+    int copy = send_copies(conn, len, params);
     struct rov_msg *m;
     rov_status_t st;
 
@@ -976,9 +983,7 @@ static void release_held(struct rov_conn *conn)
 ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf,
                                          size_t len, const rov_send_params_t *params)
 {
-    const struct rov_config *cfg = &conn->ctx->config;
-    unsigned flags = params ? params->flags : 0;
-    int copy = len <= cfg->eager_limit || (flags & ROV_SEND_COPY);
+    int copy = send_copies(conn, len, params);
     struct rov_msg *m;
     rov_status_t st;
 
