@@ -423,6 +423,8 @@ static ROV_COLD void push_end(struct rov_conn *conn, struct rov_chan *chan)
     if (send_ctrl(chan, ROV_FT_CLOSE, 0, NULL, 0) != ROV_OK)
         return;
     conn->close_sent = true;
+    if (conn->ctx->stage == ROV_CONTEXT_QUIESCING)
+        rov_stage_conn_changed(conn->ctx); /* it sends nothing more */
 }
 
 /* A send on chan failed.  Inside rov_conn_send() the failure waits for
@@ -862,9 +864,12 @@ rov_status_t rov_conn_close(rov_conn_t *conn)
     case ROV_CONN_DRAINING:
     case ROV_CONN_QUIESCED:
     case ROV_CONN_REOPENING:
-        rov_info("conn", "conn %llu: close refused while %s: close after the reopen",
-                 (unsigned long long)conn->id, rov_conn_states[conn->state].name);
-        break;
+        /* A checkpoint stage: the close starts when the connection sends
+         * again (conn_running()), after the sends held before it. */
+        rov_debug("conn", "conn %llu: close waits for the end of the stage (%s)",
+                  (unsigned long long)conn->id, rov_conn_states[conn->state].name);
+        conn->close_pending = true;
+        return ROV_INPROGRESS;
     case ROV_CONN_DEAD:
         break;
     }
@@ -934,7 +939,7 @@ static ROV_COLD rov_status_t send_held(struct rov_conn *conn, uint32_t tag, cons
     struct rov_msg *m;
     rov_status_t st;
 
-    if (!(B(conn->state) & HOLD_STATES) || conn->peer_closed)
+    if (!(B(conn->state) & HOLD_STATES) || conn->peer_closed || conn->close_pending)
         return ROV_ERR_CLOSED;
     st = send_check(conn, buf, len, params, copy);
     if (st != ROV_OK)
@@ -1548,6 +1553,12 @@ static ROV_COLD void handle_close(struct rov_conn *conn, struct rov_chan *chan, 
         return;
     }
     conn->peer_closed = true;
+    if (conn->state == ROV_CONN_DRAINING) {
+        /* A CLOSE ends the peer's stream as an end marker would: everything
+         * it sent is here (it closes only once all of it is acknowledged). */
+        conn->peer_eoc = true;
+        conn->peer_eoc_seq = conn->rx_seq;
+    }
     if (conn->close_acked || (conn->close_sent && !again)) {
         answer_close(conn, chan);
         return;
@@ -1556,8 +1567,9 @@ static ROV_COLD void handle_close(struct rov_conn *conn, struct rov_chan *chan, 
         return;
     rov_ctx_event(conn->ctx, ROV_EVENT_CONN_PEER_CLOSED, conn, ROV_OK, conn->tx_rail, -1,
                   "peer closed");
-    /* Already closing: the CLOSE's ack may have released our last message. */
-    if (conn->state == ROV_CONN_CLOSING)
+    /* Already closing: the CLOSE's ack may have released our last message;
+     * draining: the CLOSE may have been what it waited for. */
+    if (conn->state == ROV_CONN_CLOSING || conn->state == ROV_CONN_DRAINING)
         rov_conn_push(conn);
 }
 
@@ -1627,6 +1639,11 @@ static void conn_running(struct rov_conn *conn, const char *why)
         send_ctrl(chan, ROV_FT_QUIESCE, ROV_QUIESCE_RESUME, NULL, 0);
     rov_policies_conn_up(conn); /* watched again, the peer's paths anew */
     release_held(conn);
+    if (conn->close_pending) {
+        conn->close_pending = false;
+        rov_conn_close(conn); /* asked during the stage */
+        return;
+    }
     rov_conn_push(conn);
 }
 
@@ -1840,9 +1857,12 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
             return;
         }
     }
-    if (conn->state == ROV_CONN_QUIESCED)
+    if (conn->state == ROV_CONN_QUIESCED ||
+        (conn->state == ROV_CONN_CLOSING && conn->peer_eoc && conn->close_sent &&
+         !conn->tx.count))
         return; /* nothing in flight: the peer closed its rails, or the path
-                 * ended; a resume or a reopen reconnects */
+                 * ended; a resume or a reopen reconnects (a closing one then
+                 * sends its CLOSE again) */
     if (conn->state == ROV_CONN_REOPENING) {
         if (rail == conn->tx_rail && !handshaken)
             reopen_failed(conn, rail, status);

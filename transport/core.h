@@ -73,6 +73,7 @@ struct rov_conn {
     /* Quiesce (stage.c): DRAINING, QUIESCED, REOPENING. */
     bool eoc_sent;                    /* our end marker went out (again after a switch) */
     bool peer_eoc;                    /* the peer's end marker came */
+    bool close_pending;               /* rov_conn_close() during a stage: at its end */
     uint64_t peer_eoc_seq;            /* ... after its message of this sequence */
     struct rov_msg *held, *held_tail; /* sends made meanwhile, in order */
     uint64_t held_msgs, held_bytes;

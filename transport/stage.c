@@ -53,15 +53,30 @@ rov_context_stage_t rov_context_stage(const rov_context_t *ctx)
     return ctx->stage;
 }
 
-/* Connections still on their way: a quiesce waits for those establishing
- * (they drain once up), establishing, draining or closing. */
+/* Whether c holds a quiesce up: it still establishes (it drains once up),
+ * drains, or closes with data of ours unacknowledged or its CLOSE not yet
+ * sent.  A closing connection whose CLOSE is out with everything before it
+ * acknowledged sends nothing more: it waits only for the peer. */
+static bool unsettled(const struct rov_conn *c)
+{
+    switch (c->state) {
+    case ROV_CONN_QUIESCED:
+    case ROV_CONN_FAILED:
+    case ROV_CONN_DEAD:
+        return false;
+    case ROV_CONN_CLOSING:
+        return !c->close_sent || c->tx.count;
+    default:
+        return true;
+    }
+}
+
 static int unquiesced(const rov_context_t *ctx)
 {
     int n = 0;
 
     for (const struct rov_conn *c = ctx->conns; c; c = c->next)
-        n += c->state != ROV_CONN_QUIESCED && c->state != ROV_CONN_FAILED &&
-             c->state != ROV_CONN_DEAD;
+        n += unsettled(c);
     return n;
 }
 

@@ -528,8 +528,10 @@ rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64
  * While a context is not RUNNING, rov_conn_send() still accepts messages
  * (within the window: ROV_ERR_AGAIN as always): they are held, in order, and
  * go out after the reopen, exactly once; the caller sees only a delay.
- * rov_conn_close() returns ROV_ERR_BUSY on a quiescing or quiesced
- * connection.  Failover does not act on quiesced connections: their
+ * rov_conn_close() on a quiescing or quiesced connection returns
+ * ROV_INPROGRESS and closes it when it sends again (after the held sends);
+ * a peer's CLOSE ends its side of a quiesce as its end marker would.
+ * Failover does not act on quiesced connections: their
  * channels may end (the peer closed its rails) without a move.
  *
  * A peer that receives a connection's end-of-channel marker quiesces that

@@ -15,8 +15,11 @@
  *   close, reopen         the rails closed with sends held, reopened: the
  *                         held sends delivered once, in order, after
  *                         everything before them
- *   refused               close-rails without a quiesce, a close while
- *                         quiesced, a connect while closed
+ *   close during a stage  the application's close waits for the stage's
+ *                         end; a peer's close ends a drain, and completes
+ *                         across a close and reopen of the rails
+ *   refused               close-rails without a quiesce, a connect while
+ *                         closed, a quiesce while closed
  *   tables                every transition of every machine: allowed ones
  *                         pass, every other one is refused and counted
  */
@@ -37,7 +40,8 @@ struct side {
     rov_conn_t *conn;
     uint64_t sent, rcvd;   /* message numbers: the next to send, to receive */
     int bad;
-    int quiesced, resumed, address, errors, switches;
+    int quiesced, resumed, address, errors, switches, closed;
+    bool close_on_peer;    /* rov_conn_close() on ROV_EVENT_CONN_PEER_CLOSED */
 };
 
 static struct side A = {.name = "A"}, B = {.name = "B"};
@@ -67,6 +71,11 @@ static void on_event(void *arg, const rov_event_t *ev)
     case ROV_EVENT_CONTEXT_QUIESCED: s->quiesced++; break;
     case ROV_EVENT_CONTEXT_RESUMED: s->resumed++; break;
     case ROV_EVENT_ENDPOINT_ADDRESS: s->address++; break;
+    case ROV_EVENT_CONN_CLOSED: s->closed++; break;
+    case ROV_EVENT_CONN_PEER_CLOSED:
+        if (s->close_on_peer)
+            rov_conn_close(ev->conn);
+        break;
     default: break;
     }
 }
@@ -241,7 +250,6 @@ START_TEST(test_quiesce_in_flight)
     spin(200);
     ck_assert_uint_eq(B.rcvd, before);
     ck_assert_uint_eq(A.rcvd, B.sent - 50);
-    ck_assert_int_eq(rov_conn_close(A.conn), ROV_ERR_BUSY);
     /* Resume without closing: the held sends go. */
     ck_assert_int_eq(rov_context_reopen(A.ctx), ROV_OK);
     SPIN_UNTIL(A.resumed == 1 && A.rcvd == B.sent && B.rcvd == A.sent);
@@ -280,6 +288,41 @@ START_TEST(test_close_reopen)
     SPIN_UNTIL(A.rcvd == B.sent && B.rcvd == A.sent);
     ck_assert_uint_eq(stats(&A).reasons[ROV_REASON_REOPEN], 1);
     stream(A.sent + 300);
+    ck_assert_int_eq(A.errors + B.errors, 0);
+}
+END_TEST
+
+/* The application closes during a stage: the close waits for its end. */
+START_TEST(test_close_during_quiesce)
+{
+    stream(100);
+    B.close_on_peer = true;
+    rov_context_quiesce(A.ctx);
+    SPIN_UNTIL(A.quiesced == 1);
+    ck_assert_int_eq(rov_conn_close(A.conn), ROV_INPROGRESS);
+    ck_assert_int_eq(rov_conn_send(A.conn, 1, "x", 1, NULL), ROV_ERR_CLOSED);
+    ck_assert_int_eq(rov_context_reopen(A.ctx), ROV_OK);
+    SPIN_UNTIL(A.closed == 1 && B.closed == 1);
+    ck_assert_int_eq(A.errors + B.errors, 0);
+    ck_assert_int_eq(A.bad + B.bad, 0);
+}
+END_TEST
+
+/* The peer closes while this side drains: its CLOSE ends the drain; this
+ * side's rails close and reopen under the peer's pending close, which
+ * completes after the reconnect, on both sides, without a failure. */
+START_TEST(test_peer_closes_during_quiesce)
+{
+    stream(100);
+    A.close_on_peer = true;
+    ck_assert_int_eq(rov_context_quiesce(A.ctx), ROV_INPROGRESS);
+    ck_assert_int_eq(rov_conn_close(B.conn), ROV_INPROGRESS);
+    SPIN_UNTIL(A.quiesced == 1);
+    ck_assert_int_eq(rov_context_close_rails(A.ctx), ROV_OK);
+    spin(200);
+    ck_assert_int_eq(A.errors + B.errors, 0);
+    ck_assert_int_eq(rov_context_reopen(A.ctx), ROV_INPROGRESS);
+    SPIN_UNTIL(A.closed == 1 && B.closed == 1);
     ck_assert_int_eq(A.errors + B.errors, 0);
 }
 END_TEST
@@ -349,6 +392,8 @@ int main(void)
     tcase_add_test(tc, test_failover_resend);
     tcase_add_test(tc, test_quiesce_in_flight);
     tcase_add_test(tc, test_close_reopen);
+    tcase_add_test(tc, test_close_during_quiesce);
+    tcase_add_test(tc, test_peer_closes_during_quiesce);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_tables);
     suite_add_tcase(s, tc);
