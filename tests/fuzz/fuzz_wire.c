@@ -177,7 +177,9 @@ static void check_frame(const uint8_t *data, size_t size, size_t max_payload)
     CHECK(frame_len == ROV_WIRE_HDR_LEN + (size_t)hdr.len);
     CHECK(frame_len - ROV_WIRE_HDR_LEN <= max_payload);
     CHECK((hdr.type == ROV_FT_DATA) == (hdr.seq != 0));
-    if (hdr.type != ROV_FT_DATA && hdr.type != ROV_FT_HELLO && hdr.type != ROV_FT_HELLO_ACK)
+    if (hdr.type == ROV_FT_QUIESCE)
+        CHECK(hdr.len == ((hdr.tag & ROV_QUIESCE_RESUME) ? 0 : ROV_QUIESCE_PAYLOAD));
+    else if (hdr.type != ROV_FT_DATA && hdr.type != ROV_FT_HELLO && hdr.type != ROV_FT_HELLO_ACK)
         CHECK(hdr.len == 0);
     if (hdr.type == ROV_FT_HELLO || hdr.type == ROV_FT_HELLO_ACK || hdr.type == ROV_FT_SWITCH)
         CHECK((hdr.tag & ~(uint32_t)ROV_HF_MASK_) == 0 &&
