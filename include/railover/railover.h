@@ -564,19 +564,22 @@ typedef enum rov_context_stage {
 rov_status_t rov_context_quiesce(rov_context_t *context);
 
 /** Release every rail resource (channels, listeners, rails) of a quiesced
- * context; connections and the endpoint stay valid.  ROV_OK, or
- * ROV_ERR_BUSY (with a log line) when the context is not quiesced.
- * Blocks only as long as the rails' own teardown. */
+ * context; connections and the endpoint stay valid.  ROV_OK (also when
+ * closed already), or ROV_ERR_BUSY (with a log line) when the context is
+ * not quiesced, or memory registrations (rov_mem_register()) still hold
+ * rail resources.  Blocks only as long as the rails' own teardown. */
 rov_status_t rov_context_close_rails(rov_context_t *context);
 
-/** Closed: open the rails again (RAILOVER_RAILS as at rov_context_create(),
- * with new ports), listen again (ROV_EVENT_ENDPOINT_ADDRESS: the
- * endpoint's address changed), and reconnect every quiesced connection,
- * its preferred rail first, to its peer's address (rov_conn_set_peer_address()
- * changes it); the held sends follow, in order.  Quiescing or quiesced:
- * resume (the peers are told).  ROV_EVENT_CONTEXT_RESUMED says when every
- * connection sends again.  ROV_INPROGRESS, ROV_OK (running already), or
- * a rail's error opening (the context stays closed; try again). */
+/** Closed: open the rails again (RAILOVER_RAILS as at rov_context_create()),
+ * listen again, each rail on its previous port if it can
+ * (ROV_EVENT_ENDPOINT_ADDRESS; rov_endpoint_address() reads the address),
+ * and reconnect every quiesced connection, its preferred rail first, to its
+ * peer's address (rov_conn_set_peer_address() changes it); the reconnect
+ * tells the peer this side's address, and the held sends follow, in order.
+ * Returns ROV_INPROGRESS (ROV_EVENT_CONTEXT_RESUMED when no connection is
+ * reconnecting any more), or a rail's error opening (the context stays
+ * closed; try again).  Quiescing or quiesced: resume (the peers are told),
+ * ROV_OK.  Running: ROV_OK. */
 rov_status_t rov_context_reopen(rov_context_t *context);
 
 /** The context's stage. */
