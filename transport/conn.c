@@ -568,7 +568,7 @@ static void close_all_chans(struct rov_conn *conn)
 
 static void cancel_retained(struct rov_conn *conn, rov_status_t status)
 {
-    conn->ctx->tx_bytes -= conn->tx.bytes;
+    conn->ctx->tx_bytes -= conn->tx.bytes + conn->held_bytes;
     rov_msg_release_list(rov_retain_drain(&conn->tx), status);
     rov_msg_release_list(conn->held, status);
     conn->held = conn->held_tail = NULL;
@@ -944,9 +944,12 @@ static ROV_COLD rov_status_t send_held(struct rov_conn *conn, uint32_t tag, cons
     st = send_check(conn, buf, len, params, copy);
     if (st != ROV_OK)
         return st;
+    /* The connection's window covers what it retains and holds together;
+     * the context's bound (tx_cap) counts held bytes too (ctx->tx_bytes). */
     if ((conn->held_msgs || conn->tx.count) &&
         (conn->tx.count + conn->held_msgs >= conn->tx.max_msgs ||
-         conn->tx.bytes + conn->held_bytes + len > conn->tx.max_bytes)) {
+         conn->tx.bytes + conn->held_bytes + len > conn->tx.max_bytes ||
+         conn->ctx->tx_bytes + len > conn->ctx->tx_cap)) {
         conn->stats.window_full++;
         return ROV_ERR_AGAIN;
     }
@@ -962,6 +965,7 @@ static ROV_COLD rov_status_t send_held(struct rov_conn *conn, uint32_t tag, cons
     conn->held_tail = m;
     conn->held_msgs++;
     conn->held_bytes += len;
+    conn->ctx->tx_bytes += len;
     conn->stats.msgs_sent++;
     conn->stats.bytes_sent += len;
     return copy ? ROV_OK : ROV_INPROGRESS;
@@ -977,8 +981,7 @@ static void release_held(struct rov_conn *conn)
         struct rov_msg *next = m->next;
 
         m->next = NULL;
-        rov_retain_push(&conn->tx, m);
-        conn->ctx->tx_bytes += m->len;
+        rov_retain_push(&conn->tx, m); /* (in ctx->tx_bytes since held) */
         m = next;
     }
     conn->held = conn->held_tail = NULL;
