@@ -30,6 +30,11 @@ static struct rov_fo_ctx *E(const rov_context_t *ctx)
 
 #define CTX(conn) rov_policy_ctx_of(conn)
 
+static const struct rov_fo_settings *S(const rov_context_t *ctx)
+{
+    return rov_policy_settings(ctx, &failover_policy);
+}
+
 static bool has_chan(const rov_conn_t *conn, int rail)
 {
     struct rov_policy_chan chan;
@@ -38,6 +43,7 @@ static bool has_chan(const rov_conn_t *conn, int rail)
 }
 
 #define MS UINT64_C(1000000)
+#define SEC (1000 * MS)
 #define TICK_MIN_NS (1 * MS)
 #define TICK_MAX_NS (5 * MS)
 #define FLAPS_MAX 4         /* the dwell grows to 16x on a flapping path */
@@ -135,7 +141,7 @@ static uint64_t dwell_ns(const rov_conn_t *conn)
 {
     unsigned f = F(conn)->flaps < FLAPS_MAX ? F(conn)->flaps : FLAPS_MAX;
 
-    return cfg(conn)->failback_dwell_ns << f;
+    return S(CTX(conn))->failback_dwell_ns << f;
 }
 
 static void forget_chan(struct rov_fo_rail *r, uint64_t serial)
@@ -167,7 +173,7 @@ static uint64_t jittered(const rov_conn_t *conn, int rail, uint64_t backoff, uin
 static void mark_down(rov_conn_t *conn, int rail, rov_status_t status, uint64_t now)
 {
     struct rov_fo_rail *r = &F(conn)->rails[rail];
-    const struct rov_config *c = cfg(conn);
+    const struct rov_fo_settings *s = S(CTX(conn));
 
     if (r->state != ROV_FO_DOWN)
         r->down_since_ns = now;
@@ -190,9 +196,9 @@ static void mark_down(rov_conn_t *conn, int rail, rov_status_t status, uint64_t 
         return;
     }
     r->link_up_ns = 0;
-    r->backoff_ns = r->backoff_ns ? r->backoff_ns * 2 : c->failback_retry_ns;
-    if (r->backoff_ns > c->failback_retry_max_ns)
-        r->backoff_ns = c->failback_retry_max_ns;
+    r->backoff_ns = r->backoff_ns ? r->backoff_ns * 2 : s->failback_retry_ns;
+    if (r->backoff_ns > s->failback_retry_max_ns)
+        r->backoff_ns = s->failback_retry_max_ns;
     r->retry_ns = now + jittered(conn, rail, r->backoff_ns, now);
 }
 
@@ -461,8 +467,8 @@ static bool check_chan(rov_conn_t *conn, int rail, uint64_t now)
             limit = c->connect_timeout_ns;
             first = true;
         } else if (r->state == ROV_FO_DOWN && r->connect_ns) {
-            uint64_t l = 4 * r->connect_ns > c->failback_retry_max_ns ? 4 * r->connect_ns
-                                                                      : c->failback_retry_max_ns;
+            uint64_t rmax = S(CTX(conn))->failback_retry_max_ns;
+            uint64_t l = 4 * r->connect_ns > rmax ? 4 * r->connect_ns : rmax;
             retry = l < limit;
             limit = retry ? l : limit;
         }
@@ -583,7 +589,7 @@ static void maybe_failback(rov_conn_t *conn, uint64_t now)
     struct rov_policy_chan chan;
 
     if (best < 0 || best >= rov_policy_tx_rail(conn) || rov_policy_tx_sync(conn) || held(conn) ||
-        !cfg(conn)->failback || rov_policy_state(conn) != ROV_CONN_ESTABLISHED || !leads(conn))
+        !S(CTX(conn))->failback || rov_policy_state(conn) != ROV_CONN_ESTABLISHED || !leads(conn))
         return;
     r = &F(conn)->rails[best];
     if (!rov_policy_chan(conn, best, &chan)) {
@@ -822,10 +828,11 @@ static rov_status_t fo_hold(rov_conn_t *conn, bool on)
 static void fo_status_ctx(rov_context_t *ctx, FILE *out)
 {
     const struct rov_config *c = rov_policy_config(ctx);
+    const struct rov_fo_settings *s = S(ctx);
 
     fprintf(out, " failover=%s timeout_ms=%" PRIu64 " keepalive_ms=%" PRIu64 " failback=%s "
             "dwell_ms=%" PRIu64, c->failover ? "on" : "off", c->failover_timeout_ns / MS,
-            c->keepalive_ns / MS, c->failback ? "on" : "off", c->failback_dwell_ns / MS);
+            c->keepalive_ns / MS, s->failback ? "on" : "off", s->failback_dwell_ns / MS);
 }
 
 static void fo_status_rail(rov_conn_t *conn, int rail, bool chan, uint64_t now, FILE *out)
@@ -849,8 +856,53 @@ static void fo_status_rail(rov_conn_t *conn, int rail, bool chan, uint64_t now, 
                 r->heard_ago_ns / MS);
 }
 
+/* Settings ------------------------------------------------------------------ */
+
+static void fo_defaults(void *block)
+{
+    struct rov_fo_settings *s = block;
+
+    s->failback = 1;
+    s->failback_dwell_ns = 2 * SEC;
+    s->failback_retry_ns = 50 * MS;
+    s->failback_retry_max_ns = 5 * SEC;
+}
+
+static rov_status_t fo_check(const void *block, char *err, size_t err_len)
+{
+    const struct rov_fo_settings *s = block;
+
+    if (s->failback_retry_ns <= s->failback_retry_max_ns)
+        return ROV_OK;
+    snprintf(err, err_len, "RAILOVER_FAILBACK_RETRY exceeds RAILOVER_FAILBACK_RETRY_MAX");
+    return ROV_ERR_INVAL;
+}
+
+#define FO_OFF(f) offsetof(struct rov_fo_settings, f)
+
+static const struct rov_var fo_vars[] = {
+    {"RAILOVER_FAILBACK", ROV_VAR_BOOL, FO_OFF(failback), 0, 0, 0, NULL,
+     "move back to a preferred rail once it has healed (on/off)"},
+    {"RAILOVER_FAILBACK_DWELL", ROV_VAR_DURATION, FO_OFF(failback_dwell_ns), 0, 0, 3600 * SEC,
+     NULL, "a healed rail must stay healthy this long before traffic moves back"},
+    {"RAILOVER_FAILBACK_RETRY", ROV_VAR_DURATION, FO_OFF(failback_retry_ns), 0, 1 * MS,
+     3600 * SEC, NULL, "first retry of a failed rail after this; the wait doubles per failure"},
+    {"RAILOVER_FAILBACK_RETRY_MAX", ROV_VAR_DURATION, FO_OFF(failback_retry_max_ns), 0, 1 * MS,
+     3600 * SEC, NULL, "longest wait between retries of a failed rail"},
+};
+
+static struct rov_settings fo_settings = {
+    .layer = "failover",
+    .vars = fo_vars,
+    .nvars = sizeof(fo_vars) / sizeof(fo_vars[0]),
+    .size = sizeof(struct rov_fo_settings),
+    .defaults = fo_defaults,
+    .check = fo_check,
+};
+
 static const struct rov_policy_ops failover_policy = {
     .name = "failover",
+    .settings = &fo_settings,
     .ctx_size = sizeof(struct rov_fo_ctx),
     .conn_size = sizeof(struct rov_fo_conn),
     .ctx_init = fo_ctx_init,

@@ -38,6 +38,14 @@ enum rov_fo_rail_state {
 };
 #define ROV_FO_NSTATES (ROV_FO_DOWN + 1)
 
+/* The engine's settings (RAILOVER_FAILBACK*; transport/settings.h). */
+struct rov_fo_settings {
+    int failback;                  /* move back to a preferred rail once it heals */
+    uint64_t failback_dwell_ns;    /* healthy this long before traffic moves back */
+    uint64_t failback_retry_ns;    /* first retry of a failed rail; doubles ... */
+    uint64_t failback_retry_max_ns; /* ... up to this */
+};
+
 struct rov_fo_rail {
     uint8_t state;
     bool probe_sent;          /* keepalive probe outstanding on the channel */

@@ -201,12 +201,14 @@ static int loop_ready(struct rov_rail *rail)
 }
 
 static rov_status_t loop_open(rov_context_t *ctx, const struct rov_rail_spec *spec,
-                              const struct rov_config *config, struct rov_rail **rail_p)
+                              const struct rov_rail_env *env, const void *settings,
+                              struct rov_rail **rail_p)
 {
     struct loop_rail *r = rov_zalloc_lines(sizeof(*r));
 
     (void)spec;
-    (void)config;
+    (void)env;
+    (void)settings;
     if (!r)
         return ROV_ERR_NOMEM;
     r->wake.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -40,6 +40,29 @@
 #include "transport/rail.h"
 #include "transport/wire.h"
 
+/* The rail's settings (transport/settings.h). */
+struct tcp_settings {
+    uint64_t rxbuf; /* RAILOVER_TCP_RXBUF */
+};
+
+static void tcp_defaults(void *block)
+{
+    ((struct tcp_settings *)block)->rxbuf = 256 * 1024;
+}
+
+static const struct rov_var tcp_vars[] = {
+    {"RAILOVER_TCP_RXBUF", ROV_VAR_SIZE, offsetof(struct tcp_settings, rxbuf), 0, 4 * 1024,
+     64 * 1024 * 1024, NULL, "receive staging buffer per tcp channel"},
+};
+
+static struct rov_settings tcp_settings = {
+    .layer = "tcp",
+    .vars = tcp_vars,
+    .nvars = sizeof(tcp_vars) / sizeof(tcp_vars[0]),
+    .size = sizeof(struct tcp_settings),
+    .defaults = tcp_defaults,
+};
+
 /* Poll channels directly (no epoll_wait) while there are at most this many. */
 #define TCP_DIRECT_POLL_MAX 8
 /* ... and after this many polls without a sleep, take them out of epoll:
@@ -683,14 +706,16 @@ static void chan_cb(struct rov_watch *w, uint32_t events)
 /* Rail ops ------------------------------------------------------------------- */
 
 static rov_status_t tcp_open(rov_context_t *ctx, const struct rov_rail_spec *spec,
-                             const struct rov_config *config, struct rov_rail **rail_p)
+                             const struct rov_rail_env *env, const void *settings,
+                             struct rov_rail **rail_p)
 {
+    const struct tcp_settings *set = settings;
     struct tcp_rail *r = rov_zalloc_lines(sizeof(*r));
     rov_status_t st;
 
     if (!r)
         return ROV_ERR_NOMEM;
-    st = rov_net_resolve("tcp", spec->arg[0] ? spec->arg : config->tcp_if, &r->local,
+    st = rov_net_resolve("tcp", spec->arg[0] ? spec->arg : env->default_if, &r->local,
                          &r->local_len, r->ifname, sizeof(r->ifname));
     if (st != ROV_OK) {
         rov_error("tcp", "cannot open rail %s", spec->name);
@@ -700,8 +725,8 @@ static rov_status_t tcp_open(rov_context_t *ctx, const struct rov_rail_spec *spe
     r->base.ctx = ctx;
     r->listen_fd = -1;
     r->spare_fd = -1;
-    r->rxbuf = config->tcp_rxbuf;
-    r->keepalive_ns = config->keepalive_ns;
+    r->rxbuf = set->rxbuf;
+    r->keepalive_ns = env->keepalive_ns;
     rov_net_links_open(&r->links, &r->base, &r->local);
     *rail_p = &r->base;
     return ROV_OK;
@@ -1198,6 +1223,7 @@ static void tcp_chan_str(struct rov_chan *chan, char *buf, size_t len)
 
 static const struct rov_rail_ops tcp_ops = {
     .name = "tcp",
+    .settings = &tcp_settings,
     .open = tcp_open,
     .close = tcp_close,
     .listen = tcp_listen,

@@ -9,6 +9,8 @@
 #     states.h, config.h, log.h, control.h, compiler.h), never core.h or
 #     rail.h;
 #   - tools/ and mpi-btl/ include only include/railover/ (and their own);
+#   - a rail reads no configuration but its own settings block and the
+#     rail environment (struct rov_rail_env): no struct rov_config in a rail;
 #   - every state field is assigned in its setter only (states.h): a
 #     connection's state in conn_set_state(), a channel's in
 #     chan_set_state(), a failover rail's in fo_set_state(), a context's
@@ -53,6 +55,15 @@ deny "a policy includes a rail or the transport's internals" \
     "\"($railpat)/|\"transport/(core|rail|conn|retain|wire|auth)\.h\"" $policies
 deny "tools/ or mpi-btl/ includes something other than include/railover/" \
     "\"(transport|$railpat|$polpat)/" tools mpi-btl
+
+# A rail's settings are its own (transport/settings.h): it never sees the
+# configuration of the transport or of another layer.
+hits=$(for r in $rails; do [ -d "$r" ] && grep -Hn 'struct rov_config\b\|rov_config_t\b' -r --include='*.c' --include='*.h' "$r"; done)
+if [ -n "$hits" ]; then
+    echo "layering: a rail reads the configuration (struct rov_config) instead of its settings block:"
+    echo "$hits" | sed 's/^/  /'
+    bad=1
+fi
 
 # setter FIELD_PATTERN SETTER FILE... : assignments outside the setter
 setter() {

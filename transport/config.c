@@ -238,9 +238,12 @@ rov_status_t rov_parse_rails(const char *s, struct rov_rail_spec *rails, unsigne
     return ROV_OK;
 }
 
-void rov_config_defaults(struct rov_config *c)
+/* The transport's table ------------------------------------------------------ */
+
+static void transport_defaults(void *block)
 {
-    memset(c, 0, sizeof(*c));
+    struct rov_config *c = block;
+
     rov_parse_rails("tcp", c->rails, &c->nrails, NULL, 0);
     c->log_level = ROV_LOG_WARN;
     c->window_msgs = 8192;
@@ -253,141 +256,195 @@ void rov_config_defaults(struct rov_config *c)
     c->reorder_bytes = 4 * MiB;
     c->ack_delay_ns = 200 * 1000;
     c->spin_ns = 50 * 1000;
-    c->tcp_rxbuf = 256 * KiB;
     c->failover = 1;
     c->failover_timeout_ns = 1 * NS_PER_S;
     c->keepalive_ns = 1 * NS_PER_S;
-    c->failback = 1;
-    c->failback_dwell_ns = 2 * NS_PER_S;
-    c->failback_retry_ns = 50 * NS_PER_MS;
-    c->failback_retry_max_ns = 5 * NS_PER_S;
     c->unreachable_timeout_ns = 60 * NS_PER_S;
     c->control = 1;
-    c->verbs_cm = ROV_VERBS_CM_OOB;
-    c->verbs_gid_index = -1;
-    c->verbs_timeout = 14;
-    c->verbs_retry = 6;
-    /* Room for 8 KiB of payload with the wire header and an embedder's
-     * (ob1's match header): an 8 KiB MPI message is one SEND, as with UCX
-     * (an RTS/CTS round trip cost it 1.6x pml ucx's time).  A multiple of
-     * the page: with 8 KiB + 64 (UCX's RC segment) the slots drift across
-     * page boundaries, and 1 KiB messages took 1.09x as long on rxe
-     * (bench/README.md). */
-    c->verbs_eager = 12 * KiB;
-    c->verbs_recv = 64;
-    c->verbs_regcache = 256 * MiB;
+    c->progress_thread = 1;
 }
 
-enum var_type {
-    V_RAILS, V_IFNAME, V_LOG, V_COUNT, V_SIZE, V_DURATION, V_BOOL, V_FAULT, V_PATH,
-    V_DEVLIST, V_CHOICE, V_INDEX
-};
+static rov_status_t transport_check(const void *block, char *err, size_t err_len)
+{
+    const struct rov_config *c = block;
 
-struct var {
-    const char *name;
-    enum var_type type;
-    size_t offset;
-    uint64_t min, max;
-    const char *help;
-};
+    if (c->eager_limit > c->max_msg) {
+        errf(err, err_len, "RAILOVER_EAGER_LIMIT (%" PRIu64 ") exceeds RAILOVER_MAX_MSG (%" PRIu64
+             ")", c->eager_limit, c->max_msg);
+        return ROV_ERR_INVAL;
+    }
+    return ROV_OK;
+}
 
 #define OFF(f) offsetof(struct rov_config, f)
+#define LEN(f) sizeof(((struct rov_config *)0)->f)
 
-static const struct var vars[] = {
-    {"RAILOVER_RAILS", V_RAILS, OFF(rails), 0, 0,
+static const struct rov_var transport_vars[] = {
+    {"RAILOVER_RAILS", ROV_VAR_RAILS, OFF(rails), 0, 0, 0, NULL,
      "rails in order of preference: kind[@arg],... (tcp@IFACE)"},
-    {"RAILOVER_TCP_IF", V_IFNAME, OFF(tcp_if), 0, 0,
+    {"RAILOVER_TCP_IF", ROV_VAR_IFNAME, OFF(tcp_if), LEN(tcp_if), 0, 0, NULL,
      "interface of tcp rails without @IFACE (empty: first non-loopback)"},
-    {"RAILOVER_LOG", V_LOG, OFF(log_level), 0, 0, "error, warn, info, debug or trace"},
-    {"RAILOVER_WINDOW_MSGS", V_COUNT, OFF(window_msgs), 1, 1u << 20,
+    {"RAILOVER_LOG", ROV_VAR_LOG, OFF(log_level), 0, 0, 0, NULL,
+     "error, warn, info, debug or trace"},
+    {"RAILOVER_WINDOW_MSGS", ROV_VAR_COUNT, OFF(window_msgs), 0, 1, 1u << 20, NULL,
      "unacknowledged messages per connection"},
-    {"RAILOVER_WINDOW_BYTES", V_SIZE, OFF(window_bytes), 4 * KiB, 64 * GiB,
+    {"RAILOVER_WINDOW_BYTES", ROV_VAR_SIZE, OFF(window_bytes), 0, 4 * KiB, 64 * GiB, NULL,
      "unacknowledged bytes per connection"},
-    {"RAILOVER_WINDOW_TOTAL", V_SIZE, OFF(window_total), 64 * KiB, 1024 * GiB,
+    {"RAILOVER_WINDOW_TOTAL", ROV_VAR_SIZE, OFF(window_total), 0, 64 * KiB, 1024 * GiB, NULL,
      "unacknowledged bytes of all connections together (one message always fits an "
      "empty connection)"},
-    {"RAILOVER_WINDOW_TIME", V_DURATION, OFF(window_time_ns), 0, 3600 * NS_PER_S,
+    {"RAILOVER_WINDOW_TIME", ROV_VAR_DURATION, OFF(window_time_ns), 0, 0, 3600 * NS_PER_S, NULL,
      "unacknowledged bytes of all connections together, in time: what the peers "
      "acknowledge in this long at their recent rate (at least 1 MiB, at most "
      "RAILOVER_WINDOW_TOTAL; 0s: RAILOVER_WINDOW_TOTAL alone); bounds how long a "
      "failover's control frames wait behind data"},
-    {"RAILOVER_EAGER_LIMIT", V_SIZE, OFF(eager_limit), 0, 1 * MiB,
+    {"RAILOVER_EAGER_LIMIT", ROV_VAR_SIZE, OFF(eager_limit), 0, 0, 1 * MiB, NULL,
      "largest message copied at send; larger ones are zero-copy"},
-    {"RAILOVER_MAX_MSG", V_SIZE, OFF(max_msg), 1 * KiB, 1 * GiB,
+    {"RAILOVER_MAX_MSG", ROV_VAR_SIZE, OFF(max_msg), 0, 1 * KiB, 1 * GiB, NULL,
      "largest message; larger frames from a peer are a protocol error"},
-    {"RAILOVER_REORDER_MSGS", V_COUNT, OFF(reorder_msgs), 1, 1u << 16,
+    {"RAILOVER_REORDER_MSGS", ROV_VAR_COUNT, OFF(reorder_msgs), 0, 1, 1u << 16, NULL,
      "early arrivals buffered per connection"},
-    {"RAILOVER_REORDER_BYTES", V_SIZE, OFF(reorder_bytes), 0, 64 * GiB,
+    {"RAILOVER_REORDER_BYTES", ROV_VAR_SIZE, OFF(reorder_bytes), 0, 0, 64 * GiB, NULL,
      "bytes of early arrivals buffered per connection; beyond, they are dropped and "
      "asked for again"},
-    {"RAILOVER_ACK_DELAY", V_DURATION, OFF(ack_delay_ns), 1000, 1000 * NS_PER_MS,
+    {"RAILOVER_ACK_DELAY", ROV_VAR_DURATION, OFF(ack_delay_ns), 0, 1000, 1000 * NS_PER_MS, NULL,
      "longest wait before a stand-alone acknowledgement"},
-    {"RAILOVER_SPIN", V_DURATION, OFF(spin_ns), 0, NS_PER_S,
+    {"RAILOVER_SPIN", ROV_VAR_DURATION, OFF(spin_ns), 0, 0, NS_PER_S, NULL,
      "rov_context_wait() polls this long before it sleeps (0s: sleeps at once)"},
-    {"RAILOVER_TCP_RXBUF", V_SIZE, OFF(tcp_rxbuf), 4 * KiB, 64 * MiB,
-     "receive staging buffer per tcp channel"},
-    {"RAILOVER_FAILOVER", V_BOOL, OFF(failover), 0, 0,
+    {"RAILOVER_FAILOVER", ROV_VAR_BOOL, OFF(failover), 0, 0, 0, NULL,
      "move a connection to the next rail when its rail fails (on/off)"},
-    {"RAILOVER_FAILOVER_TIMEOUT", V_DURATION, OFF(failover_timeout_ns), 10 * NS_PER_MS,
-     3600 * NS_PER_S, "work on a rail with no rail-level completion this long is a failure"},
-    {"RAILOVER_CONNECT_TIMEOUT", V_DURATION, OFF(connect_timeout_ns), 0, 3600 * NS_PER_S,
+    {"RAILOVER_FAILOVER_TIMEOUT", ROV_VAR_DURATION, OFF(failover_timeout_ns), 0, 10 * NS_PER_MS,
+     3600 * NS_PER_S, NULL, "work on a rail with no rail-level completion this long is a failure"},
+    {"RAILOVER_CONNECT_TIMEOUT", ROV_VAR_DURATION, OFF(connect_timeout_ns), 0, 0,
+     3600 * NS_PER_S, NULL,
      "a connection's first connect on a rail may take this long (0s: RAILOVER_FAILOVER_TIMEOUT)"},
-    {"RAILOVER_KEEPALIVE", V_DURATION, OFF(keepalive_ns), 0, 3600 * NS_PER_S,
+    {"RAILOVER_KEEPALIVE", ROV_VAR_DURATION, OFF(keepalive_ns), 0, 0, 3600 * NS_PER_S, NULL,
      "probe a channel that sent nothing this long (0s: never)"},
-    {"RAILOVER_FAILBACK", V_BOOL, OFF(failback), 0, 0,
-     "move back to a preferred rail once it has healed (on/off)"},
-    {"RAILOVER_FAILBACK_DWELL", V_DURATION, OFF(failback_dwell_ns), 0, 3600 * NS_PER_S,
-     "a healed rail must stay healthy this long before traffic moves back"},
-    {"RAILOVER_FAILBACK_RETRY", V_DURATION, OFF(failback_retry_ns), 1 * NS_PER_MS,
-     3600 * NS_PER_S, "first retry of a failed rail after this; the wait doubles per failure"},
-    {"RAILOVER_FAILBACK_RETRY_MAX", V_DURATION, OFF(failback_retry_max_ns), 1 * NS_PER_MS,
-     3600 * NS_PER_S, "longest wait between retries of a failed rail"},
-    {"RAILOVER_UNREACHABLE_TIMEOUT", V_DURATION, OFF(unreachable_timeout_ns), 0,
-     7 * 24 * 3600 * NS_PER_S,
+    {"RAILOVER_UNREACHABLE_TIMEOUT", ROV_VAR_DURATION, OFF(unreachable_timeout_ns), 0, 0,
+     7 * 24 * 3600 * NS_PER_S, NULL,
      "a connection none of whose rails has worked for this long fails as unreachable "
      "(0s: it reconnects for ever)"},
-    {"RAILOVER_FAULT", V_FAULT, OFF(fault), 0, 0,
+    {"RAILOVER_FAULT", ROV_VAR_FAULT, OFF(fault), LEN(fault), 0, 0, NULL,
      "fault injection for tests: rail=N,mode=error|silent,after=N[,every=N][,seed=N] "
      "or at=close|last-close|close-answer instead of after="},
-    {"RAILOVER_VERBS_DEV", V_DEVLIST, OFF(verbs_dev), 0, 0,
-     "RDMA devices of verbs rails without @DEV: dev[:port],... first active wins (empty: any)"},
-    {"RAILOVER_VERBS_CM", V_CHOICE, OFF(verbs_cm), 0, 0,
-     "how verbs QPs are connected: oob (TCP handshake, checkpointable) or rdmacm"},
-    {"RAILOVER_VERBS_GID_INDEX", V_INDEX, OFF(verbs_gid_index), 0, 255,
-     "GID table index (auto: RoCE v2 with an IPv4 address first)"},
-    {"RAILOVER_VERBS_TIMEOUT", V_COUNT, OFF(verbs_timeout), 1, 31,
-     "RC ACK timeout exponent, 4.096us*2^N (14 = 67ms; lower gives false alarms on Soft-RoCE)"},
-    {"RAILOVER_VERBS_RETRY", V_COUNT, OFF(verbs_retry), 1, 7,
-     "RC retry count; a dead path errors after about (N+1)*timeout (7 = retry forever on rxe)"},
-    {"RAILOVER_VERBS_EAGER", V_SIZE, OFF(verbs_eager), 1 * KiB, 1 * MiB,
-     "receive buffer size; larger frames are RDMA-written into a staging buffer of the receiver"},
-    {"RAILOVER_VERBS_RECV", V_COUNT, OFF(verbs_recv), 4, 4096,
-     "pre-posted receive buffers (send credits) per verbs channel"},
-    {"RAILOVER_VERBS_REGCACHE", V_SIZE, OFF(verbs_regcache), 0, 1024 * GiB,
-     "memory registrations kept for reuse after use, while their memory stays "
-     "mapped (0: register per message)"},
-    {"RAILOVER_CONTROL", V_BOOL, OFF(control), 0, 0,
+    {"RAILOVER_CONTROL", ROV_VAR_BOOL, OFF(control), 0, 0, 0, NULL,
      "serve the per-process control socket (railover status/force/release)"},
-    {"RAILOVER_RUN_DIR", V_PATH, OFF(run_dir), 0, 0,
+    {"RAILOVER_PROGRESS_THREAD", ROV_VAR_BOOL, OFF(progress_thread), 0, 0, 0, NULL,
+     "a helper thread answers control requests and completes checkpoint stages while the "
+     "application computes without calling the library (off: only its progress calls do)"},
+    {"RAILOVER_RUN_DIR", ROV_VAR_PATH, OFF(run_dir), LEN(run_dir), 0, 0, NULL,
      "directory of control sockets (empty: $XDG_RUNTIME_DIR/railover or /tmp/railover-UID)"},
 };
 
-/* The words a V_CHOICE variable accepts, stored as their index. */
-static const char *choices(const struct var *v)
+/* The transport's block is the configuration itself (offset 0); the other
+ * layers' blocks sit in its blocks[] area. */
+static struct rov_settings transport_settings = {
+    .layer = "transport",
+    .vars = transport_vars,
+    .nvars = sizeof(transport_vars) / sizeof(transport_vars[0]),
+    .size = offsetof(struct rov_config, blocks),
+    .defaults = transport_defaults,
+    .check = transport_check,
+    .offset = 0,
+};
+
+/* Registry of tables ---------------------------------------------------------- */
+
+#define MAX_TABLES 16
+#define MAX_VARS 128
+
+/* tables[0] is the transport's; the others follow by layer name.  Written
+ * only from constructors (registration), read afterwards. */
+static struct rov_settings *tables[MAX_TABLES] = {&transport_settings};
+static size_t ntables = 1;
+static size_t nvars_all = sizeof(transport_vars) / sizeof(transport_vars[0]);
+static size_t blocks_used;
+
+static const struct rov_var *var_find(const char *name, const struct rov_settings **t_p);
+
+void rov_settings_register(struct rov_settings *s)
 {
-    return v->offset == OFF(verbs_cm) ? "oob|rdmacm" : "";
+    size_t off = (blocks_used + 15) & ~(size_t)15, i;
+
+    for (i = 0; i < ntables; i++)
+        if (tables[i] == s)
+            return;
+    for (i = 0; i < s->nvars; i++)
+        if (strncmp(s->vars[i].name, "RAILOVER_", 9) != 0 || var_find(s->vars[i].name, NULL))
+            break;
+    if (ntables == MAX_TABLES || nvars_all + s->nvars > MAX_VARS || i < s->nvars ||
+        !s->defaults || off + s->size > ROV_SETTINGS_BLOCKS_MAX) {
+        /* A bug in the layer, found at load, before any configuration. */
+        fprintf(stderr, "railover: cannot register the settings of '%s' (a name without "
+                "RAILOVER_ or taken, no defaults, or more than the room for settings)\n", s->layer);
+        abort();
+    }
+    s->offset = offsetof(struct rov_config, blocks) + off;
+    blocks_used = off + s->size;
+    nvars_all += s->nvars;
+    for (i = ntables++; i > 1 && strcmp(tables[i - 1]->layer, s->layer) > 0; i--)
+        tables[i] = tables[i - 1];
+    tables[i] = s;
 }
 
-static rov_status_t set_var(struct rov_config *c, const struct var *v, const char *value,
-                            char *err, size_t err_len)
+const void *rov_settings_of(const struct rov_config *config, const struct rov_settings *s)
+{
+    return (const char *)config + s->offset;
+}
+
+static void *field_of(struct rov_config *c, const struct rov_settings *t, const struct rov_var *v)
+{
+    return (char *)c + t->offset + v->offset;
+}
+
+/* The variable called name, and its table. */
+static const struct rov_var *var_find(const char *name, const struct rov_settings **t_p)
+{
+    for (size_t i = 0; i < ntables; i++) {
+        for (size_t k = 0; k < tables[i]->nvars; k++) {
+            if (strcmp(tables[i]->vars[k].name, name) == 0) {
+                if (t_p)
+                    *t_p = tables[i];
+                return &tables[i]->vars[k];
+            }
+        }
+    }
+    return NULL;
+}
+
+/* The index-th variable over all tables, in order, and its table. */
+static const struct rov_var *var_at(size_t index, const struct rov_settings **t_p)
+{
+    for (size_t i = 0; i < ntables; i++) {
+        if (index < tables[i]->nvars) {
+            *t_p = tables[i];
+            return &tables[i]->vars[index];
+        }
+        index -= tables[i]->nvars;
+    }
+    return NULL;
+}
+
+void rov_config_defaults(struct rov_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < ntables; i++)
+        tables[i]->defaults((char *)c + tables[i]->offset);
+}
+
+/* Values ---------------------------------------------------------------------- */
+
+static rov_status_t set_var(struct rov_config *c, const struct rov_settings *t,
+                            const struct rov_var *v, const char *value, char *err,
+                            size_t err_len)
 {
     char why[256] = "";
-    void *field = (char *)c + v->offset;
+    void *field = field_of(c, t, v);
     rov_status_t st = ROV_OK;
     const char *bad;
 
     switch (v->type) {
-    case V_RAILS: {
+    case ROV_VAR_RAILS: {
         struct rov_rail_spec rails[ROV_MAX_RAILS];
         unsigned n;
 
@@ -399,19 +456,18 @@ static rov_status_t set_var(struct rov_config *c, const struct var *v, const cha
         }
         break;
     }
-    case V_IFNAME:
-        if (*value && (!valid_token(value, strlen(value), 1) ||
-                       strlen(value) >= ROV_RAIL_ARG_MAX)) {
+    case ROV_VAR_IFNAME:
+        if (*value && (!valid_token(value, strlen(value), 1) || strlen(value) >= v->len)) {
             snprintf(why, sizeof(why), "'%s' is not an interface name", value);
             st = ROV_ERR_INVAL;
         } else if ((bad = rov_net_literal_unusable(value)) != NULL) {
             snprintf(why, sizeof(why), "'%s' is %s, which peers cannot connect to", value, bad);
             st = ROV_ERR_INVAL;
         } else {
-            snprintf(field, ROV_RAIL_ARG_MAX, "%s", value);
+            snprintf(field, v->len, "%s", value);
         }
         break;
-    case V_LOG: {
+    case ROV_VAR_LOG: {
         int level = rov_log_level_parse(value);
 
         if (level < 0) {
@@ -422,39 +478,39 @@ static rov_status_t set_var(struct rov_config *c, const struct var *v, const cha
         }
         break;
     }
-    case V_COUNT:
+    case ROV_VAR_COUNT:
         st = rov_parse_u64(value, v->min, v->max, field, why, sizeof(why));
         break;
-    case V_SIZE:
+    case ROV_VAR_SIZE:
         st = rov_parse_size(value, v->min, v->max, field, why, sizeof(why));
         break;
-    case V_DURATION:
+    case ROV_VAR_DURATION:
         st = rov_parse_duration(value, v->min, v->max, field, why, sizeof(why));
         break;
-    case V_BOOL:
+    case ROV_VAR_BOOL:
         st = rov_parse_bool(value, field, why, sizeof(why));
         break;
-    case V_FAULT:
+    case ROV_VAR_FAULT:
         st = rov_fault_parse(value, NULL, why, sizeof(why));
-        if (st == ROV_OK && strlen(value) >= sizeof(c->fault)) {
-            snprintf(why, sizeof(why), "longer than %zu characters", sizeof(c->fault) - 1);
+        if (st == ROV_OK && strlen(value) >= v->len) {
+            snprintf(why, sizeof(why), "longer than %zu characters", v->len - 1);
             st = ROV_ERR_INVAL;
         }
         if (st == ROV_OK)
-            snprintf(field, sizeof(c->fault), "%s", value);
+            snprintf(field, v->len, "%s", value);
         break;
-    case V_DEVLIST:
-        if (strlen(value) >= sizeof(c->verbs_dev) ||
+    case ROV_VAR_DEVLIST:
+        if (strlen(value) >= v->len ||
             strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:,") !=
                 strlen(value)) {
             snprintf(why, sizeof(why), "not a list of device[:port] names");
             st = ROV_ERR_INVAL;
         } else {
-            snprintf(field, sizeof(c->verbs_dev), "%s", value);
+            snprintf(field, v->len, "%s", value);
         }
         break;
-    case V_CHOICE: {
-        const char *p = choices(v);
+    case ROV_VAR_CHOICE: {
+        const char *p = v->choices;
         int i = 0;
         size_t n = strlen(value);
 
@@ -471,10 +527,10 @@ static rov_status_t set_var(struct rov_config *c, const struct var *v, const cha
             i++;
         }
         if (st != ROV_OK)
-            snprintf(why, sizeof(why), "not one of %s", choices(v));
+            snprintf(why, sizeof(why), "not one of %s", v->choices);
         break;
     }
-    case V_INDEX: {
+    case ROV_VAR_INDEX: {
         uint64_t u;
 
         if (strcmp(value, "auto") == 0) {
@@ -486,13 +542,13 @@ static rov_status_t set_var(struct rov_config *c, const struct var *v, const cha
         }
         break;
     }
-    case V_PATH:
-        if (*value && (value[0] != '/' || strlen(value) >= sizeof(c->run_dir) - 32)) {
+    case ROV_VAR_PATH:
+        if (*value && (value[0] != '/' || strlen(value) >= v->len - 32)) {
             snprintf(why, sizeof(why), "not an absolute path shorter than %zu characters",
-                     sizeof(c->run_dir) - 32);
+                     v->len - 32);
             st = ROV_ERR_INVAL;
         } else {
-            snprintf(field, sizeof(c->run_dir), "%s", value);
+            snprintf(field, v->len, "%s", value);
         }
         break;
     }
@@ -501,17 +557,13 @@ static rov_status_t set_var(struct rov_config *c, const struct var *v, const cha
     return st;
 }
 
+/* Every table's own consistency checks. */
 static rov_status_t check_consistency(const struct rov_config *c, char *err, size_t err_len)
 {
-    if (c->failback_retry_ns > c->failback_retry_max_ns) {
-        errf(err, err_len, "RAILOVER_FAILBACK_RETRY exceeds RAILOVER_FAILBACK_RETRY_MAX");
-        return ROV_ERR_INVAL;
-    }
-    if (c->eager_limit > c->max_msg) {
-        errf(err, err_len, "RAILOVER_EAGER_LIMIT (%" PRIu64 ") exceeds RAILOVER_MAX_MSG (%" PRIu64
-             ")", c->eager_limit, c->max_msg);
-        return ROV_ERR_INVAL;
-    }
+    for (size_t i = 0; i < ntables; i++)
+        if (tables[i]->check &&
+            tables[i]->check(rov_settings_of(c, tables[i]), err, err_len) != ROV_OK)
+            return ROV_ERR_INVAL;
     return ROV_OK;
 }
 
@@ -519,32 +571,34 @@ rov_status_t rov_config_set(rov_config_t *config, const char *name, const char *
                             char *err_buf, size_t err_len)
 {
     struct rov_config tmp = *config;
+    const struct rov_settings *t;
+    const struct rov_var *v = var_find(name, &t);
 
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        if (strcmp(vars[i].name, name) != 0)
-            continue;
-        if (set_var(&tmp, &vars[i], value, err_buf, err_len) ||
-            check_consistency(&tmp, err_buf, err_len))
-            return ROV_ERR_INVAL;
-        *config = tmp;
-        return ROV_OK;
+    if (!v) {
+        errf(err_buf, err_len, "unknown configuration variable %s", name);
+        return ROV_ERR_NOT_FOUND;
     }
-    errf(err_buf, err_len, "unknown configuration variable %s", name);
-    return ROV_ERR_NOT_FOUND;
+    if (set_var(&tmp, t, v, value, err_buf, err_len) ||
+        check_consistency(&tmp, err_buf, err_len))
+        return ROV_ERR_INVAL;
+    *config = tmp;
+    return ROV_OK;
 }
 
 rov_status_t rov_config_read(char *err_buf, size_t err_len, rov_config_t **config_p)
 {
     char err[512];
     struct rov_config *c = malloc(sizeof(*c));
+    const struct rov_settings *t;
+    const struct rov_var *v;
 
     if (!c)
         return ROV_ERR_NOMEM;
     rov_config_defaults(c);
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        const char *value = getenv(vars[i].name);
+    for (size_t i = 0; (v = var_at(i, &t)) != NULL; i++) {
+        const char *value = getenv(v->name);
 
-        if (value && set_var(c, &vars[i], value, err, sizeof(err)))
+        if (value && set_var(c, t, v, value, err, sizeof(err)))
             goto bad;
     }
     if (check_consistency(c, err, sizeof(err)))
@@ -558,23 +612,24 @@ bad:
     return ROV_ERR_INVAL;
 }
 
-static void print_value(const struct rov_config *c, const struct var *v, FILE *f)
+static void print_value(const struct rov_config *c, const struct rov_settings *t,
+                        const struct rov_var *v, FILE *f)
 {
-    const void *field = (const char *)c + v->offset;
+    const void *field = field_of((struct rov_config *)c, t, v);
 
     switch (v->type) {
-    case V_RAILS:
+    case ROV_VAR_RAILS:
         for (unsigned i = 0; i < c->nrails; i++)
             fprintf(f, "%s%s", i ? "," : "", c->rails[i].name);
         break;
-    case V_IFNAME:
-    case V_FAULT:
-    case V_PATH:
-    case V_DEVLIST:
+    case ROV_VAR_IFNAME:
+    case ROV_VAR_FAULT:
+    case ROV_VAR_PATH:
+    case ROV_VAR_DEVLIST:
         fputs(field, f);
         break;
-    case V_CHOICE: {
-        const char *p = choices(v);
+    case ROV_VAR_CHOICE: {
+        const char *p = v->choices;
 
         for (int i = *(const int *)field; i > 0 && p; i--)
             p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL;
@@ -582,23 +637,23 @@ static void print_value(const struct rov_config *c, const struct var *v, FILE *f
             fprintf(f, "%.*s", (int)strcspn(p, "|"), p);
         break;
     }
-    case V_INDEX:
+    case ROV_VAR_INDEX:
         if (*(const int *)field < 0)
             fputs("auto", f);
         else
             fprintf(f, "%d", *(const int *)field);
         break;
-    case V_BOOL:
+    case ROV_VAR_BOOL:
         fputs(*(const int *)field ? "on" : "off", f);
         break;
-    case V_LOG:
+    case ROV_VAR_LOG:
         fputs(rov_log_level_name(*(const int *)field), f);
         break;
-    case V_COUNT:
-    case V_SIZE:
+    case ROV_VAR_COUNT:
+    case ROV_VAR_SIZE:
         fprintf(f, "%" PRIu64, *(const uint64_t *)field);
         break;
-    case V_DURATION: {
+    case ROV_VAR_DURATION: {
         uint64_t ns = *(const uint64_t *)field;
 
         if (ns && ns % NS_PER_S == 0)
@@ -616,21 +671,23 @@ static void print_value(const struct rov_config *c, const struct var *v, FILE *f
 
 void rov_config_print(const rov_config_t *config, FILE *f)
 {
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        fprintf(f, "%s=", vars[i].name);
-        print_value(config, &vars[i], f);
-        fprintf(f, "  # %s\n", vars[i].help);
+    const struct rov_settings *t;
+    const struct rov_var *v;
+
+    for (size_t i = 0; (v = var_at(i, &t)) != NULL; i++) {
+        fprintf(f, "%s=", v->name);
+        print_value(config, t, v, f);
+        fprintf(f, "  # %s\n", v->help);
     }
 }
 
 /* Enumeration ---------------------------------------------------------------- */
 
-#define NVARS (sizeof(vars) / sizeof(vars[0]))
 #define DEFAULT_TEXT_MAX 256
 
 /* A value's text into buf: ROV_ERR_MSGSIZE when it does not fit. */
-static rov_status_t format_value(const struct rov_config *c, const struct var *v, char *buf,
-                                 size_t len)
+static rov_status_t format_value(const struct rov_config *c, const struct rov_settings *t,
+                                 const struct rov_var *v, char *buf, size_t len)
 {
     FILE *f;
     long n;
@@ -642,7 +699,7 @@ static rov_status_t format_value(const struct rov_config *c, const struct var *v
     if (!f)
         return ROV_ERR_NOMEM;
     setvbuf(f, NULL, _IONBF, 0);
-    print_value(c, v, f);
+    print_value(c, t, v, f);
     n = ftell(f);
     fclose(f);
     buf[len - 1] = '\0';
@@ -653,53 +710,57 @@ static const struct {
     rov_config_type_t type;
     const char *units;
 } public_type[] = {
-    [V_RAILS] = {ROV_CONFIG_STRING, ""},          [V_IFNAME] = {ROV_CONFIG_STRING, ""},
-    [V_LOG] = {ROV_CONFIG_CHOICE, ""},            [V_COUNT] = {ROV_CONFIG_COUNT, "count"},
-    [V_SIZE] = {ROV_CONFIG_SIZE, "bytes"},        [V_DURATION] = {ROV_CONFIG_DURATION, "time"},
-    [V_BOOL] = {ROV_CONFIG_BOOL, ""},             [V_FAULT] = {ROV_CONFIG_STRING, ""},
-    [V_PATH] = {ROV_CONFIG_STRING, "path"},       [V_DEVLIST] = {ROV_CONFIG_STRING, ""},
-    [V_CHOICE] = {ROV_CONFIG_CHOICE, ""},         [V_INDEX] = {ROV_CONFIG_COUNT, "index"},
+    [ROV_VAR_RAILS] = {ROV_CONFIG_STRING, ""},     [ROV_VAR_IFNAME] = {ROV_CONFIG_STRING, ""},
+    [ROV_VAR_LOG] = {ROV_CONFIG_CHOICE, ""},       [ROV_VAR_COUNT] = {ROV_CONFIG_COUNT, "count"},
+    [ROV_VAR_SIZE] = {ROV_CONFIG_SIZE, "bytes"},   [ROV_VAR_DURATION] = {ROV_CONFIG_DURATION, "time"},
+    [ROV_VAR_BOOL] = {ROV_CONFIG_BOOL, ""},        [ROV_VAR_FAULT] = {ROV_CONFIG_STRING, ""},
+    [ROV_VAR_PATH] = {ROV_CONFIG_STRING, "path"},  [ROV_VAR_DEVLIST] = {ROV_CONFIG_STRING, ""},
+    [ROV_VAR_CHOICE] = {ROV_CONFIG_CHOICE, ""},    [ROV_VAR_INDEX] = {ROV_CONFIG_COUNT, "index"},
 };
 
-static rov_config_var_t public_vars[NVARS];
-static char default_text[NVARS][DEFAULT_TEXT_MAX];
+static rov_config_var_t public_vars[MAX_VARS];
+static char default_text[MAX_VARS][DEFAULT_TEXT_MAX];
 static pthread_once_t public_once = PTHREAD_ONCE_INIT;
 
 static void public_init(void)
 {
-    struct rov_config d;
+    struct rov_config *d = malloc(sizeof(*d));
+    const struct rov_settings *t;
+    const struct rov_var *v;
 
-    rov_config_defaults(&d);
-    for (size_t i = 0; i < NVARS; i++) {
-        const struct var *v = &vars[i];
+    if (d)
+        rov_config_defaults(d);
+    for (size_t i = 0; (v = var_at(i, &t)) != NULL; i++) {
         rov_config_var_t *p = &public_vars[i];
 
-        format_value(&d, v, default_text[i], sizeof(default_text[i]));
+        if (d)
+            format_value(d, t, v, default_text[i], sizeof(default_text[i]));
         p->name = v->name;
         p->type = public_type[v->type].type;
         p->default_value = default_text[i];
         p->help = v->help;
         p->units = public_type[v->type].units;
         /* Words accepted instead of a number, or the only words accepted. */
-        p->choices = v->type == V_LOG     ? "error|warn|info|debug|trace" :
-                     v->type == V_CHOICE  ? choices(v) :
-                     v->type == V_INDEX   ? "auto" : "";
-        if (v->type == V_COUNT || v->type == V_SIZE || v->type == V_DURATION ||
-            v->type == V_INDEX) {
+        p->choices = v->type == ROV_VAR_LOG    ? "error|warn|info|debug|trace" :
+                     v->type == ROV_VAR_CHOICE ? v->choices :
+                     v->type == ROV_VAR_INDEX  ? "auto" : "";
+        if (v->type == ROV_VAR_COUNT || v->type == ROV_VAR_SIZE ||
+            v->type == ROV_VAR_DURATION || v->type == ROV_VAR_INDEX) {
             p->min = v->min;
             p->max = v->max;
         }
     }
+    free(d);
 }
 
 int rov_config_var_count(void)
 {
-    return (int)NVARS;
+    return (int)nvars_all;
 }
 
 const rov_config_var_t *rov_config_var(int index)
 {
-    if (index < 0 || (size_t)index >= NVARS)
+    if (index < 0 || (size_t)index >= nvars_all)
         return NULL;
     pthread_once(&public_once, public_init);
     return &public_vars[index];
@@ -707,10 +768,10 @@ const rov_config_var_t *rov_config_var(int index)
 
 rov_status_t rov_config_get(const rov_config_t *config, const char *name, char *buf, size_t len)
 {
-    for (size_t i = 0; i < NVARS; i++)
-        if (strcmp(vars[i].name, name) == 0)
-            return format_value(config, &vars[i], buf, len);
-    return ROV_ERR_NOT_FOUND;
+    const struct rov_settings *t;
+    const struct rov_var *v = var_find(name, &t);
+
+    return v ? format_value(config, t, v, buf, len) : ROV_ERR_NOT_FOUND;
 }
 
 void rov_config_free(rov_config_t *config)

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "railover/railover.h"
+#include "transport/settings.h"
 
 #define ROV_MAX_RAILS 8
 #define ROV_RAIL_ARG_MAX 64
@@ -30,34 +31,26 @@ struct rov_config {
     /* read when connections and channels are made */
     uint64_t reorder_msgs;
     uint64_t reorder_bytes;        /* payload of early arrivals held per connection */
-    uint64_t tcp_rxbuf;
     struct rov_rail_spec rails[ROV_MAX_RAILS];
     unsigned nrails;
     char tcp_if[ROV_RAIL_ARG_MAX]; /* empty: first non-loopback IPv4 interface */
     int log_level;
-    /* failover engine (failover/) */
+    /* failure detection: read by the transport, rails (rov_rail_env) and failover/ */
     int failover;                  /* detect failures and move connections */
     uint64_t failover_timeout_ns;  /* no rail-level completion for this long: stalled */
     uint64_t keepalive_ns;         /* probe a channel idle this long; 0: never */
     uint64_t connect_timeout_ns;   /* a rail's first connect per connection; 0: as above */
-    int failback;                  /* move back to a preferred rail once it heals */
-    uint64_t failback_dwell_ns;    /* healthy this long before traffic moves back */
-    uint64_t failback_retry_ns;    /* first retry of a failed rail; doubles ... */
-    uint64_t failback_retry_max_ns; /* ... up to this */
     uint64_t unreachable_timeout_ns; /* every rail down this long: the connection fails; 0: never */
     char fault[128];               /* RAILOVER_FAULT: fault injection spec, empty: none */
-    /* verbs rail (verbs/) */
-    char verbs_dev[128];           /* device[:port],... tried in order; empty: any active */
-    int verbs_cm;                  /* ROV_VERBS_CM_*: how QPs are connected */
-    int verbs_gid_index;           /* -1: auto (RoCE v2 IPv4-mapped first) */
-    uint64_t verbs_timeout;        /* RC local ACK timeout exponent: 4.096 us * 2^n */
-    uint64_t verbs_retry;          /* RC retry count (7 = infinite on rxe) */
-    uint64_t verbs_eager;          /* bytes per receive buffer; larger frames: RDMA READ */
-    uint64_t verbs_recv;           /* receive buffers (= credits) per channel */
-    uint64_t verbs_regcache;       /* bytes of idle registrations kept; 0: none */
     /* control endpoint (transport/control.c) */
     int control;                   /* serve the per-process control socket */
+    int progress_thread;           /* a helper advances stages while the caller computes */
     char run_dir[108];             /* where control sockets live; empty: per-user default */
+    /* The settings blocks of the other layers (rails, policies), each at
+     * its table's offset (transport/settings.h): a layer reads its own
+     * with rov_settings_of().  Inline, so that a configuration copies by
+     * value. */
+    _Alignas(16) unsigned char blocks[ROV_SETTINGS_BLOCKS_MAX];
 };
 
 /* Value parsers, exported for the unit tests.  Each returns ROV_OK or
@@ -70,7 +63,6 @@ rov_status_t rov_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t 
 /* Durations: a number with unit ns, us, ms, s (e.g. "250ms", "2s"). */
 rov_status_t rov_parse_duration(const char *s, uint64_t min_ns, uint64_t max_ns,
                                 uint64_t *out_ns_p, char *err, size_t err_len);
-enum { ROV_VERBS_CM_OOB = 0, ROV_VERBS_CM_RDMACM = 1 };
 
 rov_status_t rov_parse_rails(const char *s, struct rov_rail_spec *rails, unsigned *nrails_p,
                              char *err, size_t err_len);

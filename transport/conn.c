@@ -569,8 +569,8 @@ static void close_all_chans(struct rov_conn *conn)
 static void cancel_retained(struct rov_conn *conn, rov_status_t status)
 {
     conn->ctx->tx_bytes -= conn->tx.bytes + conn->held_bytes;
-    rov_msg_release_list(rov_retain_drain(&conn->tx), status);
-    rov_msg_release_list(conn->held, status);
+    rov_msg_release_list(rov_retain_drain(&conn->tx), status, KEEP(conn->ctx));
+    rov_msg_release_list(conn->held, status, KEEP(conn->ctx));
     conn->held = conn->held_tail = NULL;
     conn->held_msgs = conn->held_bytes = 0;
 }
@@ -790,6 +790,7 @@ rov_status_t rov_conn_connect(rov_endpoint_t *ep, const void *addr, size_t addr_
 rov_status_t rov_conn_connect_ex(rov_endpoint_t *ep, const void *addr, size_t addr_len,
                                  const rov_connect_params_t *params, rov_conn_t **conn_p)
 {
+    ROV_CTX_GUARD((rov_context_t *)ep->ctx);
     rov_context_t *ctx = ep->ctx;
     struct rov_conn *conn;
     const char *why = "";
@@ -850,6 +851,7 @@ err:
 
 rov_status_t rov_conn_close(rov_conn_t *conn)
 {
+    ROV_CTX_GUARD(conn->ctx);
     switch (conn->state) {
     case ROV_CONN_FAILED:
         conn_set_state(conn, ROV_CONN_DEAD, "closed after failure");
@@ -991,6 +993,7 @@ static void release_held(struct rov_conn *conn)
 ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf,
                                          size_t len, const rov_send_params_t *params)
 {
+    ROV_CTX_GUARD(conn->ctx);
     int copy = send_copies(conn, len, params);
     struct rov_msg *m;
     rov_status_t st;
@@ -1110,6 +1113,7 @@ rov_status_t rov_conn_move(struct rov_conn *conn, int rail, rov_reason_t reason,
 
 rov_status_t rov_conn_switch(rov_conn_t *conn, int rail, const char *reason)
 {
+    ROV_CTX_GUARD(conn->ctx);
     return rov_conn_move(conn, rail, ROV_REASON_API, reason ? reason : "requested", -1);
 }
 
@@ -1182,7 +1186,10 @@ static void deliver(struct rov_conn *conn, uint32_t tag, const void *data, size_
     conn->stats.bytes_recv += len;
     conn->rx_unacked_msgs++;
     conn->rx_unacked_bytes += len;
-    conn->ctx->recv_cb(conn->ctx->arg, conn, tag, data, len);
+    if (__builtin_expect(conn->ctx->in_helper, 0))
+        rov_ctx_defer_recv(conn, tag, data, len); /* acknowledged, delivered at progress */
+    else
+        conn->ctx->recv_cb(conn->ctx->arg, conn, tag, data, len);
 }
 
 static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
@@ -1252,7 +1259,7 @@ static ROV_HOT bool apply_ack(struct rov_conn *conn, struct rov_chan *chan, uint
     }
     conn->ctx->tx_bytes -= bytes - conn->tx.bytes;
     conn->ctx->acked_bytes += bytes - conn->tx.bytes;
-    rov_msg_release_list(acked, ROV_OK);
+    rov_msg_release_list(acked, ROV_OK, KEEP(conn->ctx));
     return conn->state != ROV_CONN_DEAD && chan->conn == conn;
 }
 
@@ -1578,6 +1585,7 @@ static ROV_COLD void handle_close(struct rov_conn *conn, struct rov_chan *chan, 
 
 rov_status_t rov_conn_set_peer_address(rov_conn_t *conn, const void *addr, size_t addr_len)
 {
+    ROV_CTX_GUARD(conn->ctx);
     struct rov_wire_addr wa;
     uint8_t blob[sizeof(conn->peer_blob)];
     const char *why = "";
@@ -1937,6 +1945,7 @@ void *rov_conn_get_user(const rov_conn_t *conn)
 
 void rov_conn_stats(const rov_conn_t *conn, rov_conn_stats_t *st)
 {
+    ROV_CTX_GUARD(conn->ctx);
     *st = conn->stats;
     st->retained_msgs = conn->tx.count;
     st->retained_bytes = conn->tx.bytes;

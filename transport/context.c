@@ -1,5 +1,6 @@
 /* Context, endpoint and progress engine; the rail upcalls land here. */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -99,7 +100,9 @@ void rov_ctx_event_code(rov_context_t *ctx, rov_event_type_t type, struct rov_co
     };
 
     ctx->events++; /* news for the caller: rov_context_wait() must not sleep on */
-    if (ctx->event_cb)
+    if (__builtin_expect(ctx->in_helper, 0))
+        rov_ctx_defer_event(ctx, &ev); /* for the application's next progress */
+    else if (ctx->event_cb)
         ctx->event_cb(ctx->arg, &ev);
 }
 
@@ -290,10 +293,36 @@ static void reap(rov_context_t *ctx)
     }
 }
 
+/* A sleep with the progress helper running: without the lock, on the
+ * context's set and the helper's wake-up (it kept something for us), so
+ * that the helper may work meanwhile; then the lock again, and the set is
+ * read afresh (what was ready may be gone: the helper may have handled it,
+ * or closed its channel). */
+static ROV_COLD void sleep_unlocked(rov_context_t *ctx, int timeout_ms)
+{
+    struct pollfd p[2] = {{.fd = ctx->epfd, .events = POLLIN},
+                          {.fd = ctx->app_wake, .events = POLLIN}};
+    uint64_t v;
+
+    pthread_mutex_unlock(&ctx->lock);
+    poll(p, 2, timeout_ms);
+    pthread_mutex_lock(&ctx->lock);
+    if (p[1].revents & POLLIN)
+        (void)!read(ctx->app_wake, &v, sizeof(v));
+}
+
 static int dispatch(rov_context_t *ctx, int timeout_ms)
 {
     struct epoll_event evs[EPOLL_BATCH];
-    int n = epoll_wait(ctx->epfd, evs, EPOLL_BATCH, timeout_ms);
+    int n;
+
+    if (timeout_ms != 0 && ctx->threaded && !ctx->in_helper) {
+        sleep_unlocked(ctx, timeout_ms);
+        timeout_ms = 0;
+        if (ctx->deferred_head)
+            rov_ctx_deferred_deliver(ctx);
+    }
+    n = epoll_wait(ctx->epfd, evs, EPOLL_BATCH, timeout_ms);
 
     for (int i = 0; i < n; i++) {
         struct rov_watch *w = evs[i].data.ptr;
@@ -380,6 +409,8 @@ static ROV_INLINE int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
     ctx->frames = 0;
     ctx->events = 0;
     ++ctx->poll_count;
+    if (__builtin_expect(ctx->deferred_head != NULL, 0) && !ctx->in_helper)
+        rov_ctx_deferred_deliver(ctx); /* before anything newer */
     for (int i = 0; repoll && i < ctx->nrails; i++)
         polled += ctx->rails[i]->ops.progress(ctx->rails[i]);
     if (__builtin_expect(ctx->push_pending != 0, 0)) {
@@ -390,7 +421,7 @@ static ROV_INLINE int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
                          (ctx->poll_count &
                           (ctx->frames ? CLOCK_EVERY - 1 : CLOCK_EVERY_IDLE - 1)) == 0, 0))
         epoll_check(ctx, timeout_ms, polled);
-    if (__builtin_expect(ctx->gets_ready, 0))
+    if (__builtin_expect(ctx->gets_ready, 0) && !ctx->in_helper)
         rov_ctx_gets_deliver(ctx);
     /* Acks owed only since this call cannot be due: no clock read for them
      * (the caller usually replies next, and the reply carries them). */
@@ -398,14 +429,28 @@ static ROV_INLINE int progress(rov_context_t *ctx, int timeout_ms, bool repoll)
         (ctx->ack_head != ctx->ack_unstamped || ctx->ack_unstamped_poll != ctx->poll_count)) {
         flush_due_acks(ctx);
     }
-    if (__builtin_expect(ctx->reap, 0))
-        reap(ctx);
+    if (__builtin_expect(ctx->reap, 0) && !ctx->in_helper)
+        reap(ctx); /* (never in a helper pass: a kept message's connection stays) */
     return ctx->frames;
 }
 
 ROV_HOT int rov_progress(rov_context_t *ctx)
 {
+    ROV_CTX_GUARD(ctx);
     return progress(ctx, 0, true);
+}
+
+int rov_ctx_helper_pass(rov_context_t *ctx)
+{
+    int r = 0;
+
+    progress(ctx, 0, true);
+    epoll_check(ctx, 0, 0);
+    if (ctx->frames || ctx->events || ctx->deferred_head)
+        r |= ROV_PASS_TOLD;
+    if (ctx->frames || ctx->push_pending || arm_sleep(ctx) != ROV_OK)
+        r |= ROV_PASS_BUSY;
+    return r;
 }
 
 /* Work of the context's own that the next progress call does whatever the
@@ -413,7 +458,7 @@ ROV_HOT int rov_progress(rov_context_t *ctx)
  * of finished reads. */
 static bool own_work(const rov_context_t *ctx)
 {
-    return ctx->push_pending || ctx->reap || ctx->gets_ready;
+    return ctx->push_pending || ctx->reap || ctx->gets_ready || ctx->deferred_head;
 }
 
 /* The spin of rov_context_wait(): whether a progress call would find work
@@ -430,6 +475,7 @@ static bool spin_ready(rov_context_t *ctx)
 
 int rov_context_wait(rov_context_t *ctx, int timeout_ms)
 {
+    ROV_CTX_GUARD(ctx);
     int n = rov_progress(ctx);
 
     if (n > 0 || ctx->events || timeout_ms == 0)
@@ -456,6 +502,7 @@ int rov_context_fd(const rov_context_t *ctx)
 
 rov_status_t rov_context_arm(rov_context_t *ctx)
 {
+    ROV_CTX_GUARD(ctx);
     if (own_work(ctx))
         return ROV_ERR_BUSY;
     return arm_sleep(ctx);
@@ -496,6 +543,11 @@ static void set_job(rov_context_t *ctx, const rov_context_params_t *params)
  * identity on the wire); on a failure, close those opened. */
 rov_status_t rov_ctx_open_rails(rov_context_t *ctx)
 {
+    const struct rov_rail_env env = {
+        .default_if = ctx->config.tcp_if,
+        .keepalive_ns = ctx->config.keepalive_ns,
+        .stall_ns = ctx->config.failover ? ctx->config.failover_timeout_ns : 0,
+    };
     rov_status_t st;
 
     for (unsigned i = 0; i < ctx->config.nrails; i++) {
@@ -512,7 +564,9 @@ rov_status_t rov_ctx_open_rails(rov_context_t *ctx)
             st = ROV_ERR_NOT_FOUND;
             goto err;
         }
-        st = ops->open(ctx, spec, &ctx->config, &rail);
+        st = ops->open(ctx, spec, &env,
+                       ops->settings ? rov_settings_of(&ctx->config, ops->settings) : NULL,
+                       &rail);
         if (st != ROV_OK)
             goto err; /* the rail logged why */
         rail->ops = *ops;
@@ -600,6 +654,8 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
     if (st != ROV_OK)
         goto err_timer;
     rov_ctl_open(ctx);
+    rov_helper_init(ctx);
+    rov_helper_start(ctx);
     *ctx_p = ctx;
     return ROV_OK;
 
@@ -616,6 +672,7 @@ void rov_context_destroy(rov_context_t *ctx)
 {
     if (!ctx)
         return;
+    rov_helper_stop(ctx); /* first: nothing runs beside this any more */
     rov_ctl_close(ctx);
     while (ctx->conns) {
         struct rov_conn *c = ctx->conns;
@@ -689,6 +746,7 @@ rov_status_t rov_endpoint_listen(rov_endpoint_t *ep)
 
 rov_status_t rov_endpoint_create(rov_context_t *ctx, rov_endpoint_t **ep_p)
 {
+    ROV_CTX_GUARD(ctx);
     rov_endpoint_t *ep;
     rov_status_t st;
 
@@ -712,6 +770,7 @@ rov_status_t rov_endpoint_create(rov_context_t *ctx, rov_endpoint_t **ep_p)
 
 rov_status_t rov_endpoint_address(const rov_endpoint_t *ep, void *buf, size_t *len_p)
 {
+    ROV_CTX_GUARD((rov_context_t *)ep->ctx);
     size_t cap = *len_p;
 
     *len_p = ep->blob_len;
@@ -723,6 +782,7 @@ rov_status_t rov_endpoint_address(const rov_endpoint_t *ep, void *buf, size_t *l
 
 void rov_endpoint_destroy(rov_endpoint_t *ep)
 {
+    ROV_CTX_GUARD((rov_context_t *)ep->ctx);
     rov_context_t *ctx = ep->ctx;
 
     for (int i = 0; i < ctx->nrails; i++)
@@ -920,7 +980,7 @@ ROV_HOT void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len)
 
 void rov_rail_send_done(struct rov_chan *chan, void *cookie)
 {
-    rov_msg_rail_done(cookie, chan->serial);
+    rov_msg_rail_done(cookie, chan->serial, KEEP(chan->rail->ctx));
 }
 
 void rov_rail_flushed(struct rov_chan *chan)

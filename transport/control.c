@@ -49,10 +49,46 @@ struct ctl_client {
 
 struct rov_ctl {
     rov_context_t *ctx;
+    /* The control socket's own epoll set (the listener and the clients),
+     * watched as one descriptor in the context's set: the progress helper
+     * (helper.c) sleeps on it alone while the application computes. */
+    struct rov_watch set;
     struct rov_watch listen;
     struct ctl_client *clients[CTL_MAX_CLIENTS];
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
+
+/* Watches in the control set ----------------------------------------------- */
+
+static int set_ctl(struct rov_ctl *ctl, int op, struct rov_watch *w, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = w};
+
+    if (epoll_ctl(ctl->set.fd, op, w->fd, op == EPOLL_CTL_DEL ? NULL : &ev) == 0)
+        return ROV_OK;
+    if (op != EPOLL_CTL_DEL)
+        rov_warn("ctl", "epoll_ctl(fd %d): %m", w->fd);
+    return ROV_ERR_IO;
+}
+
+/* The control set is readable: serve what is ready, without waiting. */
+static void set_cb(struct rov_watch *w, uint32_t events)
+{
+    struct epoll_event evs[8];
+    int n = epoll_wait(w->fd, evs, 8, 0);
+
+    (void)events;
+    for (int i = 0; i < n; i++) {
+        struct rov_watch *x = evs[i].data.ptr;
+
+        x->cb(x, evs[i].events);
+    }
+}
+
+int rov_ctl_fd(const rov_context_t *ctx)
+{
+    return ctx->ctl ? ctx->ctl->set.fd : -1;
+}
 
 /* Registry ----------------------------------------------------------------- */
 
@@ -194,7 +230,7 @@ static void client_free(struct ctl_client *c, bool drain)
         while (total < CTL_DRAIN_MAX && (n = read(c->watch.fd, sink, sizeof(sink))) > 0)
             total += (size_t)n;
     }
-    rov_ctx_unwatch(ctl->ctx, &c->watch);
+    set_ctl(ctl, EPOLL_CTL_DEL, &c->watch, 0);
     close(c->watch.fd);
     ctl->clients[c->slot] = NULL;
     free(c->out);
@@ -360,7 +396,7 @@ static void client_cb(struct rov_watch *w, uint32_t events)
     }
     if (client_flush(c)) {
         /* Socket full: wait for room, no longer for requests. */
-        if (!(events & EPOLLOUT) && rov_ctx_watch_mod(c->ctl->ctx, w, EPOLLOUT) != ROV_OK)
+        if (!(events & EPOLLOUT) && set_ctl(c->ctl, EPOLL_CTL_MOD, w, EPOLLOUT) != ROV_OK)
             client_free(c, false);
         return;
     }
@@ -468,7 +504,7 @@ static void client_new(struct rov_ctl *ctl, int fd)
     c->in_len = 0;
     c->out = NULL;
     c->out_len = c->out_off = 0;
-    if (rov_ctx_watch(ctl->ctx, &c->watch, EPOLLIN) != ROV_OK) {
+    if (set_ctl(ctl, EPOLL_CTL_ADD, &c->watch, EPOLLIN) != ROV_OK) {
         close(fd);
         free(c);
         return;
@@ -552,8 +588,17 @@ void rov_ctl_open(rov_context_t *ctx)
     }
     ctl->listen.fd = fd;
     ctl->listen.cb = listen_cb;
-    if (rov_ctx_watch(ctx, &ctl->listen, EPOLLIN) != ROV_OK)
+    ctl->set.fd = epoll_create1(EPOLL_CLOEXEC);
+    ctl->set.cb = set_cb;
+    if (ctl->set.fd < 0) {
+        rov_warn("ctl", "epoll_create1: %m; running without a control socket");
+        goto err_unlink;
+    }
+    if (set_ctl(ctl, EPOLL_CTL_ADD, &ctl->listen, EPOLLIN) != ROV_OK ||
+        rov_ctx_watch(ctx, &ctl->set, EPOLLIN) != ROV_OK) {
+        close(ctl->set.fd);
         goto err_unlink; /* logged */
+    }
     ctx->ctl = ctl;
     rov_debug("ctl", "control socket %s", ctl->path);
     return;
@@ -575,7 +620,8 @@ void rov_ctl_close(rov_context_t *ctx)
     for (int i = 0; i < CTL_MAX_CLIENTS; i++)
         if (ctl->clients[i])
             client_free(ctl->clients[i], false);
-    rov_ctx_unwatch(ctx, &ctl->listen);
+    rov_ctx_unwatch(ctx, &ctl->set);
+    close(ctl->set.fd);
     close(ctl->listen.fd);
     if (unlink(ctl->path) < 0 && errno != ENOENT)
         rov_warn("ctl", "cannot remove %s: %m", ctl->path);

@@ -49,5 +49,8 @@ void rov_ctl_close(rov_context_t *ctx);
 
 /** Path of the context's control socket, or NULL when it has none. */
 const char *rov_ctl_path(const rov_context_t *ctx);
+/** The control socket's epoll set (readable when a request is waiting),
+ * or -1 without a control socket: what the progress helper sleeps on. */
+int rov_ctl_fd(const rov_context_t *ctx);
 
 #endif

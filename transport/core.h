@@ -2,6 +2,8 @@
 #ifndef ROV_CORE_H
 #define ROV_CORE_H
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -89,6 +91,9 @@ struct rov_context {
     long rank;                        /* in the job, -1: none */
     rov_recv_cb_t recv_cb;
     void *arg;
+    bool threaded;                    /* the progress helper runs: calls take the lock */
+    bool in_helper;                   /* a helper pass: callbacks are kept (helper.c) */
+    struct rov_deferred *deferred_head; /* kept by the helper for the next progress */
     unsigned poll_count;
     int frames;                       /* frames handled in this progress call */
     int events;                       /* events delivered in this progress call */
@@ -139,7 +144,55 @@ struct rov_context {
     uint64_t conn_entered[ROV_CONN_NSTATES];
     uint64_t chan_entered[ROV_CHAN_NSTATES];
     uint64_t illegal_transitions;
+    /* The progress helper (helper.c) */
+    pthread_mutex_t lock;             /* held by every public call while threaded */
+    struct rov_helper *helper;        /* NULL: RAILOVER_PROGRESS_THREAD=off */
+    int app_wake;                     /* eventfd: a sleeping rov_context_wait(), -1: none */
+    struct rov_deferred *deferred_tail;
 };
+
+/* Where an application callback goes: the context, to be kept, inside a
+ * helper pass; NULL (call it now) otherwise (retain.h). */
+#define KEEP(ctx) ((ctx)->in_helper ? (ctx) : NULL)
+
+/* helper.c: the progress helper and the context's lock.  A public call
+ * holds the lock for its whole body (ROV_CTX_GUARD at its top; the lock is
+ * recursive, for callbacks and control commands that call in again); with
+ * RAILOVER_PROGRESS_THREAD=off nothing is locked. */
+static inline rov_context_t *rov_ctx_enter(rov_context_t *ctx)
+{
+    if (!ctx->threaded)
+        return NULL;
+    pthread_mutex_lock(&ctx->lock);
+    return ctx;
+}
+
+static inline void rov_ctx_leave(rov_context_t **held)
+{
+    if (*held)
+        pthread_mutex_unlock(&(*held)->lock);
+}
+
+#define ROV_CTX_GUARD(ctx)                                                          \
+    rov_context_t *rov_ctx_held_ __attribute__((cleanup(rov_ctx_leave), unused)) = \
+        rov_ctx_enter(ctx)
+
+void rov_helper_init(rov_context_t *ctx);
+/* Start the helper (RAILOVER_PROGRESS_THREAD); without one, a warning. */
+void rov_helper_start(rov_context_t *ctx);
+/* Stop and join it; free what it kept (destroy). */
+void rov_helper_stop(rov_context_t *ctx);
+/* A stage began or changed: the helper looks again. */
+void rov_helper_kick(rov_context_t *ctx);
+void rov_helper_status(const rov_context_t *ctx, FILE *out);
+/* Inside a helper pass: keep a delivery or an event for the application. */
+void rov_ctx_defer_recv(struct rov_conn *conn, uint32_t tag, const void *data, size_t len);
+void rov_ctx_defer_event(rov_context_t *ctx, const rov_event_t *ev);
+/* The application's progress: deliver what the helper kept, in order. */
+void rov_ctx_deferred_deliver(rov_context_t *ctx);
+/* context.c: one pass of the engine for the helper, under the lock. */
+enum { ROV_PASS_TOLD = 1, ROV_PASS_BUSY = 2 };
+int rov_ctx_helper_pass(rov_context_t *ctx);
 
 /* conn.c: the connection protocol */
 const char *rov_conn_state_name(enum rov_conn_state state);

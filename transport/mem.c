@@ -61,6 +61,7 @@ rov_status_t rov_mem_register(rov_context_t *ctx, void *base, size_t len, rov_me
 
     if (!ctx || !base || len == 0 || !mem_p)
         return ROV_ERR_INVAL;
+    ROV_CTX_GUARD(ctx);
     mem = calloc(1, sizeof(*mem));
     if (!mem)
         return ROV_ERR_NOMEM;
@@ -91,8 +92,10 @@ rov_status_t rov_mem_register(rov_context_t *ctx, void *base, size_t len, rov_me
 
 void rov_mem_deregister(rov_mem_t *mem)
 {
-    if (mem)
+    if (mem) {
+        ROV_CTX_GUARD(mem->ctx);
         mem_release(mem);
+    }
 }
 
 void rov_mem_key(const rov_mem_t *mem, void *key)
@@ -110,6 +113,7 @@ void rov_mem_key(const rov_mem_t *mem, void *key)
 rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64_t remote,
                           const void *rkey, size_t len, rov_get_cb_t cb, void *arg)
 {
+    ROV_CTX_GUARD(conn->ctx);
     const uint8_t *k = rkey;
     struct rov_get_op *op;
     struct rov_chan *chan;

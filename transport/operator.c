@@ -17,6 +17,7 @@
 
 rov_status_t rov_conn_force_fallback(rov_conn_t *conn, int on)
 {
+    ROV_CTX_GUARD(conn->ctx);
     rov_status_t st;
 
     if (conn->hold == (on != 0))
@@ -32,6 +33,7 @@ rov_status_t rov_conn_force_fallback(rov_conn_t *conn, int on)
 
 int rov_context_force_fallback(rov_context_t *ctx, const char *peer, int on)
 {
+    ROV_CTX_GUARD(ctx);
     uint8_t id[ROV_EP_ID_LEN];
     int n = 0;
 

@@ -80,6 +80,8 @@ void rov_policy_register(const struct rov_policy_ops *ops)
     conn_area += ALIGN(ops->conn_size);
     p = &registry[npolicies++].ops;
     *p = *ops;
+    if (p->settings)
+        rov_settings_register(p->settings);
     if (!p->ctx_init)
         p->ctx_init = stub_ctx;
     if (!p->conn_connecting)
@@ -120,6 +122,11 @@ void *rov_policy_ctx(const rov_context_t *ctx, const struct rov_policy_ops *ops)
 void *rov_policy_conn(const rov_conn_t *conn, const struct rov_policy_ops *ops)
 {
     return (char *)conn + ALIGN(sizeof(*conn)) + registry[index_of(ops)].conn_off;
+}
+
+const void *rov_policy_settings(const rov_context_t *ctx, const struct rov_policy_ops *ops)
+{
+    return rov_settings_of(&ctx->config, ops->settings);
 }
 
 size_t rov_policy_ctx_size(void)

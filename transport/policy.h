@@ -31,6 +31,9 @@
 
 struct rov_policy_ops {
     const char *name;
+    /* The policy's own RAILOVER_* variables (transport/settings.h),
+     * registered with it; NULL: none.  Read with rov_policy_settings(). */
+    struct rov_settings *settings;
     size_t ctx_size;  /* per-context state (rov_policy_ctx()) */
     size_t conn_size; /* per-connection state (rov_policy_conn()) */
 
@@ -81,6 +84,8 @@ void rov_policy_register(const struct rov_policy_ops *ops);
 /* A policy's own state (ops: its registered table). */
 void *rov_policy_ctx(const rov_context_t *ctx, const struct rov_policy_ops *ops);
 void *rov_policy_conn(const rov_conn_t *conn, const struct rov_policy_ops *ops);
+/* A policy's settings block in the context's configuration. */
+const void *rov_policy_settings(const rov_context_t *ctx, const struct rov_policy_ops *ops);
 
 /* Reason codes: the transport's, on the wire in switch requests. */
 /** The reason code of a rail failure: reason if set, else from status. */

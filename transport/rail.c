@@ -87,6 +87,8 @@ void rov_rail_register(const struct rov_rail_ops *ops)
     }
     r = &registry[nkinds++];
     *r = *ops;
+    if (r->settings)
+        rov_settings_register(r->settings);
     if (!r->unlisten)
         r->unlisten = stub_unlisten;
     if (!r->accept_resume)

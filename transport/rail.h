@@ -68,14 +68,28 @@ struct rov_chan {
 };
 
 
+/* What the transport's settings say to every rail at open; a rail's own
+ * settings come in its block (rov_rail_ops.settings). */
+struct rov_rail_env {
+    const char *default_if; /* RAILOVER_TCP_IF: the Ethernet-side interface when the
+                             * spec names none ("": first non-loopback IPv4) */
+    uint64_t keepalive_ns;  /* RAILOVER_KEEPALIVE: probe an idle channel; 0: never */
+    uint64_t stall_ns;      /* RAILOVER_FAILOVER_TIMEOUT when failover is on; else 0 */
+};
+
 struct rov_rail_ops {
     const char *name; /* kind in RAILOVER_RAILS, e.g. "tcp" */
+    /* The rail's own RAILOVER_* variables (transport/settings.h), registered
+     * with the rail; NULL: none. */
+    struct rov_settings *settings;
 
-    /** Open an instance for spec (spec->arg selects interface/device).
-     * Allocates and returns the rail object with base fields left for the
-     * caller.  ROV_ERR_NOT_FOUND for a missing device or interface. */
+    /** Open an instance for spec (spec->arg selects interface/device), with
+     * the rail's settings block (NULL when it has no table).  Allocates and
+     * returns the rail object with base fields left for the caller.
+     * ROV_ERR_NOT_FOUND for a missing device or interface. */
     rov_status_t (*open)(rov_context_t *ctx, const struct rov_rail_spec *spec,
-                         const struct rov_config *config, struct rov_rail **rail_p);
+                         const struct rov_rail_env *env, const void *settings,
+                         struct rov_rail **rail_p);
 
     /** Close every channel (without upcalls) and free the rail. */
     void (*close)(struct rov_rail *rail);

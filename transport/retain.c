@@ -57,12 +57,12 @@ void rov_msg_cache_fini(struct rov_msg_cache *cache)
     }
 }
 
-void rov_msg_rail_done(struct rov_msg *m, uint64_t chan_serial)
+void rov_msg_rail_done(struct rov_msg *m, uint64_t chan_serial, rov_context_t *keep)
 {
     if (m->queued_serial == chan_serial)
         m->queued_serial = 0;
     if (--m->rail_refs == 0 && (m->flags & ROV_MSG_ACKED))
-        rov_msg_complete(m);
+        rov_msg_complete(m, keep);
 }
 
 void rov_retain_rewind(struct rov_retain *r, uint64_t peer_last)

@@ -206,14 +206,24 @@ void rov_retain_rewind(struct rov_retain *r, uint64_t peer_last);
  * references it, else marked so rov_msg_rail_done() does that later.  The
  * user's buffer is thus never read by a rail after the user was told it may
  * reuse it. */
-static inline void rov_msg_complete(struct rov_msg *m)
+/* helper.c: a completion kept for the application's next progress call. */
+void rov_ctx_defer_send_cb(rov_context_t *ctx, rov_send_cb_t cb, void *arg, rov_status_t status);
+
+/* keep: the context when a progress helper's pass completes it (the
+ * callback is kept for the application's thread), else NULL. */
+static inline void rov_msg_complete(struct rov_msg *m, rov_context_t *keep)
 {
-    if (m->cb && (!(m->flags & ROV_MSG_COPIED) || (m->flags & ROV_MSG_NOTIFY)))
-        m->cb(m->arg, m->status);
+    if (m->cb && (!(m->flags & ROV_MSG_COPIED) || (m->flags & ROV_MSG_NOTIFY))) {
+        if (__builtin_expect(keep != NULL, 0))
+            rov_ctx_defer_send_cb(keep, m->cb, m->arg, m->status);
+        else
+            m->cb(m->arg, m->status);
+    }
     rov_msg_free(m);
 }
 
-static inline void rov_msg_release_list(struct rov_msg *list, rov_status_t status)
+static inline void rov_msg_release_list(struct rov_msg *list, rov_status_t status,
+                                        rov_context_t *keep)
 {
     while (list) {
         struct rov_msg *m = list;
@@ -223,12 +233,12 @@ static inline void rov_msg_release_list(struct rov_msg *list, rov_status_t statu
         m->status = status;
         m->next = NULL;
         if (m->rail_refs == 0)
-            rov_msg_complete(m);
+            rov_msg_complete(m, keep);
     }
 }
 
 /** The rail of channel chan_serial no longer references m. */
-void rov_msg_rail_done(struct rov_msg *m, uint64_t chan_serial);
+void rov_msg_rail_done(struct rov_msg *m, uint64_t chan_serial, rov_context_t *keep);
 
 /** Detach every message (for teardown); returned as a list like ack. */
 struct rov_msg *rov_retain_drain(struct rov_retain *r);

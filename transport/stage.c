@@ -40,6 +40,7 @@ static bool stage_set(rov_context_t *ctx, rov_context_stage_t stage, const char 
         rov_info("stage", "context %s -> %s (%s)", rov_stage_states[ctx->stage].name,
                  rov_stage_states[stage].name, why);
     ctx->stage = stage;
+    rov_helper_kick(ctx); /* it drives the stage while the application computes */
     return true;
 }
 
@@ -126,6 +127,7 @@ void rov_stage_progress(rov_context_t *ctx)
 
 rov_status_t rov_context_quiesce(rov_context_t *ctx)
 {
+    ROV_CTX_GUARD(ctx);
     switch (ctx->stage) {
     case ROV_CONTEXT_QUIESCED:
         return ROV_OK;
@@ -147,6 +149,7 @@ rov_status_t rov_context_quiesce(rov_context_t *ctx)
 
 rov_status_t rov_context_close_rails(rov_context_t *ctx)
 {
+    ROV_CTX_GUARD(ctx);
     if (ctx->stage == ROV_CONTEXT_CLOSED)
         return ROV_OK;
     if (ctx->stage != ROV_CONTEXT_QUIESCED) {
@@ -172,6 +175,7 @@ rov_status_t rov_context_close_rails(rov_context_t *ctx)
 
 rov_status_t rov_context_reopen(rov_context_t *ctx)
 {
+    ROV_CTX_GUARD(ctx);
     rov_status_t st;
 
     switch (ctx->stage) {
@@ -221,10 +225,12 @@ static void print_stage(rov_context_t *ctx, FILE *out)
 
     for (struct rov_conn *c = ctx->conns; c; c = c->next)
         n[c->state]++;
-    fprintf(out, "context stage=%s conns=%d quiesced=%d draining=%d reopening=%d failed=%d\n",
+    fprintf(out, "context stage=%s conns=%d quiesced=%d draining=%d reopening=%d failed=%d",
             rov_stage_states[ctx->stage].name, unquiesced(ctx) + n[ROV_CONN_QUIESCED] +
             n[ROV_CONN_FAILED], n[ROV_CONN_QUIESCED], n[ROV_CONN_DRAINING],
             n[ROV_CONN_REOPENING], n[ROV_CONN_FAILED]);
+    rov_helper_status(ctx, out);
+    fprintf(out, " illegal_transitions=%llu\n", (unsigned long long)ctx->illegal_transitions);
 }
 
 static int cmd_stage(rov_context_t *ctx, int argc, char **argv, FILE *out, char *err,

@@ -1560,7 +1560,7 @@ static void probe_tick(struct ucx_chan *c, uint64_t now)
 /* Our keepalive word, the listener for peers' probe endpoints, and the
  * setup a peer needs; without them the rail has no probes (health from
  * UCX's errors only). */
-static void probe_init(struct ucx_rail *r, const struct rov_config *config)
+static void probe_init(struct ucx_rail *r, const struct rov_rail_env *env)
 {
     ucp_mem_map_params_t mp = {
         .field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS,
@@ -1612,7 +1612,7 @@ static void probe_init(struct ucx_rail *r, const struct rov_config *config)
     memcpy(r->blob + 2 + r->probe_alen, kb, kl);
     r->blob_len = 2 + r->probe_alen + kl;
     rov_put64(r->ka_hdr, (uint64_t)(uintptr_t)ma.address);
-    r->probe_quiet_ns = config->failover_timeout_ns / 2;
+    r->probe_quiet_ns = env->stall_ns / 2;
     r->probe_open = true;
     ucp_rkey_buffer_release(kb);
     return;
@@ -1862,7 +1862,8 @@ static rov_status_t ucx_connect(struct rov_rail *rail, const void *addr, size_t 
 static void ucx_close(struct rov_rail *rail);
 
 static rov_status_t ucx_open(rov_context_t *ctx, const struct rov_rail_spec *spec,
-                             const struct rov_config *config, struct rov_rail **rail_p)
+                             const struct rov_rail_env *env, const void *settings,
+                             struct rov_rail **rail_p)
 {
     struct ucx_rail *r = rov_zalloc_lines(sizeof(*r));
     ucp_config_t *ucfg = NULL;
@@ -1885,11 +1886,12 @@ static rov_status_t ucx_open(rov_context_t *ctx, const struct rov_rail_spec *spe
     ucs_status_t st;
     const char *what;
 
+    (void)settings; /* UCX reads its own UCX_* variables */
     if (!r)
         return ROV_ERR_NOMEM;
     r->base.ctx = ctx;
     r->watch.fd = -1;
-    rst = rov_net_resolve("ucx", spec->arg[0] ? spec->arg : config->tcp_if, &r->local,
+    rst = rov_net_resolve("ucx", spec->arg[0] ? spec->arg : env->default_if, &r->local,
                           &r->local_len, NULL, 0);
     if (rst != ROV_OK) {
         rov_error("ucx", "cannot open rail %s", spec->name);
@@ -1905,7 +1907,7 @@ static rov_status_t ucx_open(rov_context_t *ctx, const struct rov_rail_spec *spe
     what = "ucp_init";
     /* Remote memory access for the probes, which only the failover engine
      * asks for (ucx_chan_health). */
-    if (config->failover && config->failover_timeout_ns)
+    if (env->stall_ns)
         up.features |= UCP_FEATURE_RMA;
     st = ucp_init(&up, ucfg, &r->context);
     if (st != UCS_OK && (up.features & UCP_FEATURE_RMA)) {
@@ -1952,7 +1954,7 @@ static rov_status_t ucx_open(rov_context_t *ctx, const struct rov_rail_spec *spe
         st = ucp_worker_set_am_recv_handler(r->worker, &ap);
         if (st != UCS_OK)
             goto err;
-        probe_init(r, config);
+        probe_init(r, env);
     }
     r->watch.cb = efd_cb;
     if (rov_ctx_watch(ctx, &r->watch, EPOLLIN) != ROV_OK) {

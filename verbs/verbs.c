@@ -1678,26 +1678,93 @@ static rov_status_t open_dev(struct vb_rail *r, const char *want, bool require_a
 static void vb_close(struct rov_rail *rail);
 static void vb_unlisten(struct rov_rail *rail);
 
-static rov_status_t vb_open(rov_context_t *ctx, const struct rov_rail_spec *spec,
-                            const struct rov_config *config, struct rov_rail **rail_p)
+/* The rail's settings (transport/settings.h) ----------------------------- */
+
+enum { VB_CM_OOB = 0, VB_CM_RDMACM = 1 }; /* RAILOVER_VERBS_CM, in choice order */
+
+struct vb_settings {
+    char dev[128];      /* device[:port],... tried in order; empty: any active */
+    int cm;             /* VB_CM_*: how QPs are connected */
+    int gid_index;      /* -1: auto (RoCE v2 IPv4-mapped first) */
+    uint64_t timeout;   /* RC local ACK timeout exponent: 4.096 us * 2^n */
+    uint64_t retry;     /* RC retry count (7 = infinite on rxe) */
+    uint64_t eager;     /* bytes per receive buffer; larger frames: RDMA READ */
+    uint64_t recv;      /* receive buffers (= credits) per channel */
+    uint64_t regcache;  /* bytes of idle registrations kept; 0: none */
+};
+
+static void vb_defaults(void *block)
 {
+    struct vb_settings *s = block;
+
+    s->cm = VB_CM_OOB;
+    s->gid_index = -1;
+    s->timeout = 14;
+    s->retry = 6;
+    /* Room for 8 KiB of payload with the wire header and an embedder's
+     * (ob1's match header): an 8 KiB MPI message is one SEND, as with UCX
+     * (an RTS/CTS round trip cost it 1.6x pml ucx's time).  A multiple of
+     * the page: with 8 KiB + 64 (UCX's RC segment) the slots drift across
+     * page boundaries, and 1 KiB messages took 1.09x as long on rxe
+     * (bench/README.md). */
+    s->eager = 12 * 1024;
+    s->recv = 64;
+    s->regcache = 256ull << 20;
+}
+
+#define VB_OFF(f) offsetof(struct vb_settings, f)
+
+static const struct rov_var vb_vars[] = {
+    {"RAILOVER_VERBS_DEV", ROV_VAR_DEVLIST, VB_OFF(dev), sizeof(((struct vb_settings *)0)->dev),
+     0, 0, NULL,
+     "RDMA devices of verbs rails without @DEV: dev[:port],... first active wins (empty: any)"},
+    {"RAILOVER_VERBS_CM", ROV_VAR_CHOICE, VB_OFF(cm), 0, 0, 0, "oob|rdmacm",
+     "how verbs QPs are connected: oob (TCP handshake, checkpointable) or rdmacm"},
+    {"RAILOVER_VERBS_GID_INDEX", ROV_VAR_INDEX, VB_OFF(gid_index), 0, 0, 255, NULL,
+     "GID table index (auto: RoCE v2 with an IPv4 address first)"},
+    {"RAILOVER_VERBS_TIMEOUT", ROV_VAR_COUNT, VB_OFF(timeout), 0, 1, 31, NULL,
+     "RC ACK timeout exponent, 4.096us*2^N (14 = 67ms; lower gives false alarms on Soft-RoCE)"},
+    {"RAILOVER_VERBS_RETRY", ROV_VAR_COUNT, VB_OFF(retry), 0, 1, 7, NULL,
+     "RC retry count; a dead path errors after about (N+1)*timeout (7 = retry forever on rxe)"},
+    {"RAILOVER_VERBS_EAGER", ROV_VAR_SIZE, VB_OFF(eager), 0, 1024, 1024 * 1024, NULL,
+     "receive buffer size; larger frames are RDMA-written into a staging buffer of the receiver"},
+    {"RAILOVER_VERBS_RECV", ROV_VAR_COUNT, VB_OFF(recv), 0, 4, 4096, NULL,
+     "pre-posted receive buffers (send credits) per verbs channel"},
+    {"RAILOVER_VERBS_REGCACHE", ROV_VAR_SIZE, VB_OFF(regcache), 0, 0, 1024ull << 30, NULL,
+     "memory registrations kept for reuse after use, while their memory stays "
+     "mapped (0: register per message)"},
+};
+
+static struct rov_settings vb_settings = {
+    .layer = "verbs",
+    .vars = vb_vars,
+    .nvars = sizeof(vb_vars) / sizeof(vb_vars[0]),
+    .size = sizeof(struct vb_settings),
+    .defaults = vb_defaults,
+};
+
+static rov_status_t vb_open(rov_context_t *ctx, const struct rov_rail_spec *spec,
+                            const struct rov_rail_env *env, const void *settings,
+                            struct rov_rail **rail_p)
+{
+    const struct vb_settings *set = settings;
     struct vb_rail *r = rov_zalloc_lines(sizeof(*r));
     struct ibv_device_attr da;
     struct ibv_port_attr pa;
     rov_status_t st = ROV_ERR_NOT_FOUND;
-    char list[sizeof(config->verbs_dev)];
+    char list[sizeof(set->dev)];
     char *save, *tok;
 
     if (!r)
         return ROV_ERR_NOMEM;
     r->base.ctx = ctx;
     r->listen_fd = -1;
-    r->nrecv = (uint32_t)config->verbs_recv;
-    r->eager = config->verbs_eager;
-    r->timeout = (uint8_t)config->verbs_timeout;
-    r->retry = (uint8_t)config->verbs_retry;
-    r->keepalive_ns = config->keepalive_ns;
-    r->cm = config->verbs_cm == ROV_VERBS_CM_RDMACM;
+    r->nrecv = (uint32_t)set->recv;
+    r->eager = set->eager;
+    r->timeout = (uint8_t)set->timeout;
+    r->retry = (uint8_t)set->retry;
+    r->keepalive_ns = env->keepalive_ns;
+    r->cm = set->cm == VB_CM_RDMACM;
 #ifndef ROV_HAVE_RDMACM
     if (r->cm) {
         rov_error(VB, "rail %s: RAILOVER_VERBS_CM=rdmacm, but this build has no librdmacm",
@@ -1708,7 +1775,7 @@ static rov_status_t vb_open(rov_context_t *ctx, const struct rov_rail_spec *spec
 #endif
     /* verbs@dev[:port], else the first active entry of RAILOVER_VERBS_DEV,
      * else the first active port of any device. */
-    snprintf(list, sizeof(list), "%s", spec->arg[0] ? spec->arg : config->verbs_dev);
+    snprintf(list, sizeof(list), "%s", spec->arg[0] ? spec->arg : set->dev);
     if (!list[0]) {
         st = open_dev(r, "", true);
     } else {
@@ -1719,12 +1786,12 @@ static rov_status_t vb_open(rov_context_t *ctx, const struct rov_rail_spec *spec
     if (st != ROV_OK) {
         rov_error(VB, "rail %s: no %sRDMA device%s%s", spec->name,
                   spec->arg[0] ? "" : "active ", spec->arg[0] || list[0] ? " matching " : "",
-                  spec->arg[0] ? spec->arg : config->verbs_dev);
+                  spec->arg[0] ? spec->arg : set->dev);
         free(r);
         return st == ROV_ERR_INVAL ? ROV_ERR_INVAL : ROV_ERR_NOT_FOUND;
     }
-    if (config->verbs_gid_index >= 0) {
-        r->gid_index = (int)config->verbs_gid_index;
+    if (set->gid_index >= 0) {
+        r->gid_index = set->gid_index;
         r->gid_fixed = true;
     }
     if (ibv_query_gid(r->ctx, r->port, r->gid_index, &r->gid) || ibv_query_device(r->ctx, &da)) {
@@ -1743,7 +1810,7 @@ static rov_status_t vb_open(rov_context_t *ctx, const struct rov_rail_spec *spec
                   r->dev_name);
         goto fail;
     }
-    r->regcache = rov_regcache_new(r->pd, config->verbs_regcache);
+    r->regcache = rov_regcache_new(r->pd, set->regcache);
     if (!r->regcache)
         goto fail;
     /* OOB address: the IPv4 address in the RoCE GID, else the TCP interface. */
@@ -1753,7 +1820,7 @@ static rov_status_t vb_open(rov_context_t *ctx, const struct rov_rail_spec *spec
         sin->sin_family = AF_INET;
         memcpy(&sin->sin_addr, r->gid.raw + 12, 4);
         r->oob_local_len = sizeof(*sin);
-    } else if (rov_net_resolve(VB, config->tcp_if, &r->oob_local, &r->oob_local_len, NULL, 0) !=
+    } else if (rov_net_resolve(VB, env->default_if, &r->oob_local, &r->oob_local_len, NULL, 0) !=
                ROV_OK) {
         goto fail;
     }
@@ -2029,6 +2096,7 @@ static void vb_chan_str(struct rov_chan *chan, char *buf, size_t len)
 
 static const struct rov_rail_ops vb_ops = {
     .name = "verbs",
+    .settings = &vb_settings,
     .open = vb_open,
     .close = vb_close,
     .listen = vb_listen,

@@ -13,13 +13,30 @@
  *                   address blob that a peer passes to rov_conn_connect().
  *   rov_conn_t      one reliable connection to one peer endpoint.
  *
- * Threading: a context and everything created from it must be used by one
- * thread at a time (the caller serialises).  Nothing blocks except
+ * Threading: a context and everything created from it belong to the
+ * thread that calls them (the owner).  Nothing blocks except
  * rov_context_wait(), which blocks at most for the timeout it is given.
  * Callbacks run only inside rov_progress(), rov_context_wait(),
- * rov_context_arm() and the destroy/close calls that document it; a callback
- * may call rov_conn_send() and rov_conn_close() but must not destroy the
- * context or the endpoint.
+ * rov_context_arm() and the destroy/close calls that document it, on the
+ * thread that called them; a callback may call rov_conn_send() and
+ * rov_conn_close() but must not destroy the context or the endpoint.
+ *
+ * Each context has a progress helper, a thread of its own
+ * (RAILOVER_PROGRESS_THREAD=on, the default), so that a checkpoint stage
+ * and a control request complete while the owner computes and calls
+ * nothing.  Every call then holds the context's lock (recursive) for its
+ * duration, and rov_context_wait() releases it while it sleeps; so another
+ * thread may call too (a checkpoint tool's thread: rov_context_quiesce(),
+ * rov_context_close_rails(), rov_context_reopen(), rov_context_stage(); it
+ * waits for the call in progress).  The helper works only when a control
+ * request is waiting or a stage is under way and the owner has not
+ * progressed for a few milliseconds; it never runs a callback: a message
+ * it receives is acknowledged and kept (a copy), an event is kept, and the
+ * owner's next progress call delivers them first, in order.  With
+ * RAILOVER_PROGRESS_THREAD=off there is no lock and no thread: only one
+ * thread may call at a time, and a stage advances only inside the owner's
+ * progress calls.  rov_context_destroy() must not race with another call;
+ * it stops the helper first.
  *
  * Errors: every call that can fail returns rov_status_t: ROV_OK (0),
  * ROV_INPROGRESS (1), or a negative ROV_ERR_* code; rov_status_str() names it.
@@ -141,7 +158,10 @@ typedef struct rov_config_var {
 } rov_config_var_t;
 
 /** Number of settings; rov_config_var(i) for i in [0, count) describes each,
- * NULL out of range.  The descriptions are static. */
+ * NULL out of range.  The descriptions are static.  Every layer of this
+ * build contributes its own (the transport's first, then each rail's and
+ * policy's, grouped by layer): a build without a rail has none of that
+ * rail's settings, and they are then unknown to rov_config_set(). */
 int rov_config_var_count(void);
 const rov_config_var_t *rov_config_var(int index);
 
@@ -538,12 +558,15 @@ rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64
  * connection too (its sends on it are held) until this side reconnects
  * (after its reopen) or resumes.
  *
- * Threading: like every call, these run in the thread that owns the
- * context; another thread (a checkpoint tool) asks through the control
- * socket ("quiesce", "close-rails", "reopen", "stage"), which the context's
- * progress serves.  A quiesce advances only inside progress (rov_progress,
- * rov_context_wait): a process must keep calling it until
- * ROV_EVENT_CONTEXT_QUIESCED.
+ * Threading (see the top of this file): with the progress helper (the
+ * default) these may be called from any thread, or asked for through the
+ * control socket ("quiesce", "close-rails", "reopen", "stage"), and each
+ * stage completes while the owner computes without calling the library;
+ * the stage events reach the owner's callback at its next progress call.
+ * With RAILOVER_PROGRESS_THREAD=off they run in the owner's thread, the
+ * control socket is served by its progress, and a quiesce advances only
+ * inside progress (rov_progress, rov_context_wait): the owner must keep
+ * calling it until ROV_EVENT_CONTEXT_QUIESCED.
  */
 typedef enum rov_context_stage {
     ROV_CONTEXT_RUNNING,

@@ -23,6 +23,12 @@ switch counted once.  Then, each with a pair of its own:
     no rail socket), the listener reopens, then the connector: each rail
     listens on its previous port again, so the two find each other, and
     every connection delivers again, nothing lost;
+  - computing: both processes in a compute phase that calls nothing of the
+    library (rov_stream --compute-file): each is asked through its control
+    socket to quiesce, close its rails and reopen (as ccp/ will ask every
+    process of a job), and each stage completes all the same, by each
+    process's progress helper (helper_passes > 0); when the compute phase
+    ends, every message is delivered, in order, once;
   - peer_killed: the listener is stopped (SIGSTOP), the connector asked to
     quiesce, then the listener killed: every connection of the connector
     fails with a reason and the quiesce completes all the same (stage
@@ -240,6 +246,45 @@ def both(args, wd, ck, n):
         verified(ck, pair, None)
 
 
+def computing(args, wd, ck, n):
+    flag = wd.file("computing.flag")
+    with streaming(args, wd, "computing", n, extra=["--compute-file", flag]) as (topo, pair):
+        rx = {r: pair.rx_totals(r) for r in nf.SIDES}
+        open(flag, "w").close()
+        t0 = pair.mark("both computing")
+        time.sleep(0.5)
+        for role in nf.SIDES:   # as ccp/ will: each process of the job quiesces
+            ctl(pair, role, "quiesce")
+        for role in nf.SIDES:
+            pair.wait_until("the %s quiesced while computing" % role,
+                            lambda: stage(pair, role)["stage"] == "quiesced", 20)
+        t1 = pair.mark("both quiesced while computing")
+        for role in nf.SIDES:
+            _, out = ctl(pair, role, "close-rails")
+            ck.check("stage=closed" in out, "%s close-rails while computing: %s" %
+                     (role, out.strip()))
+            left = rail_sockets(pair.procs[role].pid)
+            ck.check(not left, "%s holds rail descriptors after close-rails: %s" % (role, left))
+        ctl(pair, "listener", "reopen")
+        ctl(pair, "connector", "reopen")
+        for role in nf.SIDES:
+            pair.wait_until("the %s running again (computing)" % role,
+                            lambda: stage(pair, role)["stage"] == "running", 20)
+        for role in nf.SIDES:
+            st = stage(pair, role)
+            ck.check(st.get("helper") == "on" and st.get("helper_passes", 0) > 0,
+                     "%s: the progress helper did not run: %s" % (role, st))
+        nf.log("both quiesced %.0f ms after the request, while computing" %
+               ((t1 - t0) / 1e6 - 500))
+        os.unlink(flag)
+        pair.mark("computing over")
+        pair.wait_until("every connection delivering both ways after the compute phase",
+                        lambda: all(pair.rx_totals(r).get(c, 0) > rx[r].get(c, 0)
+                                    for r in nf.SIDES for c in range(n)), 20)
+        time.sleep(0.5)
+        verified(ck, pair, None)
+
+
 def peer_killed(args, wd, ck, n):
     with streaming(args, wd, "peer_killed", n, extra=["--linger", "30"]) as (topo, pair):
         lpid = pair.procs["listener"].pid
@@ -266,7 +311,7 @@ def peer_killed(args, wd, ck, n):
 
 
 SCENARIOS = {"cycle": cycle, "preferred_gone": preferred_gone, "both": both,
-             "peer_killed": peer_killed}
+             "computing": computing, "peer_killed": peer_killed}
 
 
 def test():

@@ -155,6 +155,7 @@ struct app {
     unsigned timeout_s;
     unsigned stall_s;
     unsigned linger_s;        /* --linger: a failed run keeps serving this long */
+    const char *compute_file; /* --compute-file: compute while it exists */
     const char *stop_file;
     const char *events_path;
     const char *rate_path;
@@ -223,6 +224,9 @@ static void usage(FILE *f)
             "  --pid-file PATH    write the process id to PATH\n"
             "  --linger SEC       after a failed run, keep calling progress (the control\n"
             "                     socket answers) until --stop-file exists or SEC seconds\n"
+            "  --compute-file PATH  while PATH exists, compute: call no rov_* function (a\n"
+            "                     checkpoint stage must complete meanwhile, by the library's\n"
+            "                     progress helper)\n"
             "  --quiet-status     no status dump every 5 s (dumps on failure remain)\n"
             "  --verbose          report every rail switch\n"
             "Both sides must be given the same --count (unless --stop-file), --seed,\n"
@@ -251,7 +255,7 @@ static void parse_args(struct app *app, int argc, char **argv)
 {
     enum {
         OPT_CONNS = 256, OPT_STOP_FILE, OPT_EVENTS, OPT_RATE_CSV, OPT_RATE_MS, OPT_PID_FILE,
-        OPT_LINGER,
+        OPT_LINGER, OPT_COMPUTE,
         OPT_QUIET_STATUS, OPT_RENEW, OPT_LISTENER_SECOND,
     };
     static const struct option opts[] = {
@@ -271,6 +275,7 @@ static void parse_args(struct app *app, int argc, char **argv)
         {"rate-csv", required_argument, NULL, OPT_RATE_CSV},
         {"rate-ms", required_argument, NULL, OPT_RATE_MS},
         {"linger", required_argument, NULL, OPT_LINGER},
+        {"compute-file", required_argument, NULL, OPT_COMPUTE},
         {"pid-file", required_argument, NULL, OPT_PID_FILE},
         {"quiet-status", no_argument, NULL, OPT_QUIET_STATUS},
         {"renew-buffers", no_argument, NULL, OPT_RENEW},
@@ -322,6 +327,7 @@ static void parse_args(struct app *app, int argc, char **argv)
         case OPT_RATE_MS: rate_ms = parse_u64("--rate-ms", optarg); break;
         case OPT_PID_FILE: app->pid_path = optarg; break;
         case OPT_LINGER: app->linger_s = (unsigned)parse_u64("--linger", optarg); break;
+        case OPT_COMPUTE: app->compute_file = optarg; break;
         case OPT_QUIET_STATUS: app->quiet_status = true; break;
         case OPT_RENEW: app->renew_buffers = true; break;
         case OPT_LISTENER_SECOND: app->listener_second = true; break;
@@ -1141,9 +1147,31 @@ static int start_close(struct app *app, struct sconn *sc)
 /* A wait that goes on sleeping after it ran our callbacks hides their news
  * from the loop (a closed connection, a failure) until its timeout: with
  * --stall S, one that returns S seconds after its last callback is a stall. */
+/* --compute-file: a compute phase, in which the program calls nothing of
+ * the library (a spin on the clock, looking for the file every 10 ms). */
+static void compute(struct app *app)
+{
+    uint64_t t0, t;
+
+    if (!app->compute_file || access(app->compute_file, F_OK) != 0)
+        return;
+    t0 = it_now_ns();
+    fprintf(stderr, "[%s]: computing (no library call) while %s exists\n", app->role,
+            app->compute_file);
+    do {
+        t = it_now_ns();
+        while (it_now_ns() - t < 10000000ull)
+            ;
+    } while (access(app->compute_file, F_OK) == 0);
+    fprintf(stderr, "[%s]: computed %.2f s\n", app->role, (double)(it_now_ns() - t0) / 1e9);
+    app->last_progress_ns = it_now_ns(); /* computing is not a stall */
+}
+
 static void progress(struct app *app, bool idle)
 {
     uint64_t late;
+
+    compute(app);
 
     if (app->busy_poll || !idle) {
         rov_progress(app->ctx);

@@ -1,0 +1,332 @@
+/*
+ * The progress helper: a thread per context that advances checkpoint stages
+ * and answers control requests while the application computes and calls
+ * nothing (RAILOVER_PROGRESS_THREAD, on by default; railover.h, "Threading").
+ *
+ * The application's thread stays the owner.  Every public call holds the
+ * context's lock (core.h, ROV_CTX_GUARD); the helper takes it for a pass of
+ * the progress engine only:
+ *   - when a control request is waiting (the control socket's own epoll
+ *     set, control.c), or a stage was requested from another thread
+ *     (rov_helper_kick());
+ *   - during a stage (quiescing, quiesced, closed, reopening), whenever the
+ *     context's descriptors are ready, and only while the application is
+ *     not progressing itself (its progress count did not move since the
+ *     helper's last pass; otherwise the helper looks again HELPER_AWAY_MS
+ *     later).
+ * A pass never runs an application callback: a message it receives is
+ * acknowledged and its copy kept, an event is kept, a read's completion
+ * waits, and the application's next progress call delivers them first, in
+ * order (rov_ctx_deferred_deliver()).  A pass frees nothing (no reap), so a
+ * kept message's connection outlives it.  An application asleep in
+ * rov_context_wait() is woken (app_wake) when a pass kept something.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "transport/control.h"
+#include "transport/core.h"
+#include "transport/log.h"
+
+/* The application progressed since the last pass: look again this much later. */
+#define HELPER_AWAY_MS 2
+/* Longest sleep during a stage (deadlines are also in the context's timer). */
+#define HELPER_STAGE_MS 100
+
+/* What a pass kept for the application: a message, an event, or a send's
+ * completion. */
+enum kept_kind { KEPT_RECV, KEPT_EVENT, KEPT_SEND };
+
+struct rov_deferred {
+    struct rov_deferred *next;
+    enum kept_kind kind;
+    rov_event_t ev;
+    char reason[128];
+    rov_send_cb_t send_cb;
+    void *send_arg;
+    rov_status_t send_status;
+    struct rov_conn *conn;
+    uint32_t tag;
+    size_t len;
+    uint8_t data[];
+};
+
+struct rov_helper {
+    pthread_t thread;
+    int wake;          /* eventfd: the helper, for a kick or to stop */
+    bool stop;         /* under the context's lock */
+    uint64_t passes;   /* under the lock */
+    uint64_t kept;     /* messages and events kept for the application */
+};
+
+static void efd_drain(int fd)
+{
+    uint64_t v;
+
+    (void)!read(fd, &v, sizeof(v));
+}
+
+static void efd_post(int fd)
+{
+    uint64_t one = 1;
+
+    (void)!write(fd, &one, sizeof(one));
+}
+
+static void keep(rov_context_t *ctx, struct rov_deferred *d)
+{
+    d->next = NULL;
+    if (ctx->deferred_tail)
+        ctx->deferred_tail->next = d;
+    else
+        ctx->deferred_head = d;
+    ctx->deferred_tail = d;
+    ctx->helper->kept++;
+}
+
+void rov_ctx_defer_recv(struct rov_conn *conn, uint32_t tag, const void *data, size_t len)
+{
+    rov_context_t *ctx = conn->ctx;
+    struct rov_deferred *d = malloc(sizeof(*d) + len);
+
+    if (!d) {
+        /* No memory for the copy: deliver here rather than lose it (the
+         * application's callback then runs on this thread). */
+        rov_error("helper", "out of memory keeping a message; delivering it from the helper");
+        ctx->recv_cb(ctx->arg, conn, tag, data, len);
+        return;
+    }
+    memset(d, 0, sizeof(*d));
+    d->kind = KEPT_RECV;
+    d->conn = conn;
+    d->tag = tag;
+    d->len = len;
+    memcpy(d->data, data, len);
+    keep(ctx, d);
+}
+
+void rov_ctx_defer_event(rov_context_t *ctx, const rov_event_t *ev)
+{
+    struct rov_deferred *d = calloc(1, sizeof(*d));
+
+    if (!d) {
+        rov_error("helper", "out of memory keeping event %d; delivering it from the helper",
+                  (int)ev->type);
+        if (ctx->event_cb)
+            ctx->event_cb(ctx->arg, ev);
+        return;
+    }
+    d->kind = KEPT_EVENT;
+    d->ev = *ev;
+    if (ev->reason) {
+        snprintf(d->reason, sizeof(d->reason), "%s", ev->reason);
+        d->ev.reason = d->reason;
+    }
+    keep(ctx, d);
+}
+
+void rov_ctx_defer_send_cb(rov_context_t *ctx, rov_send_cb_t cb, void *arg, rov_status_t status)
+{
+    struct rov_deferred *d = calloc(1, sizeof(*d));
+
+    if (!d) {
+        rov_error("helper", "out of memory keeping a send completion; completing it from "
+                  "the helper");
+        cb(arg, status);
+        return;
+    }
+    d->kind = KEPT_SEND;
+    d->send_cb = cb;
+    d->send_arg = arg;
+    d->send_status = status;
+    keep(ctx, d);
+}
+
+void rov_ctx_deferred_deliver(rov_context_t *ctx)
+{
+    while (ctx->deferred_head) {
+        struct rov_deferred *d = ctx->deferred_head;
+
+        ctx->deferred_head = d->next;
+        if (!ctx->deferred_head)
+            ctx->deferred_tail = NULL;
+        switch (d->kind) {
+        case KEPT_EVENT:
+            ctx->events++;
+            if (ctx->event_cb)
+                ctx->event_cb(ctx->arg, &d->ev);
+            break;
+        case KEPT_SEND:
+            ctx->events++;
+            d->send_cb(d->send_arg, d->send_status);
+            break;
+        case KEPT_RECV:
+            ctx->frames++;
+            ctx->recv_cb(ctx->arg, d->conn, d->tag, d->data, d->len);
+            break;
+        }
+        free(d);
+    }
+}
+
+static void deferred_free(rov_context_t *ctx)
+{
+    while (ctx->deferred_head) {
+        struct rov_deferred *d = ctx->deferred_head;
+
+        ctx->deferred_head = d->next;
+        free(d);
+    }
+    ctx->deferred_tail = NULL;
+}
+
+void rov_helper_kick(rov_context_t *ctx)
+{
+    if (ctx->helper)
+        efd_post(ctx->helper->wake);
+}
+
+static bool driving(const rov_context_t *ctx)
+{
+    return ctx->stage != ROV_CONTEXT_RUNNING || ctx->stage_news;
+}
+
+static void *helper_main(void *arg)
+{
+    rov_context_t *ctx = arg;
+    struct rov_helper *h = ctx->helper;
+    unsigned seen = 0;
+    bool drive = false, away = true, busy = false;
+    int ctl_fd;
+
+    pthread_mutex_lock(&ctx->lock);
+    ctl_fd = rov_ctl_fd(ctx);
+    pthread_mutex_unlock(&ctx->lock);
+    for (;;) {
+        struct pollfd p[3] = {
+            {.fd = h->wake, .events = POLLIN},
+            {.fd = ctl_fd, .events = POLLIN},
+            {.fd = ctx->epfd, .events = POLLIN},
+        };
+        nfds_t n = drive && away ? 3 : 2;
+        int timeout = busy ? 0 : !drive ? -1 : away ? HELPER_STAGE_MS : HELPER_AWAY_MS;
+        bool ctl;
+
+        if (poll(p, n, timeout) < 0 && errno != EINTR)
+            rov_warn("helper", "poll: %m");
+        if (p[0].revents & POLLIN)
+            efd_drain(h->wake);
+        ctl = (p[1].revents & POLLIN) != 0;
+        pthread_mutex_lock(&ctx->lock);
+        if (h->stop) {
+            pthread_mutex_unlock(&ctx->lock);
+            break;
+        }
+        /* The application progressed since the last pass: it does the
+         * work itself (a control request is served at once all the same). */
+        away = ctx->poll_count == seen;
+        busy = false;
+        if (away || ctl || !drive) {
+            int r;
+
+            ctx->in_helper = true;
+            r = rov_ctx_helper_pass(ctx);
+            ctx->in_helper = false;
+            h->passes++;
+            if (r & ROV_PASS_TOLD)
+                efd_post(ctx->app_wake);
+            busy = (r & ROV_PASS_BUSY) != 0;
+            away = true;
+        }
+        seen = ctx->poll_count;
+        drive = driving(ctx);
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    return NULL;
+}
+
+void rov_helper_init(rov_context_t *ctx)
+{
+    pthread_mutexattr_t ma;
+
+    /* Recursive: a callback that the application's progress runs may call
+     * rov_conn_send(), and the control commands call the public stage
+     * calls, each of which takes the lock again. */
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&ctx->lock, &ma);
+    pthread_mutexattr_destroy(&ma);
+    ctx->app_wake = -1;
+}
+
+void rov_helper_start(rov_context_t *ctx)
+{
+    struct rov_helper *h;
+    int err;
+
+    if (!ctx->config.progress_thread)
+        return;
+    h = calloc(1, sizeof(*h));
+    if (!h)
+        goto err;
+    h->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    ctx->app_wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (h->wake < 0 || ctx->app_wake < 0)
+        goto err;
+    ctx->helper = h;
+    ctx->threaded = true;
+    err = pthread_create(&h->thread, NULL, helper_main, ctx);
+    if (err) {
+        errno = err;
+        ctx->helper = NULL;
+        ctx->threaded = false;
+        goto err;
+    }
+    pthread_setname_np(h->thread, "railover-help");
+    return;
+err:
+    rov_warn("helper", "cannot start the progress helper (%m): stages advance only inside "
+             "the application's progress calls");
+    if (h && h->wake >= 0)
+        close(h->wake);
+    if (ctx->app_wake >= 0)
+        close(ctx->app_wake);
+    ctx->app_wake = -1;
+    free(h);
+}
+
+void rov_helper_stop(rov_context_t *ctx)
+{
+    struct rov_helper *h = ctx->helper;
+
+    if (h) {
+        pthread_mutex_lock(&ctx->lock);
+        h->stop = true;
+        pthread_mutex_unlock(&ctx->lock);
+        efd_post(h->wake);
+        pthread_join(h->thread, NULL);
+        close(h->wake);
+        close(ctx->app_wake);
+        ctx->app_wake = -1;
+        ctx->helper = NULL;
+        ctx->threaded = false;
+        free(h);
+    }
+    deferred_free(ctx);
+    pthread_mutex_destroy(&ctx->lock);
+}
+
+void rov_helper_status(const rov_context_t *ctx, FILE *out)
+{
+    if (ctx->helper)
+        fprintf(out, " helper=on helper_passes=%llu helper_kept=%llu",
+                (unsigned long long)ctx->helper->passes, (unsigned long long)ctx->helper->kept);
+    else
+        fprintf(out, " helper=off");
+}
