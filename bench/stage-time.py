@@ -19,12 +19,21 @@ socket (`railover ctl PID ...`), each once traffic flows again:
   flowing: request to reopen -> every connection delivering both ways again
      (the rate CSV, so as coarse as --rate-ms).
 
+With --computing, both processes are in a compute phase during each round
+(rov_stream --compute-file: no library call at all) and both are asked to
+quiesce, as ccp/ asks every process of a job; the stages then complete by
+each process's progress helper (RAILOVER_PROGRESS_THREAD), the events wait
+for the compute phase's end, so quiesce and reopen are measured by polling
+the `stage` command instead (request -> both report quiesced / running;
+as coarse as the tool's round trip).
+
 Prints a table of medians (and min / max) per N; every pair's stream is
 verified at the end (no loss, duplicate or reordering).  Run as root
 (namespaces).  Timing varies with the machine's load: compare medians
 taken side by side.
 
   bench/stage-time.py --counts 1,16,64 --runs 5
+  bench/stage-time.py --counts 1,16,64 --runs 5 --computing
 """
 import argparse
 import os
@@ -71,17 +80,70 @@ def flowing_after(pair, n, rx0, timeout):
     raise nf.Failure("not delivering again within %gs" % timeout)
 
 
+def stage_of(pair, role):
+    _, _, out = ctl(pair, role, "stage")
+    for line in out.splitlines():
+        if line.startswith("context stage="):
+            return nf.parse_kv(line)["stage"]
+    raise nf.Failure("no stage line: %r" % out)
+
+
+def until_stage(pair, stage, timeout):
+    """Both sides report stage: the time of the last answer."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(stage_of(pair, r) == stage for r in SIDES):
+            return now_ns()
+        time.sleep(0.002)
+    raise nf.Failure("not %s within %gs" % (stage, timeout))
+
+
+def computing_round(args, pair, n, r, flag):
+    open(flag, "w").close()
+    time.sleep(0.2)
+    t_q = now_ns()
+    for role in SIDES:
+        ctl(pair, role, "quiesce")
+    t_qd = until_stage(pair, "quiesced", 30)
+    c0, _, _ = ctl(pair, "connector", "close-rails")
+    _, c1, _ = ctl(pair, "listener", "close-rails")
+    s0, s1, _ = ctl(pair, "connector", "stage")
+    t_r = now_ns()
+    for role in ("listener", "connector"):
+        ctl(pair, role, "reopen")
+    t_rd = until_stage(pair, "running", 30)
+    rx0 = {s: pair.rx_totals(s) for s in SIDES}
+    os.unlink(flag)
+    t_c = now_ns()
+    t_f = flowing_after(pair, n, rx0, 30)
+    return {"n": n, "round": r, "quiesce_ms": (t_qd - t_q) / 1e6,
+            "close_ms": (c1 - c0) / 2e6, "tool_ms": (s1 - s0) / 1e6,
+            "reopen_ms": (t_rd - t_r) / 1e6, "flowing_ms": (t_f - t_c) / 1e6}
+
+
 def one_count(args, wd, n):
     rows = []
     with nf.Topology() as topo:
         env = dict(nf.FAULT_ENV)
         env["RAILOVER_LOG"] = args.log_level
-        pair = nf.StreamPair(args, wd.sub("n%d" % n), topo, conns=n, env=env,
-                             max_size=args.max_size, rate_ms=args.rate_ms)
+        sub = wd.sub("n%d" % n)
+        flag = os.path.join(sub.path, "computing.flag")
+        pair = nf.StreamPair(args, sub, topo, conns=n, env=env,
+                             max_size=args.max_size, rate_ms=args.rate_ms,
+                             extra=["--compute-file", flag] if args.computing else [])
         try:
             pair.start(ready_timeout=60)
             time.sleep(1.0)
             for r in range(args.runs):
+                if args.computing:
+                    row = computing_round(args, pair, n, r, flag)
+                    rows.append(row)
+                    log("n=%d round %d (computing): quiesce %.1f ms, close %.1f ms, reopen "
+                        "%.1f ms, flowing %.0f ms after the compute phase" % (
+                            n, r, row["quiesce_ms"], row["close_ms"], row["reopen_ms"],
+                            row["flowing_ms"]))
+                    time.sleep(args.settle)
+                    continue
                 t_q, _, _ = ctl(pair, "connector", "quiesce")
                 t_qd = event_after(pair, "connector", "quiesced", t_q, 30)
                 s0, s1, _ = ctl(pair, "connector", "stage")
@@ -125,6 +187,8 @@ def main():
         "ROV_STREAM", "tests/integration/rov_stream"))
     ap.add_argument("--railover", default=fobench.default_bin("RAILOVER_TOOL", "tools/railover"))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--computing", action="store_true",
+                    help="both processes compute (call nothing) during each round; both quiesce")
     args = ap.parse_args()
     nf.require_netns(nft=False)
     wd = nf.Workdir("stage-time", keep=args.keep)
@@ -138,6 +202,10 @@ def main():
     print("# load average: %s" % open("/proc/loadavg").read().split()[0])
     print("# median (min-max) over %d rounds; close = the tool's round trip, tool = a `stage` "
           "round trip (the tool's own cost)" % args.runs)
+    if args.computing:
+        print("# --computing: both processes computing, both quiesced; quiesce and reopen by "
+              "polling `stage` on both (each poll two tool round trips); close = mean of "
+              "the two; flowing = after the compute phase ended")
     print("%6s %22s %22s %14s %22s %22s" % ("conns", "quiesce ms", "close ms", "tool ms",
                                             "reopen ms", "flowing again ms"))
     for n in sorted({r["n"] for r in rows}):

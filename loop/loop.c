@@ -16,7 +16,8 @@
  * An eventfd per rail wakes a sleeping context when a peer queues for it.
  *
  * Every context using loop rails must run in one thread: the queues and
- * the list of listeners are not locked.
+ * the list of listeners are not locked (so RAILOVER_PROGRESS_THREAD=off:
+ * a context's progress helper is a second thread).
  */
 #include <stdbool.h>
 #include <stdio.h>

@@ -67,6 +67,8 @@ static bool conn_set_state(struct rov_conn *conn, enum rov_conn_state state, con
     if (!rov_state_change(rov_conn_states, conn->state, state, "conn", what, why,
                           &ctx->illegal_transitions))
         return false;
+    ctx->conn_now[conn->state]--;
+    ctx->conn_now[state]++;
     conn->state = state;
     ctx->conn_entered[state]++;
     if (state == ROV_CONN_DEAD)
@@ -144,6 +146,7 @@ struct rov_conn *rov_conn_new(rov_context_t *ctx)
     conn->tx_rail = -1;
     conn->max_send = ctx->config.max_msg;
     ctx->conn_entered[ROV_CONN_CONNECTING]++; /* (calloc: state 0) */
+    ctx->conn_now[ROV_CONN_CONNECTING]++;
     rov_retain_init(&conn->tx, ctx->config.window_msgs, ctx->config.window_bytes);
     conn->next = ctx->conns;
     if (ctx->conns)
@@ -630,6 +633,7 @@ void rov_conn_free(struct rov_conn *conn)
 {
     rov_context_t *ctx = conn->ctx;
 
+    ctx->conn_now[conn->state]--;
     rov_conn_abort(conn, ROV_ERR_CANCELED);
     if (conn->push_more)
         ctx->push_pending--;
@@ -1924,6 +1928,7 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
 
 int rov_conn_rail(const rov_conn_t *conn)
 {
+    ROV_CTX_GUARD(conn->ctx);
     return conn->tx_rail;
 }
 

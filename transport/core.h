@@ -142,6 +142,7 @@ struct rov_context {
     uint64_t mem_regs;                /* memory registrations held by rails (mem.c) */
     /* State machines (states.h): states entered, transitions refused. */
     uint64_t conn_entered[ROV_CONN_NSTATES];
+    unsigned conn_now[ROV_CONN_NSTATES]; /* connections in each state now */
     uint64_t chan_entered[ROV_CHAN_NSTATES];
     uint64_t illegal_transitions;
     /* The progress helper (helper.c) */

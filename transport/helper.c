@@ -192,9 +192,12 @@ void rov_helper_kick(rov_context_t *ctx)
         efd_post(ctx->helper->wake);
 }
 
+/* A stage of this context, or a connection in one (its peer quiesced). */
 static bool driving(const rov_context_t *ctx)
 {
-    return ctx->stage != ROV_CONTEXT_RUNNING || ctx->stage_news;
+    return ctx->stage != ROV_CONTEXT_RUNNING || ctx->stage_news ||
+           ctx->conn_now[ROV_CONN_DRAINING] || ctx->conn_now[ROV_CONN_QUIESCED] ||
+           ctx->conn_now[ROV_CONN_REOPENING];
 }
 
 static void *helper_main(void *arg)

@@ -51,6 +51,7 @@ const char *rov_context_stage_str(rov_context_stage_t stage)
 
 rov_context_stage_t rov_context_stage(const rov_context_t *ctx)
 {
+    ROV_CTX_GUARD((rov_context_t *)ctx);
     return ctx->stage;
 }
 

@@ -1871,9 +1871,12 @@ static rov_status_t ucx_open(rov_context_t *ctx, const struct rov_rail_spec *spe
         .field_mask = UCP_PARAM_FIELD_FEATURES,
         .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
     };
+    /* Serialized, not single: the context's progress helper (a second
+     * thread) may drive the worker, never at the same time as the owner
+     * (the context's lock, transport/helper.c). */
     ucp_worker_params_t wp = {
         .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-        .thread_mode = UCS_THREAD_MODE_SINGLE,
+        .thread_mode = UCS_THREAD_MODE_SERIALIZED,
     };
     ucp_am_handler_param_t ap = {
         .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |

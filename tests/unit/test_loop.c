@@ -91,6 +91,10 @@ static rov_context_t *context(struct side *s, const char *fault)
     ck_assert_int_eq(rov_config_set(cfg, "RAILOVER_RAILS", "loop@a,loop@b", err, sizeof(err)),
                      ROV_OK);
     ck_assert_int_eq(rov_config_set(cfg, "RAILOVER_CONTROL", "off", err, sizeof(err)), ROV_OK);
+    /* One thread drives both contexts, in turn (the loop rail's queues are
+     * not locked, loop.c): no progress helper beside it. */
+    ck_assert_int_eq(rov_config_set(cfg, "RAILOVER_PROGRESS_THREAD", "off", err, sizeof(err)),
+                     ROV_OK);
     ck_assert_int_eq(rov_config_set(cfg, "RAILOVER_LOG", "warn", err, sizeof(err)), ROV_OK);
     ck_assert_int_eq(rov_config_set(cfg, "RAILOVER_FAILBACK", "off", err, sizeof(err)), ROV_OK);
     if (fault)
