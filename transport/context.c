@@ -304,9 +304,11 @@ static ROV_COLD void sleep_unlocked(rov_context_t *ctx, int timeout_ms)
                           {.fd = ctx->app_wake, .events = POLLIN}};
     uint64_t v;
 
+    ctx->app_sleeping = true;
     pthread_mutex_unlock(&ctx->lock);
     poll(p, 2, timeout_ms);
     pthread_mutex_lock(&ctx->lock);
+    ctx->app_sleeping = false;
     if (p[1].revents & POLLIN)
         (void)!read(ctx->app_wake, &v, sizeof(v));
 }

@@ -149,6 +149,7 @@ struct rov_context {
     pthread_mutex_t lock;             /* held by every public call while threaded */
     struct rov_helper *helper;        /* NULL: RAILOVER_PROGRESS_THREAD=off */
     int app_wake;                     /* eventfd: a sleeping rov_context_wait(), -1: none */
+    bool app_sleeping;                /* ... sleeps now (without the lock) */
     struct rov_deferred *deferred_tail;
 };
 

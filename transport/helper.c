@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -231,9 +232,10 @@ static void *helper_main(void *arg)
             pthread_mutex_unlock(&ctx->lock);
             break;
         }
-        /* The application progressed since the last pass: it does the
-         * work itself (a control request is served at once all the same). */
-        away = ctx->poll_count == seen;
+        /* The application progressed since the last pass, or sleeps in
+         * rov_context_wait() (it wakes for the same descriptors): it does
+         * the work itself (a control request is served at once all the same). */
+        away = ctx->poll_count == seen && !ctx->app_sleeping;
         busy = false;
         if (away || ctl || !drive) {
             int r;
@@ -271,6 +273,7 @@ void rov_helper_init(rov_context_t *ctx)
 void rov_helper_start(rov_context_t *ctx)
 {
     struct rov_helper *h;
+    sigset_t all, old;
     int err;
 
     if (!ctx->config.progress_thread)
@@ -284,7 +287,11 @@ void rov_helper_start(rov_context_t *ctx)
         goto err;
     ctx->helper = h;
     ctx->threaded = true;
+    /* Signals are the application's: none is delivered to the helper. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     err = pthread_create(&h->thread, NULL, helper_main, ctx);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err) {
         errno = err;
         ctx->helper = NULL;
