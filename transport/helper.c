@@ -176,12 +176,16 @@ void rov_ctx_deferred_deliver(rov_context_t *ctx)
     }
 }
 
+/* At destroy: kept messages and events go; kept send completions are
+ * called, as destroy calls those of the sends it cancels (railover.h). */
 static void deferred_free(rov_context_t *ctx)
 {
     while (ctx->deferred_head) {
         struct rov_deferred *d = ctx->deferred_head;
 
         ctx->deferred_head = d->next;
+        if (d->kind == KEPT_SEND)
+            d->send_cb(d->send_arg, d->send_status);
         free(d);
     }
     ctx->deferred_tail = NULL;
