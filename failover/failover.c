@@ -749,7 +749,7 @@ static void fo_tick(rov_context_t *ctx, uint64_t now)
                 check_chan(c, tx, now);
             continue;
         }
-        if ((state != ROV_CONN_ESTABLISHED && state != ROV_CONN_CLOSING &&
+        if ((state != ROV_CONN_ESTABLISHED && !ROV_CONN_IS_CLOSING(state) &&
              state != ROV_CONN_DRAINING) || !rov_policy_peer_id(c))
             continue; /* (quiesced or reopening: the stage's, not failover's) */
         any = true;

@@ -36,7 +36,8 @@ const struct rov_state_info rov_conn_states[ROV_CONN_NSTATES] = {
                                            B(ROV_CONN_FAILED) | B(ROV_CONN_DEAD)},
     [ROV_CONN_ESTABLISHED] = {"established", B(ROV_CONN_CLOSING) | B(ROV_CONN_FAILED) |
                                              B(ROV_CONN_DRAINING)},
-    [ROV_CONN_CLOSING] = {"closing", B(ROV_CONN_DEAD) | B(ROV_CONN_FAILED)},
+    [ROV_CONN_CLOSING] = {"closing", B(ROV_CONN_CLOSE_SENT) | B(ROV_CONN_DEAD) |
+                                     B(ROV_CONN_FAILED)},
     [ROV_CONN_FAILED] = {"failed", B(ROV_CONN_DEAD)},
     [ROV_CONN_DEAD] = {"dead", 0},
     [ROV_CONN_DRAINING] = {"draining", B(ROV_CONN_QUIESCED) | B(ROV_CONN_ESTABLISHED) |
@@ -44,11 +45,16 @@ const struct rov_state_info rov_conn_states[ROV_CONN_NSTATES] = {
     [ROV_CONN_QUIESCED] = {"quiesced", B(ROV_CONN_ESTABLISHED) | B(ROV_CONN_REOPENING) |
                                        B(ROV_CONN_FAILED)},
     [ROV_CONN_REOPENING] = {"reopening", B(ROV_CONN_ESTABLISHED) | B(ROV_CONN_FAILED)},
+    [ROV_CONN_CLOSE_SENT] = {"close-sent", B(ROV_CONN_CLOSING) | B(ROV_CONN_CLOSE_ANSWERED) |
+                                           B(ROV_CONN_DEAD) | B(ROV_CONN_FAILED)},
+    [ROV_CONN_CLOSE_ANSWERED] = {"close-answered", B(ROV_CONN_DEAD) | B(ROV_CONN_FAILED)},
 };
 /* The states in which sends are held (quiesce), and in which retained
  * messages go out (conn_push()). */
 #define HOLD_STATES (B(ROV_CONN_DRAINING) | B(ROV_CONN_QUIESCED) | B(ROV_CONN_REOPENING))
-#define PUSH_STATES (B(ROV_CONN_ESTABLISHED) | B(ROV_CONN_CLOSING) | B(ROV_CONN_DRAINING))
+#define PUSH_STATES (B(ROV_CONN_ESTABLISHED) | B(ROV_CONN_CLOSING) | B(ROV_CONN_CLOSE_SENT) | \
+                     B(ROV_CONN_CLOSE_ANSWERED) | B(ROV_CONN_DRAINING))
+#define CLOSING(conn) ROV_CONN_IS_CLOSING((conn)->state)
 
 const char *rov_conn_state_name(enum rov_conn_state state)
 {
@@ -415,8 +421,8 @@ static ROV_COLD void push_end(struct rov_conn *conn, struct rov_chan *chan)
         drained_check(conn);
         return;
     }
-    if (conn->state != ROV_CONN_CLOSING || conn->close_sent || conn->tx.count)
-        return;
+    if (conn->state != ROV_CONN_CLOSING || conn->tx.count)
+        return; /* not closing, or the CLOSE is out, or data goes first */
     if (__builtin_expect(conn->ctx->fault_armed, 0)) {
         rov_fault_close_sending(&conn->ctx->fault, chan,
                                 conn->peer_closed ? ROV_FAULT_CLOSE_SECOND : ROV_FAULT_CLOSE_FIRST);
@@ -425,7 +431,7 @@ static ROV_COLD void push_end(struct rov_conn *conn, struct rov_chan *chan)
     }
     if (send_ctrl(chan, ROV_FT_CLOSE, 0, NULL, 0) != ROV_OK)
         return;
-    conn->close_sent = true;
+    conn_set_state(conn, ROV_CONN_CLOSE_SENT, "close sent");
     if (conn->ctx->stage == ROV_CONTEXT_QUIESCING)
         rov_stage_conn_changed(conn->ctx); /* it sends nothing more */
 }
@@ -599,8 +605,7 @@ static void conn_fail(struct rov_conn *conn, rov_status_t status, const char *wh
 
     if (conn->state == ROV_CONN_FAILED || conn->state == ROV_CONN_DEAD)
         return;
-    if (conn->state == ROV_CONN_CLOSING && conn->peer_closed && !conn->tx.count &&
-        status != ROV_ERR_PROTO) {
+    if (CLOSING(conn) && conn->peer_closed && !conn->tx.count && status != ROV_ERR_PROTO) {
         /* Closing, the peer's CLOSE here and everything we sent acknowledged:
          * nothing is lost whatever our CLOSE's fate.  A peer that can no
          * longer be reached has finished (it had our CLOSE, and its answer
@@ -765,7 +770,7 @@ void rov_conn_connect_again(rov_context_t *ctx, uint64_t now)
     for (struct rov_conn *c = ctx->conns; c; c = c->next) {
         /* CLOSING too: closed before its first connect went through, it
          * still delivers what was sent on it (rov_conn_close()). */
-        if ((c->state != ROV_CONN_CONNECTING && c->state != ROV_CONN_CLOSING &&
+        if ((c->state != ROV_CONN_CONNECTING && !CLOSING(c) &&
              c->state != ROV_CONN_REOPENING) || !c->connect_again_ns)
             continue;
         if (c->connect_again_ns > now) {
@@ -866,6 +871,8 @@ rov_status_t rov_conn_close(rov_conn_t *conn)
         rov_conn_push(conn);
         return ROV_INPROGRESS;
     case ROV_CONN_CLOSING:
+    case ROV_CONN_CLOSE_SENT:
+    case ROV_CONN_CLOSE_ANSWERED:
         return ROV_INPROGRESS;
     case ROV_CONN_DRAINING:
     case ROV_CONN_QUIESCED:
@@ -1088,7 +1095,7 @@ rov_status_t rov_conn_move(struct rov_conn *conn, int rail, rov_reason_t reason,
     /* The engine also moves a connection that is flushing for close or
      * draining for a quiesce; a reopen moves one that reconnects. */
     if (conn->state != ROV_CONN_ESTABLISHED &&
-        !((conn->state == ROV_CONN_CLOSING || conn->state == ROV_CONN_DRAINING ||
+        !((CLOSING(conn) || conn->state == ROV_CONN_DRAINING ||
            conn->state == ROV_CONN_REOPENING) && conn->peer_id && reason != ROV_REASON_API))
         return ROV_ERR_BUSY;
     if (!rov_conn_peer_has_rail(conn, rail))
@@ -1131,7 +1138,8 @@ static void peer_synced(struct rov_conn *conn, struct rov_chan *chan, uint64_t l
         conn->tx_chan_serial = chan->serial;
         /* A CLOSE or an end marker sent on the old channel may have died
          * with it; the push below sends it again (a duplicate is ignored). */
-        conn->close_sent = false;
+        if (conn->state == ROV_CONN_CLOSE_SENT)
+            conn_set_state(conn, ROV_CONN_CLOSING, "a switch: the close goes again");
         conn->eoc_sent = false;
     }
     conn->tx_sync = false;
@@ -1532,14 +1540,15 @@ static void answer_close(struct rov_conn *conn, struct rov_chan *chan)
 {
     rov_status_t st;
 
-    conn->close_acked = true;
+    if (conn->state != ROV_CONN_CLOSE_ANSWERED)
+        conn_set_state(conn, ROV_CONN_CLOSE_ANSWERED, "the peer's close answered");
     if (__builtin_expect(conn->ctx->fault_armed, 0))
         rov_fault_close_sending(&conn->ctx->fault, chan, ROV_FAULT_CLOSE_ANSWER);
     st = chan->state == ROV_CHAN_CLOSED ? ROV_ERR_RESET
                                         : send_ctrl(chan, ROV_FT_CLOSE, ROV_CLOSE_ACKED, NULL, 0);
     /* A channel that failed under the answer finished the connection
      * already (rov_conn_chan_failed()): it must not close twice. */
-    if (conn->state != ROV_CONN_CLOSING)
+    if (conn->state != ROV_CONN_CLOSE_ANSWERED)
         return;
     if (st == ROV_OK && chan->rail->ops.chan_flush(chan) == ROV_INPROGRESS)
         return; /* rov_conn_chan_flushed() */
@@ -1550,7 +1559,7 @@ void rov_conn_chan_flushed(struct rov_chan *chan)
 {
     struct rov_conn *conn = chan->conn;
 
-    if (conn->state == ROV_CONN_CLOSING && conn->close_acked)
+    if (conn->state == ROV_CONN_CLOSE_ANSWERED)
         conn_finish_close(conn);
 }
 
@@ -1560,7 +1569,7 @@ static ROV_COLD void handle_close(struct rov_conn *conn, struct rov_chan *chan, 
 
     if (flags & ROV_CLOSE_ACKED) {
         /* The peer answers our CLOSE: it sent its own and had all of ours. */
-        if (conn->state != ROV_CONN_CLOSING || conn->tx.count)
+        if (!CLOSING(conn) || conn->tx.count)
             return protocol_error(chan, "close answered before we closed");
         conn->peer_closed = true;
         conn_finish_close(conn);
@@ -1573,7 +1582,7 @@ static ROV_COLD void handle_close(struct rov_conn *conn, struct rov_chan *chan, 
         conn->peer_eoc = true;
         conn->peer_eoc_seq = conn->rx_seq;
     }
-    if (conn->close_acked || (conn->close_sent && !again)) {
+    if (conn->state == ROV_CONN_CLOSE_ANSWERED || (conn->state == ROV_CONN_CLOSE_SENT && !again)) {
         answer_close(conn, chan);
         return;
     }
@@ -1583,7 +1592,7 @@ static ROV_COLD void handle_close(struct rov_conn *conn, struct rov_chan *chan, 
                   "peer closed");
     /* Already closing: the CLOSE's ack may have released our last message;
      * draining: the CLOSE may have been what it waited for. */
-    if (conn->state == ROV_CONN_CLOSING || conn->state == ROV_CONN_DRAINING)
+    if (CLOSING(conn) || conn->state == ROV_CONN_DRAINING)
         rov_conn_push(conn);
 }
 
@@ -1873,8 +1882,8 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
         }
     }
     if (conn->state == ROV_CONN_QUIESCED ||
-        (conn->state == ROV_CONN_CLOSING && conn->peer_eoc && conn->close_sent &&
-         !conn->tx.count))
+        ((conn->state == ROV_CONN_CLOSE_SENT || conn->state == ROV_CONN_CLOSE_ANSWERED) &&
+         conn->peer_eoc && !conn->tx.count))
         return; /* nothing in flight: the peer closed its rails, or the path
                  * ended; a resume or a reopen reconnects (a closing one then
                  * sends its CLOSE again) */
@@ -1883,12 +1892,12 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
             reopen_failed(conn, rail, status);
         return;
     }
-    if (conn->state == ROV_CONN_CLOSING && conn->close_acked) {
+    if (conn->state == ROV_CONN_CLOSE_ANSWERED) {
         /* We answered the peer's CLOSE: both sides have everything. */
         conn_finish_close(conn);
         return;
     }
-    if (conn->state == ROV_CONN_CLOSING && conn->close_sent && rail != conn->tx_rail) {
+    if (conn->state == ROV_CONN_CLOSE_SENT && rail != conn->tx_rail) {
         /* A side channel ending: wait on the transmit channel. */
         if (!any_ready_chan(conn))
             conn_finish_close(conn);
@@ -1903,7 +1912,7 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
      * refuses or drops the new channel before its handshake: it finished and
      * no longer knows the connection. */
     if (status == ROV_ERR_PROTO ||
-        (conn->state == ROV_CONN_CLOSING && conn->peer_closed && !conn->tx.count &&
+        (CLOSING(conn) && conn->peer_closed && !conn->tx.count &&
          chan->outbound && !chan->handshaken)) {
         conn_fail(conn, status, why);
         return;

@@ -31,8 +31,7 @@ struct rov_conn {
     enum rov_conn_state state;
     int tx_rail;                      /* rail we send on */
     bool tx_sync;                     /* wait for the peer's last-received before data */
-    bool close_sent, peer_closed;
-    bool close_acked;                 /* we answered the peer's CLOSE: finishing */
+    bool peer_closed;                 /* its CLOSE came: the receive half's end */
     bool in_ack_list;
     bool push_more;                   /* rov_conn_push() stopped at its budget */
     struct rov_chan *chans[ROV_MAX_RAILS]; /* adopted channel per rail */

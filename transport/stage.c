@@ -67,7 +67,10 @@ static bool unsettled(const struct rov_conn *c)
     case ROV_CONN_DEAD:
         return false;
     case ROV_CONN_CLOSING:
-        return !c->close_sent || c->tx.count;
+        return true;
+    case ROV_CONN_CLOSE_SENT:
+    case ROV_CONN_CLOSE_ANSWERED:
+        return c->tx.count != 0;
     default:
         return true;
     }

@@ -27,8 +27,21 @@ enum rov_conn_state {
                            * without a failover */
     ROV_CONN_REOPENING,   /* after rails reopened: reconnecting to the peer,
                            * preferred rail first */
+    /* The close handshake after CLOSING (rov_conn_close(): flushing, our
+     * CLOSE not sent yet): */
+    ROV_CONN_CLOSE_SENT,  /* our CLOSE out, everything before it acknowledged;
+                           * waiting for the peer's answer or its own CLOSE
+                           * (back to CLOSING when a switch may have lost it) */
+    ROV_CONN_CLOSE_ANSWERED, /* we answered the peer's CLOSE: both sides have
+                              * everything; finishing once the answer is out */
 };
-#define ROV_CONN_NSTATES (ROV_CONN_REOPENING + 1)
+#define ROV_CONN_NSTATES (ROV_CONN_CLOSE_ANSWERED + 1)
+/* Closing, in any step of the handshake.  (The peer's half, whether its
+ * CLOSE came, is conn->peer_closed: the receive direction's end, which may
+ * come in any state, as a TCP FIN does.) */
+#define ROV_CONN_IS_CLOSING(s)                                                \
+    ((s) == ROV_CONN_CLOSING || (s) == ROV_CONN_CLOSE_SENT ||                 \
+     (s) == ROV_CONN_CLOSE_ANSWERED)
 
 enum rov_chan_state {
     ROV_CHAN_CONNECTING, /* outbound, connect in progress */

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "railover/railover.h"
+#include "transport/core.h" /* the contexts' state counters */
 #include "transport/states.h"
 
 #define MSGS 2000
@@ -331,6 +332,39 @@ START_TEST(test_peer_closes_during_quiesce)
 }
 END_TEST
 
+/* The close handshake as states: the closer's CLOSE goes out (CLOSING ->
+ * CLOSE_SENT), the peer closes on its PEER_CLOSED event and its CLOSE
+ * crosses or follows; whoever gets the other's CLOSE after sending its own
+ * answers it (CLOSE_ANSWERED); both end DEAD, nothing refused.  Then the
+ * same with data in flight both ways when A closes. */
+START_TEST(test_close_handshake)
+{
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) {
+            teardown();
+            setup();
+            pump(&A, 300);
+            pump(&B, 300);
+        } else {
+            stream(100);
+        }
+        B.close_on_peer = true;
+        ck_assert_int_eq(rov_conn_close(A.conn), ROV_INPROGRESS);
+        ck_assert_int_eq(rov_conn_close(A.conn), ROV_INPROGRESS); /* again: harmless */
+        SPIN_UNTIL(A.closed == 1 && B.closed == 1);
+        ck_assert_uint_ge(A.ctx->conn_entered[ROV_CONN_CLOSE_SENT], 1);
+        ck_assert_uint_ge(B.ctx->conn_entered[ROV_CONN_CLOSE_SENT], 1);
+        ck_assert_uint_ge(A.ctx->conn_entered[ROV_CONN_CLOSE_ANSWERED] +
+                          B.ctx->conn_entered[ROV_CONN_CLOSE_ANSWERED], 1);
+        ck_assert_uint_eq(A.ctx->illegal_transitions + B.ctx->illegal_transitions, 0);
+        ck_assert_int_eq(A.errors + B.errors + A.bad + B.bad, 0);
+        ck_assert_uint_eq(A.rcvd, B.sent);
+        ck_assert_uint_eq(B.rcvd, A.sent);
+        A.closed = B.closed = 0;
+    }
+}
+END_TEST
+
 START_TEST(test_refused)
 {
     stream(50);
@@ -398,6 +432,7 @@ int main(void)
     tcase_add_test(tc, test_close_reopen);
     tcase_add_test(tc, test_close_during_quiesce);
     tcase_add_test(tc, test_peer_closes_during_quiesce);
+    tcase_add_test(tc, test_close_handshake);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_tables);
     suite_add_tcase(s, tc);
