@@ -31,8 +31,12 @@
  * waits for the call in progress).  The helper works only when a control
  * request is waiting or a stage is under way and the owner has not
  * progressed for a few milliseconds; it never runs a callback: a message
- * it receives is acknowledged and kept (a copy), an event is kept, and the
- * owner's next progress call delivers them first, in order.  With
+ * it receives is acknowledged and kept (a copy), an event or a send's
+ * completion is kept, and the owner's next progress call delivers them
+ * first, in order.  Outside a stage the helper reads no connection: a peer
+ * that quiesces alone while this owner computes waits for its next
+ * progress call, or for this process's own quiesce (ccp/ quiesces every
+ * process of a job).  With
  * RAILOVER_PROGRESS_THREAD=off there is no lock and no thread: only one
  * thread may call at a time, and a stage advances only inside the owner's
  * progress calls.  rov_context_destroy() must not race with another call;
