@@ -27,6 +27,11 @@ for the compute phase's end, so quiesce and reopen are measured by polling
 the `stage` command instead (request -> both report quiesced / running;
 as coarse as the tool's round trip).
 
+With --computing --helper off (RAILOVER_PROGRESS_THREAD=off), the same
+round shows what a process without the helper does: the quiesce request
+is not answered while it computes (the tool gives up after 5 s); the
+round then ends the compute phase and times the quiesce from there.
+
 Prints a table of medians (and min / max) per N; every pair's stream is
 verified at the end (no loss, duplicate or reordering).  Run as root
 (namespaces).  Timing varies with the machine's load: compare medians
@@ -34,6 +39,7 @@ taken side by side.
 
   bench/stage-time.py --counts 1,16,64 --runs 5
   bench/stage-time.py --counts 1,16,64 --runs 5 --computing
+  bench/stage-time.py --counts 1 --runs 3 --computing --helper off
 """
 import argparse
 import os
@@ -98,7 +104,41 @@ def until_stage(pair, stage, timeout):
     raise nf.Failure("not %s within %gs" % (stage, timeout))
 
 
+def unhelped_round(args, pair, n, r, flag):
+    """--helper off: the request goes unanswered while the process computes."""
+    open(flag, "w").close()
+    time.sleep(0.2)
+    t0 = now_ns()
+    out = subprocess.run([pair.args.railover, "ctl", str(pair.procs["connector"].pid),
+                          "quiesce"], env=pair.env["connector"], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    t1 = now_ns()
+    log("n=%d round %d (computing, no helper): quiesce request: exit %d after %.1f s: %s" % (
+        n, r, out.returncode, (t1 - t0) / 1e9, out.stdout.strip()))
+    os.unlink(flag)
+    t_c = now_ns()
+    if out.returncode != 0:   # the tool gave up: ask again now (a second quiesce is harmless)
+        ctl(pair, "connector", "quiesce")
+    t_qd = until_stage_of(pair, "connector", "quiesced", 30)
+    ctl(pair, "connector", "reopen")
+    until_stage_of(pair, "connector", "running", 30)
+    return {"n": n, "round": r, "quiesce_ms": (t_qd - t_c) / 1e6, "close_ms": 0.0,
+            "tool_ms": 0.0, "reopen_ms": 0.0, "flowing_ms": 0.0,
+            "unanswered_s": (t1 - t0) / 1e9 if out.returncode else 0.0}
+
+
+def until_stage_of(pair, role, stage, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if stage_of(pair, role) == stage:
+            return now_ns()
+        time.sleep(0.002)
+    raise nf.Failure("%s not %s within %gs" % (role, stage, timeout))
+
+
 def computing_round(args, pair, n, r, flag):
+    if args.helper == "off":
+        return unhelped_round(args, pair, n, r, flag)
     open(flag, "w").close()
     time.sleep(0.2)
     t_q = now_ns()
@@ -126,6 +166,7 @@ def one_count(args, wd, n):
     with nf.Topology() as topo:
         env = dict(nf.FAULT_ENV)
         env["RAILOVER_LOG"] = args.log_level
+        env["RAILOVER_PROGRESS_THREAD"] = args.helper
         sub = wd.sub("n%d" % n)
         flag = os.path.join(sub.path, "computing.flag")
         pair = nf.StreamPair(args, sub, topo, conns=n, env=env,
@@ -187,6 +228,8 @@ def main():
         "ROV_STREAM", "tests/integration/rov_stream"))
     ap.add_argument("--railover", default=fobench.default_bin("RAILOVER_TOOL", "tools/railover"))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--helper", default="on", choices=("on", "off"),
+                    help="RAILOVER_PROGRESS_THREAD (on)")
     ap.add_argument("--computing", action="store_true",
                     help="both processes compute (call nothing) during each round; both quiesce")
     args = ap.parse_args()
@@ -202,6 +245,14 @@ def main():
     print("# load average: %s" % open("/proc/loadavg").read().split()[0])
     print("# median (min-max) over %d rounds; close = the tool's round trip, tool = a `stage` "
           "round trip (the tool's own cost)" % args.runs)
+    if args.computing and args.helper == "off":
+        print("# --computing --helper off: the connector's quiesce request while it computes "
+              "(unanswered s), then the quiesce timed from the compute phase's end")
+        for r in rows:
+            print("conns %d round %d: request unanswered for %.1f s; quiesced %.1f ms after "
+                  "the compute phase" % (r["n"], r["round"], r["unanswered_s"],
+                                         r["quiesce_ms"]))
+        return
     if args.computing:
         print("# --computing: both processes computing, both quiesced; quiesce and reopen by "
               "polling `stage` on both (each poll two tool round trips); close = mean of "
