@@ -104,10 +104,17 @@ def until_stage(pair, stage, timeout):
     raise nf.Failure("not %s within %gs" % (stage, timeout))
 
 
+def enter_compute(pair, flag):
+    """Start a compute phase on both sides; return once both say they compute."""
+    before = {r: pair.log_count(r, "computing (no library call)") for r in SIDES}
+    open(flag, "w").close()
+    pair.wait_until("both computing", lambda: all(
+        pair.log_count(r, "computing (no library call)") > before[r] for r in SIDES), 10)
+
+
 def unhelped_round(args, pair, n, r, flag):
     """--helper off: the request goes unanswered while the process computes."""
-    open(flag, "w").close()
-    time.sleep(0.2)
+    enter_compute(pair, flag)
     t0 = now_ns()
     out = subprocess.run([pair.args.railover, "ctl", str(pair.procs["connector"].pid),
                           "quiesce"], env=pair.env["connector"], stdout=subprocess.PIPE,
@@ -139,8 +146,7 @@ def until_stage_of(pair, role, stage, timeout):
 def computing_round(args, pair, n, r, flag):
     if args.helper == "off":
         return unhelped_round(args, pair, n, r, flag)
-    open(flag, "w").close()
-    time.sleep(0.2)
+    enter_compute(pair, flag)
     t_q = now_ns()
     for role in SIDES:
         ctl(pair, role, "quiesce")

@@ -52,8 +52,7 @@ const struct rov_state_info rov_conn_states[ROV_CONN_NSTATES] = {
 /* The states in which sends are held (quiesce), and in which retained
  * messages go out (conn_push()). */
 #define HOLD_STATES (B(ROV_CONN_DRAINING) | B(ROV_CONN_QUIESCED) | B(ROV_CONN_REOPENING))
-#define PUSH_STATES (B(ROV_CONN_ESTABLISHED) | B(ROV_CONN_CLOSING) | B(ROV_CONN_CLOSE_SENT) | \
-                     B(ROV_CONN_CLOSE_ANSWERED) | B(ROV_CONN_DRAINING))
+#define PUSH_STATES (B(ROV_CONN_ESTABLISHED) | ROV_CONN_CLOSING_STATES | B(ROV_CONN_DRAINING))
 #define CLOSING(conn) ROV_CONN_IS_CLOSING((conn)->state)
 
 const char *rov_conn_state_name(enum rov_conn_state state)

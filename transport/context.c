@@ -313,18 +313,10 @@ static ROV_COLD void sleep_unlocked(rov_context_t *ctx, int timeout_ms)
         (void)!read(ctx->app_wake, &v, sizeof(v));
 }
 
-static int dispatch(rov_context_t *ctx, int timeout_ms)
+int rov_watch_run(int epfd, int timeout_ms)
 {
     struct epoll_event evs[EPOLL_BATCH];
-    int n;
-
-    if (timeout_ms != 0 && ctx->threaded && !ctx->in_helper) {
-        sleep_unlocked(ctx, timeout_ms);
-        timeout_ms = 0;
-        if (ctx->deferred_head)
-            rov_ctx_deferred_deliver(ctx);
-    }
-    n = epoll_wait(ctx->epfd, evs, EPOLL_BATCH, timeout_ms);
+    int n = epoll_wait(epfd, evs, EPOLL_BATCH, timeout_ms);
 
     for (int i = 0; i < n; i++) {
         struct rov_watch *w = evs[i].data.ptr;
@@ -332,6 +324,17 @@ static int dispatch(rov_context_t *ctx, int timeout_ms)
         w->cb(w, evs[i].events);
     }
     return n < 0 ? 0 : n;
+}
+
+static int dispatch(rov_context_t *ctx, int timeout_ms)
+{
+    if (timeout_ms != 0 && ctx->threaded && !ctx->in_helper) {
+        sleep_unlocked(ctx, timeout_ms);
+        timeout_ms = 0;
+        if (ctx->deferred_head)
+            rov_ctx_deferred_deliver(ctx);
+    }
+    return rov_watch_run(ctx->epfd, timeout_ms);
 }
 
 /* The context's timer set for the earliest deadline, unless it is set for
@@ -656,7 +659,6 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
     if (st != ROV_OK)
         goto err_timer;
     rov_ctl_open(ctx);
-    rov_helper_init(ctx);
     rov_helper_start(ctx);
     *ctx_p = ctx;
     return ROV_OK;

@@ -74,15 +74,8 @@ static int set_ctl(struct rov_ctl *ctl, int op, struct rov_watch *w, uint32_t ev
 /* The control set is readable: serve what is ready, without waiting. */
 static void set_cb(struct rov_watch *w, uint32_t events)
 {
-    struct epoll_event evs[8];
-    int n = epoll_wait(w->fd, evs, 8, 0);
-
     (void)events;
-    for (int i = 0; i < n; i++) {
-        struct rov_watch *x = evs[i].data.ptr;
-
-        x->cb(x, evs[i].events);
-    }
+    rov_watch_run(w->fd, 0);
 }
 
 int rov_ctl_fd(const rov_context_t *ctx)

@@ -178,8 +178,8 @@ static inline void rov_ctx_leave(rov_context_t **held)
     rov_context_t *rov_ctx_held_ __attribute__((cleanup(rov_ctx_leave), unused)) = \
         rov_ctx_enter(ctx)
 
-void rov_helper_init(rov_context_t *ctx);
-/* Start the helper (RAILOVER_PROGRESS_THREAD); without one, a warning. */
+/* The context's lock, and the helper if RAILOVER_PROGRESS_THREAD (a
+ * warning when it cannot start: the context runs without it). */
 void rov_helper_start(rov_context_t *ctx);
 /* Stop and join it; free what it kept (destroy). */
 void rov_helper_stop(rov_context_t *ctx);
@@ -191,6 +191,10 @@ void rov_ctx_defer_recv(struct rov_conn *conn, uint32_t tag, const void *data, s
 void rov_ctx_defer_event(rov_context_t *ctx, const rov_event_t *ev);
 /* The application's progress: deliver what the helper kept, in order. */
 void rov_ctx_deferred_deliver(rov_context_t *ctx);
+/* context.c: run the callbacks of the watches ready in the epoll set epfd,
+ * waiting up to timeout_ms; how many ran (the context's set, and the
+ * control socket's own, control.c). */
+int rov_watch_run(int epfd, int timeout_ms);
 /* context.c: one pass of the engine for the helper, under the lock. */
 enum { ROV_PASS_TOLD = 1, ROV_PASS_BUSY = 2 };
 int rov_ctx_helper_pass(rov_context_t *ctx);

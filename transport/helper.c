@@ -9,14 +9,15 @@
  *   - when a control request is waiting (the control socket's own epoll
  *     set, control.c), or a stage was requested from another thread
  *     (rov_helper_kick());
- *   - during a stage (quiescing, quiesced, closed, reopening), whenever the
- *     context's descriptors are ready, and only while the application is
+ *   - during a stage (quiescing, quiesced, closed, reopening, or a
+ *     connection's that its peer began), whenever the context's descriptors
+ *     are ready, and only while the application is
  *     not progressing itself (its progress count did not move since the
  *     helper's last pass; otherwise the helper looks again HELPER_AWAY_MS
  *     later).
  * A pass never runs an application callback: a message it receives is
- * acknowledged and its copy kept, an event is kept, a read's completion
- * waits, and the application's next progress call delivers them first, in
+ * acknowledged and its copy kept, an event or a send's completion is kept,
+ * a read's completion waits, and the application's next progress call delivers them first, in
  * order (rov_ctx_deferred_deliver()).  A pass frees nothing (no reap), so a
  * kept message's connection outlives it.  An application asleep in
  * rov_context_wait() is woken (app_wake) when a pass kept something.
@@ -47,14 +48,22 @@ enum kept_kind { KEPT_RECV, KEPT_EVENT, KEPT_SEND };
 struct rov_deferred {
     struct rov_deferred *next;
     enum kept_kind kind;
-    rov_event_t ev;
-    char reason[128];
-    rov_send_cb_t send_cb;
-    void *send_arg;
-    rov_status_t send_status;
-    struct rov_conn *conn;
-    uint32_t tag;
-    size_t len;
+    union {
+        struct {                 /* KEPT_EVENT */
+            rov_event_t ev;
+            char reason[128];    /* ev.reason's text, which may not outlive the pass */
+        } event;
+        struct {                 /* KEPT_SEND */
+            rov_send_cb_t cb;
+            void *arg;
+            rov_status_t status;
+        } send;
+        struct {                 /* KEPT_RECV: the message's copy follows */
+            struct rov_conn *conn;
+            uint32_t tag;
+            size_t len;
+        } recv;
+    } u;
     uint8_t data[];
 };
 
@@ -91,61 +100,66 @@ static void keep(rov_context_t *ctx, struct rov_deferred *d)
     ctx->helper->kept++;
 }
 
+/* A new entry of `kind` with `extra` bytes after it; NULL (said) without
+ * memory, and the caller then calls the application from here rather than
+ * lose what it had to tell. */
+static struct rov_deferred *kept_new(enum kept_kind kind, size_t extra)
+{
+    struct rov_deferred *d = calloc(1, sizeof(*d) + extra);
+
+    if (!d)
+        rov_error("helper", "out of memory keeping a %s; calling the application from the "
+                  "helper", kind == KEPT_RECV ? "message" : kind == KEPT_EVENT ? "event"
+                                                                        : "send completion");
+    else
+        d->kind = kind;
+    return d;
+}
+
 void rov_ctx_defer_recv(struct rov_conn *conn, uint32_t tag, const void *data, size_t len)
 {
     rov_context_t *ctx = conn->ctx;
-    struct rov_deferred *d = malloc(sizeof(*d) + len);
+    struct rov_deferred *d = kept_new(KEPT_RECV, len);
 
     if (!d) {
-        /* No memory for the copy: deliver here rather than lose it (the
-         * application's callback then runs on this thread). */
-        rov_error("helper", "out of memory keeping a message; delivering it from the helper");
         ctx->recv_cb(ctx->arg, conn, tag, data, len);
         return;
     }
-    memset(d, 0, sizeof(*d));
-    d->kind = KEPT_RECV;
-    d->conn = conn;
-    d->tag = tag;
-    d->len = len;
+    d->u.recv.conn = conn;
+    d->u.recv.tag = tag;
+    d->u.recv.len = len;
     memcpy(d->data, data, len);
     keep(ctx, d);
 }
 
 void rov_ctx_defer_event(rov_context_t *ctx, const rov_event_t *ev)
 {
-    struct rov_deferred *d = calloc(1, sizeof(*d));
+    struct rov_deferred *d = kept_new(KEPT_EVENT, 0);
 
     if (!d) {
-        rov_error("helper", "out of memory keeping event %d; delivering it from the helper",
-                  (int)ev->type);
         if (ctx->event_cb)
             ctx->event_cb(ctx->arg, ev);
         return;
     }
-    d->kind = KEPT_EVENT;
-    d->ev = *ev;
+    d->u.event.ev = *ev;
     if (ev->reason) {
-        snprintf(d->reason, sizeof(d->reason), "%s", ev->reason);
-        d->ev.reason = d->reason;
+        snprintf(d->u.event.reason, sizeof(d->u.event.reason), "%s", ev->reason);
+        d->u.event.ev.reason = d->u.event.reason;
     }
     keep(ctx, d);
 }
 
 void rov_ctx_defer_send_cb(rov_context_t *ctx, rov_send_cb_t cb, void *arg, rov_status_t status)
 {
-    struct rov_deferred *d = calloc(1, sizeof(*d));
+    struct rov_deferred *d = kept_new(KEPT_SEND, 0);
 
     if (!d) {
-        rov_error("helper", "out of memory keeping a send completion; completing it from "
-                  "the helper");
         cb(arg, status);
         return;
     }
-    d->kind = KEPT_SEND;
-    d->send_cb = cb;
-    d->send_arg = arg;
-    d->send_status = status;
+    d->u.send.cb = cb;
+    d->u.send.arg = arg;
+    d->u.send.status = status;
     keep(ctx, d);
 }
 
@@ -161,15 +175,15 @@ void rov_ctx_deferred_deliver(rov_context_t *ctx)
         case KEPT_EVENT:
             ctx->events++;
             if (ctx->event_cb)
-                ctx->event_cb(ctx->arg, &d->ev);
+                ctx->event_cb(ctx->arg, &d->u.event.ev);
             break;
         case KEPT_SEND:
             ctx->events++;
-            d->send_cb(d->send_arg, d->send_status);
+            d->u.send.cb(d->u.send.arg, d->u.send.status);
             break;
         case KEPT_RECV:
             ctx->frames++;
-            ctx->recv_cb(ctx->arg, d->conn, d->tag, d->data, d->len);
+            ctx->recv_cb(ctx->arg, d->u.recv.conn, d->u.recv.tag, d->data, d->u.recv.len);
             break;
         }
         free(d);
@@ -185,7 +199,7 @@ static void deferred_free(rov_context_t *ctx)
 
         ctx->deferred_head = d->next;
         if (d->kind == KEPT_SEND)
-            d->send_cb(d->send_arg, d->send_status);
+            d->u.send.cb(d->u.send.arg, d->u.send.status);
         free(d);
     }
     ctx->deferred_tail = NULL;
@@ -260,7 +274,7 @@ static void *helper_main(void *arg)
     return NULL;
 }
 
-void rov_helper_init(rov_context_t *ctx)
+static void lock_init(rov_context_t *ctx)
 {
     pthread_mutexattr_t ma;
 
@@ -280,6 +294,7 @@ void rov_helper_start(rov_context_t *ctx)
     sigset_t all, old;
     int err;
 
+    lock_init(ctx); /* (destroyed by rov_helper_stop(), helper or not) */
     if (!ctx->config.progress_thread)
         return;
     h = calloc(1, sizeof(*h));

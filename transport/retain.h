@@ -201,16 +201,15 @@ static inline rov_status_t rov_retain_ack(struct rov_retain *r, uint64_t ack,
 /** The peer has everything up to peer_last: transmit again from there. */
 void rov_retain_rewind(struct rov_retain *r, uint64_t peer_last);
 
+/* helper.c: a completion kept for the application's next progress call. */
+void rov_ctx_defer_send_cb(rov_context_t *ctx, rov_send_cb_t cb, void *arg, rov_status_t status);
+
 /** Messages (a list linked by next) have left the queue: acknowledged, or
  * canceled with status.  Each is completed to the user and freed once no rail
  * references it, else marked so rov_msg_rail_done() does that later.  The
  * user's buffer is thus never read by a rail after the user was told it may
- * reuse it. */
-/* helper.c: a completion kept for the application's next progress call. */
-void rov_ctx_defer_send_cb(rov_context_t *ctx, rov_send_cb_t cb, void *arg, rov_status_t status);
-
-/* keep: the context when a progress helper's pass completes it (the
- * callback is kept for the application's thread), else NULL. */
+ * reuse it.  keep: the context when a progress helper's pass completes it
+ * (the callback is kept for the application's thread), else NULL. */
 static inline void rov_msg_complete(struct rov_msg *m, rov_context_t *keep)
 {
     if (m->cb && (!(m->flags & ROV_MSG_COPIED) || (m->flags & ROV_MSG_NOTIFY))) {

@@ -66,8 +66,6 @@ static bool unsettled(const struct rov_conn *c)
     case ROV_CONN_FAILED:
     case ROV_CONN_DEAD:
         return false;
-    case ROV_CONN_CLOSING:
-        return true;
     case ROV_CONN_CLOSE_SENT:
     case ROV_CONN_CLOSE_ANSWERED:
         return c->tx.count != 0;
@@ -225,11 +223,9 @@ rov_status_t rov_context_reopen(rov_context_t *ctx)
 
 static void print_stage(rov_context_t *ctx, FILE *out)
 {
-    int n[ROV_CONN_NSTATES] = {0};
+    const unsigned *n = ctx->conn_now;
 
-    for (struct rov_conn *c = ctx->conns; c; c = c->next)
-        n[c->state]++;
-    fprintf(out, "context stage=%s conns=%d quiesced=%d draining=%d reopening=%d failed=%d",
+    fprintf(out, "context stage=%s conns=%u quiesced=%u draining=%u reopening=%u failed=%u",
             rov_stage_states[ctx->stage].name, unquiesced(ctx) + n[ROV_CONN_QUIESCED] +
             n[ROV_CONN_FAILED], n[ROV_CONN_QUIESCED], n[ROV_CONN_DRAINING],
             n[ROV_CONN_REOPENING], n[ROV_CONN_FAILED]);

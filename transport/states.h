@@ -39,9 +39,10 @@ enum rov_conn_state {
 /* Closing, in any step of the handshake.  (The peer's half, whether its
  * CLOSE came, is conn->peer_closed: the receive direction's end, which may
  * come in any state, as a TCP FIN does.) */
-#define ROV_CONN_IS_CLOSING(s)                                                \
-    ((s) == ROV_CONN_CLOSING || (s) == ROV_CONN_CLOSE_SENT ||                 \
-     (s) == ROV_CONN_CLOSE_ANSWERED)
+#define ROV_CONN_CLOSING_STATES                                               \
+    (ROV_STATE_BIT(ROV_CONN_CLOSING) | ROV_STATE_BIT(ROV_CONN_CLOSE_SENT) |      \
+     ROV_STATE_BIT(ROV_CONN_CLOSE_ANSWERED))
+#define ROV_CONN_IS_CLOSING(s) ((ROV_STATE_BIT(s) & ROV_CONN_CLOSING_STATES) != 0)
 
 enum rov_chan_state {
     ROV_CHAN_CONNECTING, /* outbound, connect in progress */

@@ -949,6 +949,14 @@ class StreamPair:
                 raise Failure("not within %gs: %s\n%s" % (timeout, what, self.describe()))
             time.sleep(poll)
 
+    def log_count(self, role, text):
+        """How many lines of role's stderr log contain text."""
+        try:
+            with open(self.procs[role].err_path, errors="replace") as f:
+                return sum(text in line for line in f)
+        except FileNotFoundError:
+            return 0
+
     def switches(self, role, conn=None, since_ns=0):
         evs = self.events[role].poll()
         return [e for e in evs if e.get("ev") == "switch" and e.get("t", 0) >= since_ns and

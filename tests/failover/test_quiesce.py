@@ -251,8 +251,10 @@ def computing(args, wd, ck, n):
     with streaming(args, wd, "computing", n, extra=["--compute-file", flag]) as (topo, pair):
         rx = {r: pair.rx_totals(r) for r in nf.SIDES}
         open(flag, "w").close()
+        pair.wait_until("both computing (rov_stream says so)",
+                        lambda: all(pair.log_count(r, "computing (no library call)") == 1
+                                    for r in nf.SIDES), 10)
         t0 = pair.mark("both computing")
-        time.sleep(0.5)
         for role in nf.SIDES:   # as ccp/ will: each process of the job quiesces
             ctl(pair, role, "quiesce")
         for role in nf.SIDES:
@@ -274,10 +276,15 @@ def computing(args, wd, ck, n):
             st = stage(pair, role)
             ck.check(st.get("helper") == "on" and st.get("helper_passes", 0) > 0,
                      "%s: the progress helper did not run: %s" % (role, st))
+            # Every stage above completed inside the one compute phase.
+            ck.check(pair.log_count(role, "computed ") == 0,
+                     "%s left its compute phase before the stages completed" % role)
         nf.log("both quiesced %.0f ms after the request, while computing" %
-               ((t1 - t0) / 1e6 - 500))
+               ((t1 - t0) / 1e6))
         os.unlink(flag)
         pair.mark("computing over")
+        pair.wait_until("both out of the compute phase",
+                        lambda: all(pair.log_count(r, "computed ") == 1 for r in nf.SIDES), 10)
         pair.wait_until("every connection delivering both ways after the compute phase",
                         lambda: all(pair.rx_totals(r).get(c, 0) > rx[r].get(c, 0)
                                     for r in nf.SIDES for c in range(n)), 20)
