@@ -723,6 +723,7 @@ rov_status_t rov_endpoint_listen(rov_endpoint_t *ep)
     memcpy(wa.ep_id, ctx->ep_id, ROV_EP_ID_LEN);
     memset(wa.key, 0, ROV_KEY_LEN);
     wa.nrails = (unsigned)ctx->nrails;
+    wa.gen = ctx->rails_gen;
     for (int i = 0; i < ctx->nrails; i++) {
         struct rov_rail *rail = ctx->rails[i];
         size_t len = ROV_RAIL_ADDR_MAX;

@@ -138,7 +138,8 @@ struct rov_context {
     uint32_t accept_paused;           /* rails whose listener waits for a slot */
     rov_context_stage_t stage;        /* checkpoint stage (stage.c) */
     unsigned stage_news;              /* stage events due at the next progress (stage.c) */
-    uint64_t mem_regs;                /* memory registrations held by rails (mem.c) */
+    struct rov_mem *mems;             /* memory registrations (mem.c) */
+    uint32_t rails_gen;               /* times the rails were closed (mem.c, the address) */
     /* State machines (states.h): states entered, transitions refused. */
     uint64_t conn_entered[ROV_CONN_NSTATES];
     unsigned conn_now[ROV_CONN_NSTATES]; /* connections in each state now */
@@ -267,8 +268,12 @@ rov_status_t rov_endpoint_listen(rov_endpoint_t *ep);
 
 /* context.c: channel bookkeeping */
 void rov_ctx_chan_close(struct rov_chan *chan);
-/* mem.c: run the callbacks of finished reads; the largest read a rail does. */
+/* mem.c: run the callbacks of finished reads; the largest read a rail does;
+ * release every registration's rail part before the rails close, and make
+ * it again once they are open (its key changes). */
 void rov_ctx_gets_deliver(rov_context_t *ctx);
+void rov_ctx_mem_unregister(rov_context_t *ctx);
+void rov_ctx_mem_reregister(rov_context_t *ctx);
 size_t rov_ctx_get_max(const rov_context_t *ctx);
 /* The peer of an accepted channel proved its key (handshake timeout and cap
  * no longer apply to it). */

@@ -11,10 +11,18 @@
  * call, never inside the call that started or closed anything.
  *
  * Key layout (ROV_MEM_KEY_LEN bytes): u8 version, u8 mask of the rail
- * indices with a registration, u16 zero, then per rail index a
- * little-endian u32 key (the rail's: verbs, the rkey).  A peer reads on its
- * rail i the owner's rail i (a channel joins the same rail index at both
- * ends: conn.c, peer_rail()).
+ * indices with a registration, u16 zero, u32 the owner's rail generation,
+ * then per rail index a little-endian u32 key (the rail's: verbs, the
+ * rkey).  A peer reads on its rail i the owner's rail i (a channel joins the
+ * same rail index at both ends: conn.c, peer_rail()).
+ *
+ * A registration outlives a close of the rails (rov_context_close_rails()):
+ * its rail part is released with them and made again at the reopen, under
+ * new keys.  The generation (rov_ctx->rails_gen, counted at each close and
+ * published in the endpoint's address) tells a reader that a key is from
+ * before: the rail keys of a new protection domain may name other memory
+ * under the same numbers, so such a key is refused (ROV_ERR_UNSUPPORTED,
+ * the caller sends instead) and never reaches the rail.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,16 +30,19 @@
 #include "transport/core.h"
 #include "transport/log.h"
 
-#define KEY_VERSION 1
-#define KEY_RAIL(i) (4 + 4 * (i))
+#define KEY_VERSION 2
+#define KEY_GEN 4
+#define KEY_RAIL(i) (8 + 4 * (i))
 
 _Static_assert(KEY_RAIL(ROV_MAX_RAILS) <= ROV_MEM_KEY_LEN, "a key holds every rail's");
 _Static_assert(ROV_MAX_RAILS <= 8, "the key's rail mask is one byte");
 
 struct rov_mem {
     rov_context_t *ctx;
+    struct rov_mem *next, *prev;   /* ctx->mems */
     uintptr_t base;
     size_t len;
+    uint32_t gen;                  /* ctx->rails_gen when the rail part was made */
     unsigned mask;                 /* rails with a registration */
     void *handle[ROV_MAX_RAILS];
     uint32_t key[ROV_MAX_RAILS];
@@ -45,19 +56,41 @@ struct rov_get_op {
     rov_status_t status;
 };
 
-static void mem_release(rov_mem_t *mem)
+/* The rail part: a registration with every open rail that reads remote
+ * memory.  ROV_OK with at least one, ROV_ERR_UNSUPPORTED with none. */
+static void mem_unregister(rov_mem_t *mem)
 {
-    if (mem->mask)
-        mem->ctx->mem_regs--;
     for (int i = 0; i < mem->ctx->nrails; i++)
         if (mem->mask & (1u << i))
             mem->ctx->rails[i]->ops.mem_dereg(mem->ctx->rails[i], mem->handle[i]);
-    free(mem);
+    mem->mask = 0;
+}
+
+static rov_status_t mem_register(rov_mem_t *mem)
+{
+    rov_context_t *ctx = mem->ctx;
+
+    mem->gen = ctx->rails_gen;
+    for (int i = 0; i < ctx->nrails; i++) {
+        struct rov_rail *rail = ctx->rails[i];
+        rov_status_t st = rail->ops.mem_reg(rail, (void *)mem->base, mem->len, &mem->handle[i],
+                                            &mem->key[i]);
+
+        if (st == ROV_ERR_UNSUPPORTED)
+            continue;
+        if (st != ROV_OK) {
+            mem_unregister(mem);
+            return st;
+        }
+        mem->mask |= 1u << i;
+    }
+    return mem->mask ? ROV_OK : ROV_ERR_UNSUPPORTED;
 }
 
 rov_status_t rov_mem_register(rov_context_t *ctx, void *base, size_t len, rov_mem_t **mem_p)
 {
     rov_mem_t *mem;
+    rov_status_t st;
 
     if (!ctx || !base || len == 0 || !mem_p)
         return ROV_ERR_INVAL;
@@ -68,33 +101,50 @@ rov_status_t rov_mem_register(rov_context_t *ctx, void *base, size_t len, rov_me
     mem->ctx = ctx;
     mem->base = (uintptr_t)base;
     mem->len = len;
-    for (int i = 0; i < ctx->nrails; i++) {
-        struct rov_rail *rail = ctx->rails[i];
-        rov_status_t st = rail->ops.mem_reg(rail, base, len, &mem->handle[i], &mem->key[i]);
-
-        if (st == ROV_ERR_UNSUPPORTED)
-            continue;
-        if (st != ROV_OK) {
-            mem_release(mem);
-            return st;
-        }
-        if (!mem->mask)
-            ctx->mem_regs++; /* (rov_context_close_rails() waits for none) */
-        mem->mask |= 1u << i;
-    }
-    if (!mem->mask) {
+    st = mem_register(mem);
+    if (st != ROV_OK) {
         free(mem);
-        return ROV_ERR_UNSUPPORTED;
+        return st;
     }
+    mem->next = ctx->mems;
+    if (ctx->mems)
+        ctx->mems->prev = mem;
+    ctx->mems = mem;
     *mem_p = mem;
     return ROV_OK;
 }
 
 void rov_mem_deregister(rov_mem_t *mem)
 {
-    if (mem) {
-        ROV_CTX_GUARD(mem->ctx);
-        mem_release(mem);
+    if (!mem)
+        return;
+    ROV_CTX_GUARD(mem->ctx);
+    mem_unregister(mem);
+    if (mem->prev)
+        mem->prev->next = mem->next;
+    else
+        mem->ctx->mems = mem->next;
+    if (mem->next)
+        mem->next->prev = mem->prev;
+    free(mem);
+}
+
+void rov_ctx_mem_unregister(rov_context_t *ctx)
+{
+    for (rov_mem_t *mem = ctx->mems; mem; mem = mem->next)
+        mem_unregister(mem);
+    ctx->rails_gen++;
+}
+
+void rov_ctx_mem_reregister(rov_context_t *ctx)
+{
+    for (rov_mem_t *mem = ctx->mems; mem; mem = mem->next) {
+        rov_status_t st = mem_register(mem);
+
+        if (st != ROV_OK)
+            rov_warn("core", "a memory registration of %zu bytes could not be made again on "
+                     "the reopened rails (%s): peers read it by message instead", mem->len,
+                     rov_status_str(st));
     }
 }
 
@@ -105,6 +155,7 @@ void rov_mem_key(const rov_mem_t *mem, void *key)
     memset(k, 0, ROV_MEM_KEY_LEN);
     k[0] = KEY_VERSION;
     k[1] = (uint8_t)mem->mask;
+    rov_put32(k + KEY_GEN, mem->gen);
     for (int i = 0; i < ROV_MAX_RAILS; i++)
         if (mem->mask & (1u << i))
             rov_put32(k + KEY_RAIL(i), mem->key[i]);
@@ -131,6 +182,10 @@ rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64
     if (!chan || chan->state != ROV_CHAN_OPEN || !(lmem->mask & (1u << rail)) ||
         !(k[1] & (1u << rail)))
         return ROV_ERR_UNSUPPORTED;
+    if (rov_get32(k + KEY_GEN) != conn->peer.gen) {
+        rov_debug("core", "a read refused: its key is from before the peer reopened its rails");
+        return ROV_ERR_UNSUPPORTED;
+    }
     if (len > chan->rail->get_max)
         return ROV_ERR_MSGSIZE;
     op = malloc(sizeof(*op));

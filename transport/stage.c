@@ -159,17 +159,12 @@ rov_status_t rov_context_close_rails(rov_context_t *ctx)
                   "(rov_context_quiesce() first)", rov_stage_states[ctx->stage].name);
         return ROV_ERR_BUSY;
     }
-    if (ctx->mem_regs) {
-        rov_error("stage", "close of the rails refused: %llu memory registration%s held by "
-                  "rails (rov_mem_deregister() first)", (unsigned long long)ctx->mem_regs,
-                  ctx->mem_regs == 1 ? " is" : "s are");
-        return ROV_ERR_BUSY;
-    }
     while (ctx->chans)
         rov_ctx_chan_close(ctx->chans);
     if (ctx->endpoint)
         for (int i = 0; i < ctx->nrails; i++)
             ctx->rails[i]->ops.unlisten(ctx->rails[i]);
+    rov_ctx_mem_unregister(ctx);
     rov_ctx_close_rails(ctx);
     stage_set(ctx, ROV_CONTEXT_CLOSED, "rails closed");
     return ROV_OK;
@@ -202,11 +197,13 @@ rov_status_t rov_context_reopen(rov_context_t *ctx)
                   rov_status_str(st));
         return st;
     }
+    rov_ctx_mem_reregister(ctx);
     if (ctx->endpoint) {
         st = rov_endpoint_listen(ctx->endpoint);
         if (st != ROV_OK) {
             rov_error("stage", "reopen failed: the endpoint cannot listen (%s); the context "
                       "stays closed", rov_status_str(st));
+            rov_ctx_mem_unregister(ctx);
             rov_ctx_close_rails(ctx);
             return st;
         }
@@ -251,9 +248,7 @@ static int cmd_stage(rov_context_t *ctx, int argc, char **argv, FILE *out, char 
     if (st < 0) {
         snprintf(err, err_len, "%s refused: the context is %s%s", argv[0],
                  rov_stage_states[ctx->stage].name,
-                 strcmp(argv[0], "close-rails") != 0 ? ""
-                 : ctx->stage != ROV_CONTEXT_QUIESCED ? ", not quiesced (quiesce first)"
-                 : ", and memory registrations hold rail resources");
+                 strcmp(argv[0], "close-rails") == 0 ? ", not quiesced (quiesce first)" : "");
         return 1;
     }
     print_stage(ctx, out);

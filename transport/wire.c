@@ -153,7 +153,7 @@ rov_status_t rov_wire_hello_decode(const void *buf, size_t len, struct rov_wire_
 
 size_t rov_wire_addr_size(const struct rov_wire_addr *addr)
 {
-    size_t n = 4 + 1 + 1 + ROV_EP_ID_LEN + ROV_KEY_LEN;
+    size_t n = ROV_ADDR_FIXED;
 
     for (unsigned i = 0; i < addr->nrails; i++)
         n += 1 + 1 + strlen(addr->rails[i].kind) + 2 + addr->rails[i].addr_len;
@@ -170,9 +170,10 @@ size_t rov_wire_addr_encode(void *buf, size_t cap, const struct rov_wire_addr *a
     rov_put32(p, ROV_ADDR_MAGIC);
     p[4] = ROV_WIRE_VERSION;
     p[5] = (uint8_t)addr->nrails;
-    memcpy(p + 6, addr->ep_id, ROV_EP_ID_LEN);
-    memcpy(p + 6 + ROV_EP_ID_LEN, addr->key, ROV_KEY_LEN);
-    p += 6 + ROV_EP_ID_LEN + ROV_KEY_LEN;
+    rov_put32(p + 6, addr->gen);
+    memcpy(p + 10, addr->ep_id, ROV_EP_ID_LEN);
+    memcpy(p + 10 + ROV_EP_ID_LEN, addr->key, ROV_KEY_LEN);
+    p += ROV_ADDR_FIXED;
     for (unsigned i = 0; i < addr->nrails; i++) {
         size_t kl = strlen(addr->rails[i].kind);
 
@@ -193,7 +194,7 @@ rov_status_t rov_wire_addr_decode(const void *buf, size_t len, struct rov_wire_a
 {
     const uint8_t *p = buf, *end = p + len;
 
-    if (len < 6 + ROV_EP_ID_LEN + ROV_KEY_LEN) {
+    if (len < ROV_ADDR_FIXED) {
         *why_p = "address blob too short";
         return ROV_ERR_INVAL;
     }
@@ -210,9 +211,10 @@ rov_status_t rov_wire_addr_decode(const void *buf, size_t len, struct rov_wire_a
         *why_p = "address blob rail count out of range";
         return ROV_ERR_INVAL;
     }
-    memcpy(addr->ep_id, p + 6, ROV_EP_ID_LEN);
-    memcpy(addr->key, p + 6 + ROV_EP_ID_LEN, ROV_KEY_LEN);
-    p += 6 + ROV_EP_ID_LEN + ROV_KEY_LEN;
+    addr->gen = rov_get32(p + 6);
+    memcpy(addr->ep_id, p + 10, ROV_EP_ID_LEN);
+    memcpy(addr->key, p + 10 + ROV_EP_ID_LEN, ROV_KEY_LEN);
+    p += ROV_ADDR_FIXED;
     for (unsigned i = 0; i < addr->nrails; i++) {
         size_t kl, al;
 

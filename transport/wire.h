@@ -36,7 +36,7 @@
 #include "transport/auth.h"
 
 #define ROV_WIRE_MAGIC 0x5652u
-#define ROV_WIRE_VERSION 3
+#define ROV_WIRE_VERSION 4
 #define ROV_WIRE_HDR_LEN 32
 #define ROV_EP_ID_LEN 16
 
@@ -180,15 +180,19 @@ void rov_wire_ep_id_hex(const uint8_t *id, char out[ROV_EP_ID_HEX_LEN + 1]);
 rov_status_t rov_wire_ep_id_parse(const char *hex, uint8_t *id);
 
 /* Endpoint address blob (rov_endpoint_address()):
- *   u32 magic 0x41564f52 ("ROVA"), u8 version, u8 rail count, 16-byte ep id,
+ *   u32 magic 0x41564f52 ("ROVA"), u8 version, u8 rail count, u32 rail
+ *   generation (how many times the endpoint's rails were closed: a memory
+ *   key names the generation it was made in, transport/mem.c), 16-byte ep id,
  *   32-byte endpoint key (auth.h; all zero in the public form a HELLO
  *   carries), then per rail: u8 rail index, u8 kind length, kind ("tcp"), u16 address
  *   length, rail address bytes (rail-specific). */
 #define ROV_ADDR_MAGIC 0x41564f52u
 #define ROV_ADDR_MAX_RAILS 16
 #define ROV_RAIL_KIND_MAX 15
+#define ROV_ADDR_FIXED (4 + 1 + 1 + 4 + ROV_EP_ID_LEN + ROV_KEY_LEN)
 
 struct rov_wire_addr {
+    uint32_t gen;
     uint8_t ep_id[ROV_EP_ID_LEN];
     uint8_t key[ROV_KEY_LEN];
     unsigned nrails;

@@ -516,7 +516,9 @@ rov_status_t rov_mem_register(rov_context_t *context, void *base, size_t len,
                               rov_mem_t **mem_p);
 void rov_mem_deregister(rov_mem_t *mem);
 /** The key a peer names this registration by in rov_conn_get():
- * ROV_MEM_KEY_LEN bytes, meaningful only to peers of this context. */
+ * ROV_MEM_KEY_LEN bytes, meaningful only to peers of this context, and only
+ * until its rails close (rov_context_close_rails(); after the reopen, read
+ * the new key). */
 void rov_mem_key(const rov_mem_t *mem, void *key);
 
 /** Read completion, called once per read that returned ROV_INPROGRESS,
@@ -529,10 +531,11 @@ typedef void (*rov_get_cb_t)(void *arg, rov_status_t status);
  * registration whose key is rkey, into local (inside lmem, registered
  * here).  Never blocks and never calls cb before it returns.
  * ROV_INPROGRESS: cb follows.  ROV_ERR_UNSUPPORTED: the connection is not
- * on a rail that reads remote memory now (or the key names none on it):
- * move the data by message.  ROV_ERR_MSGSIZE: len > limits.get_max.
- * ROV_ERR_CLOSED: the connection is not established.  ROV_ERR_INVAL: bad
- * arguments (local outside lmem, a malformed key).
+ * on a rail that reads remote memory now, the key names none on it, or the
+ * key is from before the peer closed and reopened its rails: move the data
+ * by message.  ROV_ERR_MSGSIZE: len > limits.get_max.  ROV_ERR_BUSY: the
+ * connection is not established (connecting, quiesced, reopening).
+ * ROV_ERR_INVAL: bad arguments (local outside lmem, a malformed key).
  */
 rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64_t remote,
                           const void *rkey, size_t len, rov_get_cb_t cb, void *arg);
@@ -590,11 +593,14 @@ typedef enum rov_context_stage {
  * when its rails are closed or reopening.  Never blocks. */
 rov_status_t rov_context_quiesce(rov_context_t *context);
 
-/** Release every rail resource (channels, listeners, rails) of a quiesced
- * context; connections and the endpoint stay valid.  ROV_OK (also when
- * closed already), or ROV_ERR_BUSY (with a log line) when the context is
- * not quiesced, or memory registrations (rov_mem_register()) still hold
- * rail resources.  Blocks only as long as the rails' own teardown. */
+/** Release every rail resource (channels, listeners, the rails' part of
+ * memory registrations, rails) of a quiesced context; connections, the
+ * endpoint and registrations (rov_mem_t) stay valid.  The reopen registers
+ * the memory again under a new key (rov_mem_key() again); peers refuse a
+ * key from before the close (ROV_ERR_UNSUPPORTED from rov_conn_get()).
+ * ROV_OK (also when closed already), or ROV_ERR_BUSY (with a log line) when
+ * the context is not quiesced.  Blocks only as long as the rails' own
+ * teardown. */
 rov_status_t rov_context_close_rails(rov_context_t *context);
 
 /** Closed: open the rails again (RAILOVER_RAILS as at rov_context_create()),

@@ -12,9 +12,9 @@ import struct
 import sys
 
 WIRE_MAGIC = 0x5652
-WIRE_VERSION = 2
+WIRE_VERSION = 4
 ADDR_MAGIC = 0x41564F52
-FT_DATA, FT_ACK, FT_HELLO, FT_HELLO_ACK, FT_SWITCH, FT_RESEND, FT_CLOSE = range(1, 8)
+FT_DATA, FT_ACK, FT_HELLO, FT_HELLO_ACK, FT_SWITCH, FT_RESEND, FT_CLOSE, FT_QUIESCE = range(1, 9)
 HF_SWITCH, HF_REPLY = 1, 2
 EP_ID = bytes(range(0x10, 0x20))
 KEY = bytes(range(0x40, 0x60))      # an address blob's endpoint key
@@ -32,7 +32,7 @@ def hello(conn_id, peer_conn_id=0, rail=0, addr=b"", max_msg=1 << 20, ctr=0,
           nonce=bytes(range(16))):
     """A HELLO payload with its MAC left zero (wire.h)."""
     return (EP_ID + struct.pack("<QQHHQQ", conn_id, peer_conn_id, rail, len(addr), max_msg, ctr)
-            + nonce + addr + bytes(MAC_LEN))
+            + nonce + struct.pack("<H", 0) + addr + bytes(MAC_LEN))
 
 
 def sealed_hello_frame(key, payload, tag=0):
@@ -43,7 +43,7 @@ def sealed_hello_frame(key, payload, tag=0):
 
 
 def addr_blob(rails):
-    out = struct.pack("<IBB", ADDR_MAGIC, WIRE_VERSION, len(rails)) + EP_ID + KEY
+    out = struct.pack("<IBBI", ADDR_MAGIC, WIRE_VERSION, len(rails), 0) + EP_ID + KEY
     for index, kind, addr in rails:
         out += struct.pack("<BB", index, len(kind)) + kind + struct.pack("<H", len(addr)) + addr
     return out
@@ -69,6 +69,7 @@ def main():
         "frame-switch": frame(FT_SWITCH, ack=17, tag=HF_SWITCH | HF_REPLY),
         "frame-resend": frame(FT_RESEND, ack=5),
         "frame-close": frame(FT_CLOSE, ack=2**64 - 1),
+        "frame-quiesce": frame(FT_QUIESCE, struct.pack("<Q", 12), ack=4),
         "stream-data-ack": frame(FT_DATA, b"x" * 40, seq=2, ack=1) + frame(FT_ACK, ack=2),
         "hello-payload": hello(0x0102030405060708, 77, 3, one_rail),
         "frame-hello-authentic": sealed_hello_frame(FUZZ_KEY, hello(5, 3, 0, ctr=9),

@@ -753,6 +753,7 @@ static struct rov_wire_addr sample_addr(void)
         a.ep_id[i] = (uint8_t)(i + 1);
     for (int i = 0; i < ROV_KEY_LEN; i++)
         a.key[i] = (uint8_t)(0x80 + i);
+    a.gen = 0x01020304u;
     a.nrails = 3;
     a.rails[0].index = 0;
     strcpy(a.rails[0].kind, "verbs");
@@ -781,6 +782,7 @@ static size_t encode_sample(uint8_t *buf, size_t cap)
 static void assert_addr_eq(const struct rov_wire_addr *got, const struct rov_wire_addr *want,
                            const uint8_t *blob, size_t blob_len)
 {
+    ck_assert_uint_eq(got->gen, want->gen);
     ck_assert_mem_eq(got->ep_id, want->ep_id, ROV_EP_ID_LEN);
     ck_assert_mem_eq(got->key, want->key, ROV_KEY_LEN);
     ck_assert_uint_eq(got->nrails, want->nrails);
@@ -808,7 +810,7 @@ START_TEST(test_addr_roundtrip)
     const char *why = NULL;
 
     ck_assert_ptr_nonnull(buf);
-    ck_assert_uint_eq(size, 4 + 1 + 1 + ROV_EP_ID_LEN + ROV_KEY_LEN + (2 + 5 + 2 + sizeof(verbs_addr)) +
+    ck_assert_uint_eq(size, ROV_ADDR_FIXED + (2 + 5 + 2 + sizeof(verbs_addr)) +
                                 (2 + 3 + 2 + sizeof(tcp_addr)) + (2 + 15 + 2));
     buf[size] = 0xee;
     ck_assert_uint_eq(rov_wire_addr_encode(buf, size, &in), size);
@@ -967,7 +969,7 @@ END_TEST
 START_TEST(test_addr_kind_len)
 {
     /* Offset of the first rail's kind length byte. */
-    const size_t kl_off = 4 + 1 + 1 + ROV_EP_ID_LEN + ROV_KEY_LEN + 1;
+    const size_t kl_off = ROV_ADDR_FIXED + 1;
     const char *why;
 
     ck_assert_int_eq(decode_modified(kl_off, 0, &why), ROV_ERR_INVAL);
@@ -984,7 +986,7 @@ END_TEST
 START_TEST(test_addr_rail_addr_len)
 {
     /* The first rail's address length (after "verbs"), made to overrun. */
-    const size_t al_off = 4 + 1 + 1 + ROV_EP_ID_LEN + ROV_KEY_LEN + 2 + 5;
+    const size_t al_off = ROV_ADDR_FIXED + 2 + 5;
     uint8_t buf[256];
     size_t n = encode_sample(buf, sizeof(buf));
     struct rov_wire_addr out;
