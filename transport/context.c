@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "railover/ccp.h"
 #include "transport/auth.h"
 #include "transport/control.h"
 #include "transport/core.h"
@@ -533,15 +534,60 @@ const char *rov_context_rail_name(const rov_context_t *ctx, int rail)
 
 /* The job and rank `railover status` shows: the caller's, else
  * RAILOVER_JOBID's (no rank); text only (it goes into a status line). */
-static void set_job(rov_context_t *ctx, const rov_context_params_t *params)
+/* The job the context belongs to (include/railover/ccp.h): the one given,
+ * else RAILOVER_JOBID, else a fresh UUID; its rank: the one given, else
+ * RAILOVER_RANK, else the pid. */
+static rov_status_t set_job(rov_context_t *ctx, const rov_context_params_t *params)
 {
     const char *job = params->job ? params->job : getenv("RAILOVER_JOBID");
+    const char *rank = getenv("RAILOVER_RANK");
 
-    snprintf(ctx->job, sizeof(ctx->job), "%s", job ? job : "");
-    for (char *p = ctx->job; *p; p++)
-        if (*p <= ' ' || *p == 0x7f)
-            *p = '_';
-    ctx->rank = params->job && params->rank >= 0 ? params->rank : -1;
+    if (job && job[0]) {
+        snprintf(ctx->job, sizeof(ctx->job), "%s", job);
+        for (char *p = ctx->job; *p; p++)
+            if (*p <= ' ' || *p == 0x7f)
+                *p = '_';
+    } else {
+        uint8_t u[16];
+
+        if (rov_auth_random(u, sizeof(u)) != ROV_OK)
+            return ROV_ERR_IO;
+        u[6] = (uint8_t)((u[6] & 0x0f) | 0x40); /* version 4 (random), RFC 9562 */
+        u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
+        snprintf(ctx->job, sizeof(ctx->job),
+                 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+                 u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+                 u[13], u[14], u[15]);
+        rov_info("core", "job id %s (generated; RAILOVER_JOBID names the job)", ctx->job);
+    }
+    if (params->job && params->rank >= 0) {
+        ctx->rank = params->rank;
+    } else if (rank && rank[0]) {
+        char *end;
+        long r;
+
+        errno = 0;
+        r = strtol(rank, &end, 10);
+        if (errno || *end || r < 0 || r > INT32_MAX) {
+            rov_error("core", "RAILOVER_RANK=%s: not a rank (an integer from 0 to %d)", rank,
+                      INT32_MAX);
+            return ROV_ERR_INVAL;
+        }
+        ctx->rank = r;
+    } else {
+        ctx->rank = getpid();
+    }
+    return ROV_OK;
+}
+
+const char *rov_context_jobid(const rov_context_t *ctx)
+{
+    return ctx->job;
+}
+
+long rov_context_rank(const rov_context_t *ctx)
+{
+    return ctx->rank;
 }
 
 /* Open every rail of RAILOVER_RAILS, in order (the index is the rail's
@@ -613,7 +659,9 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
     ctx = rov_zalloc_lines(rov_policy_ctx_size());
     if (!ctx)
         return ROV_ERR_NOMEM;
-    set_job(ctx, params);
+    st = set_job(ctx, params);
+    if (st != ROV_OK)
+        goto err_free;
     if (params->config) {
         ctx->config = *params->config;
     } else {
@@ -659,6 +707,7 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
     if (st != ROV_OK)
         goto err_timer;
     rov_ctl_open(ctx);
+    rov_policies_ctx_open(ctx);
     rov_helper_start(ctx);
     *ctx_p = ctx;
     return ROV_OK;
@@ -677,6 +726,7 @@ void rov_context_destroy(rov_context_t *ctx)
     if (!ctx)
         return;
     rov_helper_stop(ctx); /* first: nothing runs beside this any more */
+    rov_policies_ctx_fini(ctx);
     rov_ctl_close(ctx);
     while (ctx->conns) {
         struct rov_conn *c = ctx->conns;
@@ -746,6 +796,7 @@ rov_status_t rov_endpoint_listen(rov_endpoint_t *ep)
     ep->blob_len = rov_wire_addr_encode(ep->pub_blob, sizeof(ep->pub_blob), &wa);
     memcpy(wa.key, ctx->ep_key, ROV_KEY_LEN);
     rov_wire_addr_encode(ep->blob, sizeof(ep->blob), &wa);
+    rov_policies_endpoint_address(ctx, ep->blob, ep->blob_len);
     return ROV_OK;
 }
 

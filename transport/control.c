@@ -9,9 +9,12 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <netdb.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -21,8 +24,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "transport/auth.h"
 #include "transport/core.h"
 #include "transport/log.h"
+#include "transport/netaddr.h"
 
 #define CTL_MAX_CMDS 32
 #define CTL_MAX_CLIENTS 16
@@ -34,11 +39,15 @@
 /* Request bytes after the line are discarded before close, up to this, so
  * the kernel does not reset the connection under the client's answer. */
 #define CTL_DRAIN_MAX (64 * 1024)
+/* The network endpoint's first line: this, then the challenge in hex. */
+#define CTL_CHALLENGE "railover-control challenge "
 
 struct ctl_client {
     struct rov_watch watch;
     struct rov_ctl *ctl;
     int slot;
+    bool net;             /* on the network endpoint: the request carries a proof */
+    uint8_t nonce[ROV_CTL_NONCE_LEN]; /* its challenge */
     uint64_t since_ns;    /* accepted at */
     bool answering;       /* request handled; sending the answer */
     size_t in_len;
@@ -54,6 +63,9 @@ struct rov_ctl {
      * (helper.c) sleeps on it alone while the application computes. */
     struct rov_watch set;
     struct rov_watch listen;
+    struct rov_watch net_listen;          /* fd -1: no network endpoint */
+    uint8_t net_key[ROV_KEY_LEN];         /* what its clients prove */
+    char net_where[ROV_CTL_WHERE_MAX];    /* "IP:PORT" */
     struct ctl_client *clients[CTL_MAX_CLIENTS];
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
@@ -305,6 +317,52 @@ static void run_request(rov_context_t *ctx, char *line, FILE *out, char **buf_p,
     fprintf(out, "error: %s\n", err[0] ? err : "command failed");
 }
 
+/* Network requests: "auth <MAC hex> <request>", the MAC under the
+ * endpoint's key over the challenge and the request (ctl_mac()). */
+#define CTL_AUTH_PREFIX (5 + 2 * ROV_MAC_LEN + 1)
+
+static void ctl_mac(const uint8_t key[ROV_KEY_LEN], const uint8_t nonce[ROV_CTL_NONCE_LEN],
+                    const char *req, uint8_t mac[ROV_MAC_LEN])
+{
+    const struct rov_auth_piece pieces[2] = {{nonce, ROV_CTL_NONCE_LEN}, {req, strlen(req)}};
+
+    rov_auth_mac(key, "railover control request", pieces, 2, mac);
+}
+
+static void hex_encode(const uint8_t *b, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+static bool hex_decode(const char *s, uint8_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+
+        if (!isxdigit((unsigned char)s[2 * i]) || !isxdigit((unsigned char)s[2 * i + 1]) ||
+            sscanf(s + 2 * i, "%2x", &v) != 1)
+            return false;
+        b[i] = (uint8_t)v;
+    }
+    return true;
+}
+
+/* NULL when c->in (NUL-terminated) carries a good proof, else why not. */
+static const char *net_request_check(struct ctl_client *c)
+{
+    uint8_t got[ROV_MAC_LEN], want[ROV_MAC_LEN];
+
+    if (strlen(c->in) < CTL_AUTH_PREFIX || strncmp(c->in, "auth ", 5) != 0 ||
+        c->in[CTL_AUTH_PREFIX - 1] != ' ' || !hex_decode(c->in + 5, got, ROV_MAC_LEN))
+        return "a request on the network control endpoint must be 'auth <proof> <request>'";
+    ctl_mac(c->ctl->net_key, c->nonce, c->in + CTL_AUTH_PREFIX, want);
+    if (!rov_auth_mac_equal(got, want))
+        return "the request does not carry this job's proof (wrong secret, or a stale "
+               "challenge)";
+    return NULL;
+}
+
 /* A whole request is in c->in (terminated by a newline or by the client's
  * end of stream): answer it. */
 static void client_answer(struct ctl_client *c)
@@ -324,8 +382,19 @@ static void client_answer(struct ctl_client *c)
         c->out_len = c->out ? sizeof(nomem) - 1 : 0;
         return;
     }
+    if (c->net) {
+        const char *why = net_request_check(c);
+
+        if (why) {
+            rov_log_ratelimited(ROV_LOG_WARN, "ctl", "network control client refused: %s", why);
+            fprintf(out, "error: permission denied: %s\n", why);
+            goto done;
+        }
+        memmove(c->in, c->in + CTL_AUTH_PREFIX, strlen(c->in) - CTL_AUTH_PREFIX + 1);
+    }
     rov_debug("ctl", "request '%s'", c->in);
     run_request(c->ctl->ctx, c->in, out, &c->out, &size);
+done:
     if (fclose(out) != 0) {
         free(c->out);
         c->out = NULL;
@@ -451,19 +520,21 @@ static void __attribute__((format(printf, 2, 3))) client_refuse(int fd, const ch
     close(fd);
 }
 
-static void client_new(struct rov_ctl *ctl, int fd)
+static void client_new(struct rov_ctl *ctl, int fd, bool net)
 {
-    struct ucred cred;
+    struct ucred cred = {.pid = -1};
     socklen_t len = sizeof(cred);
     struct ctl_client *c;
     int slot = -1;
 
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+    if (net) {
+        /* Anyone may connect; only a request with the key's proof runs. */
+    } else if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
         rov_debug("ctl", "SO_PEERCRED: %m; client refused");
         close(fd);
         return;
     }
-    if (cred.uid != geteuid()) {
+    if (!net && cred.uid != geteuid()) {
         rov_debug("ctl", "client pid %d uid %u refused: not our uid %u", (int)cred.pid,
                   (unsigned)cred.uid, (unsigned)geteuid());
         client_refuse(fd, "error: permission denied: only uid %u, which runs this process, "
@@ -497,6 +568,27 @@ static void client_new(struct rov_ctl *ctl, int fd)
     c->in_len = 0;
     c->out = NULL;
     c->out_len = c->out_off = 0;
+    c->net = net;
+    if (net) {
+        char hello[sizeof(CTL_CHALLENGE) + 2 * ROV_CTL_NONCE_LEN + 1];
+
+        /* The challenge fits in an empty socket buffer: a send that does
+         * not take it all means a broken connection. */
+        if (rov_auth_random(c->nonce, sizeof(c->nonce)) != ROV_OK) {
+            close(fd);
+            free(c);
+            return;
+        }
+        memcpy(hello, CTL_CHALLENGE, sizeof(CTL_CHALLENGE) - 1);
+        hex_encode(c->nonce, sizeof(c->nonce), hello + sizeof(CTL_CHALLENGE) - 1);
+        hello[sizeof(hello) - 2] = '\n';
+        if (send(fd, hello, sizeof(hello) - 1, MSG_DONTWAIT | MSG_NOSIGNAL) !=
+            (ssize_t)sizeof(hello) - 1) {
+            close(fd);
+            free(c);
+            return;
+        }
+    }
     if (set_ctl(ctl, EPOLL_CTL_ADD, &c->watch, EPOLLIN) != ROV_OK) {
         close(fd);
         free(c);
@@ -505,21 +597,30 @@ static void client_new(struct rov_ctl *ctl, int fd)
     ctl->clients[slot] = c;
 }
 
-static void listen_cb(struct rov_watch *w, uint32_t events)
+static void accept_batch(struct rov_ctl *ctl, int lfd, bool net)
 {
-    struct rov_ctl *ctl = rov_container_of(w, struct rov_ctl, listen);
-
     for (int i = 0; i < CTL_ACCEPT_BATCH; i++) {
-        int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
         if (fd < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
                 errno != ECONNABORTED)
-                rov_log_ratelimited(ROV_LOG_WARN, "ctl", "accept on %s: %m", ctl->path);
+                rov_log_ratelimited(ROV_LOG_WARN, "ctl", "accept on %s: %m",
+                                    net ? ctl->net_where : ctl->path);
             return;
         }
-        client_new(ctl, fd);
+        client_new(ctl, fd, net);
     }
+}
+
+static void listen_cb(struct rov_watch *w, uint32_t events)
+{
+    accept_batch(rov_container_of(w, struct rov_ctl, listen), w->fd, false);
+}
+
+static void net_listen_cb(struct rov_watch *w, uint32_t events)
+{
+    accept_batch(rov_container_of(w, struct rov_ctl, net_listen), w->fd, true);
 }
 
 /* Socket ------------------------------------------------------------------------ */
@@ -553,6 +654,7 @@ void rov_ctl_open(rov_context_t *ctx)
         return;
     }
     ctl->ctx = ctx;
+    ctl->net_listen.fd = -1;
     snprintf(ctl->path, sizeof(ctl->path), "%s", sa.sun_path);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -616,6 +718,8 @@ void rov_ctl_close(rov_context_t *ctx)
     rov_ctx_unwatch(ctx, &ctl->set);
     close(ctl->set.fd);
     close(ctl->listen.fd);
+    if (ctl->net_listen.fd >= 0)
+        close(ctl->net_listen.fd);
     if (unlink(ctl->path) < 0 && errno != ENOENT)
         rov_warn("ctl", "cannot remove %s: %m", ctl->path);
     rov_debug("ctl", "control socket %s closed", ctl->path);
@@ -626,6 +730,257 @@ void rov_ctl_close(rov_context_t *ctx)
 const char *rov_ctl_path(const rov_context_t *ctx)
 {
     return ctx->ctl ? ctx->ctl->path : NULL;
+}
+
+/* The network endpoint ---------------------------------------------------------- */
+
+rov_status_t rov_ctl_net_open(rov_context_t *ctx, const char *arg,
+                              const uint8_t key[ROV_KEY_LEN])
+{
+    struct rov_ctl *ctl = ctx->ctl;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    rov_status_t st;
+    int fd;
+
+    if (!ctl) {
+        rov_warn("ctl", "no control socket (RAILOVER_CONTROL=off?): no network control "
+                 "endpoint either");
+        return ROV_ERR_UNSUPPORTED;
+    }
+    if (ctl->net_listen.fd >= 0)
+        return ROV_ERR_BUSY;
+    st = rov_net_resolve("ctl", arg, &ss, &len, NULL, 0);
+    if (st != ROV_OK)
+        return st;
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        rov_warn("ctl", "socket: %m; no network control endpoint");
+        return ROV_ERR_IO;
+    }
+    if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, CTL_BACKLOG) < 0 ||
+        getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+        rov_warn("ctl", "network control endpoint on %s: %m", arg);
+        close(fd);
+        return ROV_ERR_IO;
+    }
+    memcpy(ctl->net_key, key, ROV_KEY_LEN);
+    rov_net_sockaddr_str(&ss, ctl->net_where, sizeof(ctl->net_where));
+    ctl->net_listen.fd = fd;
+    ctl->net_listen.cb = net_listen_cb;
+    if (set_ctl(ctl, EPOLL_CTL_ADD, &ctl->net_listen, EPOLLIN) != ROV_OK) {
+        close(fd);
+        ctl->net_listen.fd = -1;
+        return ROV_ERR_IO;
+    }
+    rov_debug("ctl", "network control endpoint %s", ctl->net_where);
+    return ROV_OK;
+}
+
+const char *rov_ctl_net_where(const rov_context_t *ctx)
+{
+    return ctx->ctl && ctx->ctl->net_listen.fd >= 0 ? ctx->ctl->net_where : NULL;
+}
+
+/* The client side ------------------------------------------------------------------ */
+
+static double mono_s(void)
+{
+    return (double)rov_now_ns() / 1e9;
+}
+
+/* Wait for events on fd until the deadline; false on timeout or error. */
+static bool wait_fd(int fd, short events, double deadline)
+{
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = events};
+        double left = deadline - mono_s();
+        int n;
+
+        if (left <= 0)
+            return false;
+        n = poll(&p, 1, (int)(left * 1000) + 1);
+        if (n > 0)
+            return true;
+        if (n < 0 && errno != EINTR)
+            return false;
+    }
+}
+
+static int connect_where(const char *where, double deadline, char *err, size_t err_len)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int fd, soerr = 0;
+    socklen_t elen = sizeof(soerr);
+
+    if (where[0] == '/') {
+        struct sockaddr_un *un = (struct sockaddr_un *)&ss;
+
+        memset(un, 0, sizeof(*un));
+        un->sun_family = AF_UNIX;
+        if (strlen(where) >= sizeof(un->sun_path)) {
+            snprintf(err, err_len, "control socket path too long: %s", where);
+            return -1;
+        }
+        strcpy(un->sun_path, where);
+        len = sizeof(*un);
+    } else {
+        char host[INET6_ADDRSTRLEN + 2], *port;
+        struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+                                 .ai_socktype = SOCK_STREAM}, *ai;
+
+        snprintf(host, sizeof(host), "%s", where[0] == '[' ? where + 1 : where);
+        port = strrchr(host, ':');
+        if (!port || port == host) {
+            snprintf(err, err_len, "not a control endpoint address (IP:PORT): %s", where);
+            return -1;
+        }
+        *port++ = '\0';
+        if (where[0] == '[' && host[strlen(host) - 1] == ']')
+            host[strlen(host) - 1] = '\0';
+        if (getaddrinfo(host, port, &hints, &ai) != 0) {
+            snprintf(err, err_len, "not a control endpoint address (IP:PORT): %s", where);
+            return -1;
+        }
+        memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+        len = ai->ai_addrlen;
+        freeaddrinfo(ai);
+    }
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, err_len, "socket: %s", strerror(errno));
+        return -1;
+    }
+    if (connect(fd, (struct sockaddr *)&ss, len) < 0 && errno != EINPROGRESS) {
+        snprintf(err, err_len, "connect %s: %s", where, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!wait_fd(fd, POLLOUT, deadline) ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &elen) < 0 || soerr) {
+        snprintf(err, err_len, "connect %s: %s", where,
+                 soerr ? strerror(soerr) : "no answer in time");
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Read until the peer's end of stream (or max bytes) into a new string. */
+static char *read_all(int fd, double deadline, size_t max, bool line, char *err, size_t err_len)
+{
+    size_t len = 0, cap = 256;
+    char *buf = malloc(cap);
+
+    if (!buf) {
+        snprintf(err, err_len, "out of memory");
+        return NULL;
+    }
+    for (;;) {
+        ssize_t n;
+
+        if (line && memchr(buf, '\n', len))
+            break;
+        if (len + 1 == cap) {
+            char *more = cap >= max ? NULL : realloc(buf, cap * 2);
+
+            if (!more) {
+                snprintf(err, err_len, "answer longer than %zu bytes", max);
+                free(buf);
+                return NULL;
+            }
+            buf = more;
+            cap *= 2;
+        }
+        n = read(fd, buf + len, cap - 1 - len);
+        if (n > 0) {
+            len += (size_t)n;
+        } else if (n == 0) {
+            break;
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (!wait_fd(fd, POLLIN, deadline)) {
+                snprintf(err, err_len, "no answer in time");
+                free(buf);
+                return NULL;
+            }
+        } else if (errno != EINTR) {
+            snprintf(err, err_len, "read: %s", strerror(errno));
+            free(buf);
+            return NULL;
+        }
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+static bool send_all(int fd, const char *p, size_t len, double deadline)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (!wait_fd(fd, POLLOUT, deadline))
+                return false;
+        } else if (n < 0 && errno != EINTR) {
+            return false;
+        }
+    }
+    return true;
+}
+
+rov_status_t rov_ctl_request(const char *where, const uint8_t *key, const char *request,
+                             double timeout_s, char **answer_p, char *err, size_t err_len)
+{
+    double deadline = mono_s() + timeout_s;
+    char line[ROV_CTL_LINE_MAX + 1];
+    rov_status_t st = ROV_ERR_UNREACHABLE;
+    int fd, n;
+
+    *answer_p = NULL;
+    fd = connect_where(where, deadline, err, err_len);
+    if (fd < 0)
+        return ROV_ERR_UNREACHABLE;
+    if (where[0] == '/') {
+        n = snprintf(line, sizeof(line), "%s\n", request);
+    } else {
+        uint8_t nonce[ROV_CTL_NONCE_LEN], mac[ROV_MAC_LEN];
+        char hex[2 * ROV_MAC_LEN + 1], *hello = read_all(fd, deadline, 256, true, err, err_len);
+
+        if (!hello)
+            goto out;
+        if (strncmp(hello, CTL_CHALLENGE, sizeof(CTL_CHALLENGE) - 1) != 0 ||
+            strlen(hello) < sizeof(CTL_CHALLENGE) - 1 + 2 * ROV_CTL_NONCE_LEN ||
+            !hex_decode(hello + sizeof(CTL_CHALLENGE) - 1, nonce, sizeof(nonce))) {
+            snprintf(err, err_len, "%s is not a Railover control endpoint (it said: %.60s)",
+                     where, hello);
+            free(hello);
+            st = ROV_ERR_PROTO;
+            goto out;
+        }
+        free(hello);
+        ctl_mac(key, nonce, request, mac);
+        hex_encode(mac, sizeof(mac), hex);
+        n = snprintf(line, sizeof(line), "auth %s %s\n", hex, request);
+    }
+    if (n < 0 || (size_t)n >= sizeof(line)) {
+        snprintf(err, err_len, "request too long");
+        st = ROV_ERR_INVAL;
+        goto out;
+    }
+    if (!send_all(fd, line, (size_t)n, deadline)) {
+        snprintf(err, err_len, "send to %s: %s", where, strerror(errno));
+        goto out;
+    }
+    shutdown(fd, SHUT_WR);
+    *answer_p = read_all(fd, deadline, 1u << 20, false, err, err_len);
+    st = *answer_p ? ROV_OK : ROV_ERR_UNREACHABLE;
+out:
+    close(fd);
+    return st;
 }
 
 /* Built-in commands ------------------------------------------------------------ */

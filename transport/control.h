@@ -15,8 +15,11 @@
 #include <stdio.h>
 
 #include "railover/railover.h"
+#include "transport/auth.h"
 
 #define ROV_CTL_MAX_ARGS 16
+#define ROV_CTL_NONCE_LEN 32
+#define ROV_CTL_WHERE_MAX 64  /* "IP:PORT" */
 
 /** Handle one request.  argv[0] is the verb.  Write the answer lines to out;
  * return 0 for "ok", or nonzero after writing a one-line error message
@@ -49,6 +52,31 @@ void rov_ctl_close(rov_context_t *ctx);
 
 /** Path of the context's control socket, or NULL when it has none. */
 const char *rov_ctl_path(const rov_context_t *ctx);
+/**
+ * The network control endpoint: a TCP listener on arg (an IP address or an
+ * interface name, rov_net_resolve()), port chosen by the kernel, serving
+ * the same commands to clients on other hosts.  It opens each connection
+ * with a line "railover-control challenge <hex>"; a request must then be
+ * "auth <proof> <request>", the proof an HMAC under key over the challenge
+ * and the request, or it is refused ("error: permission denied: ...").
+ * Needs the control socket (rov_ctl_open()); closed with it.
+ */
+rov_status_t rov_ctl_net_open(rov_context_t *ctx, const char *arg,
+                              const uint8_t key[ROV_KEY_LEN]);
+/** "IP:PORT" of the network endpoint, or NULL when there is none. */
+const char *rov_ctl_net_where(const rov_context_t *ctx);
+
+/**
+ * The client's side: one request to a control endpoint, where either a
+ * socket path (starting with '/') or the "IP:PORT" of a network endpoint
+ * (then key, ROV_KEY_LEN bytes, makes the proof).  Blocks at most
+ * timeout_s.  ROV_OK with *answer_p (malloc'd: the answer's lines, the last
+ * "ok" or "error: ..."); ROV_ERR_UNREACHABLE (nothing listens, no answer in
+ * time), ROV_ERR_PROTO (not a Railover endpoint), with err saying why.
+ */
+rov_status_t rov_ctl_request(const char *where, const uint8_t *key, const char *request,
+                             double timeout_s, char **answer_p, char *err, size_t err_len);
+
 /** The control socket's epoll set (readable when a request is waiting),
  * or -1 without a control socket: what the progress helper sleeps on. */
 int rov_ctl_fd(const rov_context_t *ctx);

@@ -233,6 +233,9 @@ void rov_conn_free(struct rov_conn *conn);
 /* policy.c: the registered policies' hooks (policy.h), and the size of an
  * object with every policy's state after it */
 void rov_policies_ctx_init(rov_context_t *ctx);
+void rov_policies_ctx_open(rov_context_t *ctx);
+void rov_policies_ctx_fini(rov_context_t *ctx);
+void rov_policies_endpoint_address(rov_context_t *ctx, const void *blob, size_t len);
 void rov_policies_conn_connecting(struct rov_conn *conn);
 void rov_policies_conn_up(struct rov_conn *conn);
 bool rov_policies_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,

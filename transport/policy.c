@@ -23,6 +23,10 @@ static void stub_ctx(rov_context_t *ctx)
 {
 }
 
+static void stub_address(rov_context_t *ctx, const void *blob, size_t len)
+{
+}
+
 static void stub_conn(rov_conn_t *conn)
 {
 }
@@ -84,6 +88,12 @@ void rov_policy_register(const struct rov_policy_ops *ops)
         rov_settings_register(p->settings);
     if (!p->ctx_init)
         p->ctx_init = stub_ctx;
+    if (!p->ctx_open)
+        p->ctx_open = stub_ctx;
+    if (!p->ctx_fini)
+        p->ctx_fini = stub_ctx;
+    if (!p->endpoint_address)
+        p->endpoint_address = stub_address;
     if (!p->conn_connecting)
         p->conn_connecting = stub_conn;
     if (!p->conn_up)
@@ -148,6 +158,21 @@ size_t rov_policy_conn_size(void)
 void rov_policies_ctx_init(rov_context_t *ctx)
 {
     EACH(ctx_init, ctx);
+}
+
+void rov_policies_ctx_open(rov_context_t *ctx)
+{
+    EACH(ctx_open, ctx);
+}
+
+void rov_policies_ctx_fini(rov_context_t *ctx)
+{
+    EACH(ctx_fini, ctx);
+}
+
+void rov_policies_endpoint_address(rov_context_t *ctx, const void *blob, size_t len)
+{
+    EACH(endpoint_address, ctx, blob, len);
 }
 
 void rov_policies_conn_connecting(struct rov_conn *conn)

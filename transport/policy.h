@@ -39,6 +39,14 @@ struct rov_policy_ops {
 
     /** The context was created (its rails are not open yet). */
     void (*ctx_init)(rov_context_t *ctx);
+    /** The context's rails and control socket are open: it is about to be
+     * returned to the application. */
+    void (*ctx_open)(rov_context_t *ctx);
+    /** The context is being destroyed (its control socket still open). */
+    void (*ctx_fini)(rov_context_t *ctx);
+    /** The endpoint listens at a new address (its creation, a reopen): the
+     * blob rov_endpoint_address() returns now. */
+    void (*endpoint_address)(rov_context_t *ctx, const void *blob, size_t len);
     /** rov_conn_connect() started a connection (its first rail's connect). */
     void (*conn_connecting)(rov_conn_t *conn);
     /** A connection became established (its first handshake completed), or

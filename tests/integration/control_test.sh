@@ -46,7 +46,7 @@ mode=$(stat -c %a "$run_dir")
 
 run hello "$railover" ctl "$lpid" hello
 if [ "$(rc_of hello)" = 0 ] &&
-   grep -Eq "^process pid=$lpid version=[^ ]+ endpoint=[0-9a-f]{32} jobid=- rails=tcp@lo,tcp@127.0.0.1$" \
+   grep -Eq "^process pid=$lpid version=[^ ]+ endpoint=[0-9a-f]{32} jobid=[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12} rank=$lpid rails=tcp@lo,tcp@127.0.0.1$" \
        "$work/hello.out"; then
     pass "ctl hello"
 else

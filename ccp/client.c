@@ -1,0 +1,460 @@
+/*
+ * The checkpoint client (include/railover/ccp.h): read a job's registry,
+ * and run a stage on every rank through its control endpoint (the network
+ * one with the job's proof, else its socket on this host), then wait until
+ * each rank's context has reached the stage.  cprclient is this and a
+ * command line.
+ *
+ * A stage is asked of every rank at once and then watched by asking each
+ * its stage ("stage") until all are there: a rank completes a drain by
+ * itself (its helper), whatever the others do.  A drain that cannot
+ * complete (a rank dies, the time is up) is undone: every rank still
+ * reachable resumes, so the job runs on as before.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ccp/registry.h"
+#include "railover/ccp.h"
+#include "transport/control.h"
+
+/* How often a rank is asked whether it got there. */
+#define POLL_S 0.005
+/* One request's limit; a rank that takes longer is unreachable. */
+#define REQUEST_S 5.0
+
+struct rov_job {
+    char id[ROV_JOB_MAX + 1];
+    char dir[CCP_DIR_MAX + ROV_JOB_MAX + 2];
+    char host[CCP_HOST_MAX];
+    uint8_t key[ROV_KEY_LEN];
+    size_t n;
+    struct ccp_record *recs;
+    rov_job_rank_t *ranks;
+    int lock_fd;
+};
+
+static const char *const stage_names[] = {"status", "drain", "close", "reopen"};
+
+const char *rov_job_stage_str(rov_job_stage_t stage)
+{
+    return (unsigned)stage < 4 ? stage_names[stage] : "unknown";
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int by_rank(const void *a, const void *b)
+{
+    const struct ccp_record *x = a, *y = b;
+
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* (Re)read every rank's record. */
+static rov_status_t load(rov_job_t *job, char *err, size_t err_len)
+{
+    DIR *d = opendir(job->dir);
+    struct dirent *e;
+    size_t cap = 0, n = 0;
+    struct ccp_record *recs = NULL;
+    rov_status_t st = ROV_OK;
+
+    if (!d) {
+        snprintf(err, err_len, "cannot list %s: %s", job->dir, strerror(errno));
+        return ROV_ERR_IO;
+    }
+    while ((e = readdir(d)) != NULL && st == ROV_OK) {
+        char path[sizeof(job->dir) + 300], *end;
+
+        if (strncmp(e->d_name, "rank.", 5) != 0 || (strtol(e->d_name + 5, &end, 10), *end))
+            continue; /* the secret, the lock, a record being written */
+        if (n == cap) {
+            struct ccp_record *more = realloc(recs, (cap = cap ? 2 * cap : 16) * sizeof(*recs));
+
+            if (!more) {
+                st = ROV_ERR_NOMEM;
+                break;
+            }
+            recs = more;
+        }
+        snprintf(path, sizeof(path), "%s/%s", job->dir, e->d_name);
+        st = ccp_record_read(path, job->key, &recs[n], err, err_len);
+        if (st == ROV_ERR_NOT_FOUND) {
+            st = ROV_OK; /* its process ended meanwhile */
+            continue;
+        }
+        if (st == ROV_OK && strcmp(recs[n].job, job->id) != 0) {
+            snprintf(err, err_len, "registry record %s is of job %s", path, recs[n].job);
+            st = ROV_ERR_PROTO;
+        }
+        n++;
+    }
+    closedir(d);
+    if (st != ROV_OK) {
+        free(recs);
+        return st;
+    }
+    qsort(recs, n, sizeof(*recs), by_rank);
+    free(job->recs);
+    free(job->ranks);
+    job->recs = recs;
+    job->n = n;
+    job->ranks = calloc(n ? n : 1, sizeof(*job->ranks));
+    if (!job->ranks)
+        return ROV_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        rov_job_rank_t *r = &job->ranks[i];
+
+        r->rank = recs[i].rank;
+        r->pid = recs[i].pid;
+        snprintf(r->host, sizeof(r->host), "%s", recs[i].host);
+        snprintf(r->where, sizeof(r->where), "%s",
+                 recs[i].ctl_net[0] ? recs[i].ctl_net : recs[i].ctl_path);
+        snprintf(r->stage, sizeof(r->stage), "?");
+    }
+    return ROV_OK;
+}
+
+rov_status_t rov_job_open(const char *jobid, rov_job_t **job_p, char *err, size_t err_len)
+{
+    char base[CCP_DIR_MAX];
+    rov_job_t *job;
+    rov_status_t st;
+
+    *job_p = NULL;
+    if (!jobid || !ccp_jobid_ok(jobid)) {
+        snprintf(err, err_len, "'%s' is not a job id", jobid ? jobid : "");
+        return ROV_ERR_INVAL;
+    }
+    if (ccp_base_dir(NULL, base, sizeof(base)) != ROV_OK) {
+        snprintf(err, err_len, "no job registry (RAILOVER_JOB_DIR too long?)");
+        return ROV_ERR_INVAL;
+    }
+    job = calloc(1, sizeof(*job));
+    if (!job)
+        return ROV_ERR_NOMEM;
+    job->lock_fd = -1;
+    snprintf(job->id, sizeof(job->id), "%s", jobid);
+    if (gethostname(job->host, sizeof(job->host)) < 0)
+        job->host[0] = '\0';
+    job->host[sizeof(job->host) - 1] = '\0';
+    st = ccp_job_dir(base, jobid, false, job->dir, sizeof(job->dir), err, err_len);
+    if (st == ROV_OK)
+        st = ccp_secret(job->dir, false, job->key, err, err_len);
+    if (st == ROV_ERR_NOT_FOUND)
+        snprintf(err, err_len, "no job %s in the registry %s", jobid, base);
+    if (st == ROV_OK)
+        st = load(job, err, err_len);
+    if (st != ROV_OK) {
+        rov_job_close(job);
+        return st;
+    }
+    *job_p = job;
+    return ROV_OK;
+}
+
+void rov_job_close(rov_job_t *job)
+{
+    if (!job)
+        return;
+    if (job->lock_fd >= 0)
+        close(job->lock_fd);
+    free(job->recs);
+    free(job->ranks);
+    free(job);
+}
+
+size_t rov_job_size(const rov_job_t *job)
+{
+    return job->n;
+}
+
+const rov_job_rank_t *rov_job_rank(const rov_job_t *job, size_t index)
+{
+    return index < job->n ? &job->ranks[index] : NULL;
+}
+
+rov_status_t rov_job_address(rov_job_t *job, long rank, void *buf, size_t *len)
+{
+    char path[sizeof(job->dir) + 32], err[256];
+    struct ccp_record rec;
+
+    snprintf(path, sizeof(path), "%s/rank.%ld", job->dir, rank);
+    if (ccp_record_read(path, job->key, &rec, err, sizeof(err)) != ROV_OK ||
+        rec.endpoint_len == 0)
+        return ROV_ERR_NOT_FOUND;
+    if (*len < rec.endpoint_len) {
+        *len = rec.endpoint_len;
+        return ROV_ERR_MSGSIZE;
+    }
+    memcpy(buf, rec.endpoint, rec.endpoint_len);
+    *len = rec.endpoint_len;
+    return ROV_OK;
+}
+
+/* One request to rank i; ROV_OK with its answer's last line "ok" (and the
+ * stage it reports in r->stage), or why not in r->error. */
+static rov_status_t ask(rov_job_t *job, size_t i, const char *verb)
+{
+    const struct ccp_record *rec = &job->recs[i];
+    rov_job_rank_t *r = &job->ranks[i];
+    char *answer = NULL, *at;
+    rov_status_t st;
+
+    if (!rec->ctl_net[0] && strcmp(rec->host, job->host) != 0) {
+        snprintf(r->error, sizeof(r->error), "rank %ld is on host %s and has no network "
+                 "control endpoint (RAILOVER_CCP_ADDR)", rec->rank, rec->host);
+        return r->status = ROV_ERR_UNREACHABLE;
+    }
+    st = rov_ctl_request(rec->ctl_net[0] ? rec->ctl_net : rec->ctl_path, job->key, verb,
+                         REQUEST_S, &answer, r->error, sizeof(r->error));
+    if (st != ROV_OK) {
+        char msg[sizeof(r->error) + 128];
+        size_t n;
+
+        snprintf(msg, sizeof(msg), "rank %ld (pid %d on %s) unreachable: %s", rec->rank,
+                 rec->pid, rec->host, r->error);
+        n = strnlen(msg, sizeof(r->error) - 1);
+        memcpy(r->error, msg, n);
+        r->error[n] = '\0';
+        return r->status = (st == ROV_ERR_PROTO ? ROV_ERR_UNREACHABLE : st);
+    }
+    at = strstr(answer, "stage=");
+    if (at)
+        sscanf(at + 6, "%15[a-z]", r->stage);
+    at = strstr(answer, "error: ");
+    if (at) {
+        char *nl = strchr(at, '\n');
+
+        if (nl)
+            *nl = '\0';
+        snprintf(r->error, sizeof(r->error), "rank %ld: %s", rec->rank, at + 7);
+        st = strstr(at, "permission denied") ? ROV_ERR_REFUSED : ROV_ERR_BUSY;
+    } else if (!strstr(answer, "ok\n")) {
+        snprintf(r->error, sizeof(r->error), "rank %ld: answer cut short", rec->rank);
+        st = ROV_ERR_UNREACHABLE;
+    }
+    free(answer);
+    return r->status = st;
+}
+
+static const char *target_of(rov_job_stage_t stage)
+{
+    return stage == ROV_JOB_DRAIN ? "quiesced" : stage == ROV_JOB_CLOSE ? "closed" : "running";
+}
+
+static const char *verb_of(rov_job_stage_t stage)
+{
+    return stage == ROV_JOB_DRAIN ? "quiesce" : stage == ROV_JOB_CLOSE ? "close-rails" : "reopen";
+}
+
+/* Whether a rank at stage `at` may be asked for `stage` (in order). */
+static const char *out_of_order(rov_job_stage_t stage, const char *at)
+{
+    if (stage == ROV_JOB_DRAIN && (!strcmp(at, "closed") || !strcmp(at, "reopening")))
+        return "its rails are closed: reopen first";
+    if (stage == ROV_JOB_CLOSE && strcmp(at, "quiesced") && strcmp(at, "closed"))
+        return "it is not drained: drain first";
+    return NULL;
+}
+
+static rov_status_t fail(rov_job_t *job, size_t i, char *err, size_t err_len)
+{
+    snprintf(err, err_len, "%s", job->ranks[i].error);
+    return job->ranks[i].status;
+}
+
+/* Take the job's lock: one client at a time. */
+static rov_status_t lock(rov_job_t *job, char *err, size_t err_len)
+{
+    char path[sizeof(job->dir) + 8], pid[32] = "";
+    ssize_t n;
+
+    if (job->lock_fd >= 0)
+        return ROV_OK;
+    snprintf(path, sizeof(path), "%s/lock", job->dir);
+    job->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (job->lock_fd < 0) {
+        snprintf(err, err_len, "cannot open %s: %s", path, strerror(errno));
+        return ROV_ERR_IO;
+    }
+    if (flock(job->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+        n = pread(job->lock_fd, pid, sizeof(pid) - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        snprintf(err, err_len, "another client%s%s is driving job %s; try again when it is done",
+                 pid[0] ? " (pid " : "", pid[0] ? strcat(pid, ")") : "", job->id);
+        close(job->lock_fd);
+        job->lock_fd = -1;
+        return ROV_ERR_AGAIN;
+    }
+    n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+    if (ftruncate(job->lock_fd, 0) < 0 || pwrite(job->lock_fd, pid, (size_t)n, 0) != n) {
+        /* only the message of a second client lacks our pid */
+    }
+    return ROV_OK;
+}
+
+static void unlock(rov_job_t *job)
+{
+    if (job->lock_fd >= 0) {
+        close(job->lock_fd);
+        job->lock_fd = -1;
+    }
+}
+
+/* Undo a drain that cannot complete: every rank that answers resumes. */
+static void resume_all(rov_job_t *job)
+{
+    for (size_t i = 0; i < job->n; i++) {
+        rov_job_rank_t keep = job->ranks[i];
+
+        if (ask(job, i, "reopen") != ROV_OK)
+            job->ranks[i] = keep; /* it keeps why the stage failed */
+    }
+}
+
+static rov_status_t run(rov_job_t *job, rov_job_stage_t stage, double timeout_s, char *err,
+                        size_t err_len)
+{
+    const char *target = target_of(stage);
+    double t0, deadline;
+    size_t left;
+
+    /* Where each rank is; nothing is asked before all answer and are in
+     * order. */
+    for (size_t i = 0; i < job->n; i++) {
+        const char *why;
+
+        if (ask(job, i, "stage") != ROV_OK)
+            return fail(job, i, err, err_len);
+        if (stage != ROV_JOB_STATUS && (why = out_of_order(stage, job->ranks[i].stage))) {
+            snprintf(err, err_len, "stage out of order: rank %ld is %s; %s",
+                     job->ranks[i].rank, job->ranks[i].stage, why);
+            return ROV_ERR_BUSY;
+        }
+    }
+    if (stage == ROV_JOB_STATUS)
+        return ROV_OK;
+    t0 = now_s();
+    deadline = t0 + timeout_s;
+    for (size_t i = 0; i < job->n; i++) {
+        if (strcmp(job->ranks[i].stage, target) == 0)
+            continue; /* there already */
+        if (ask(job, i, verb_of(stage)) != ROV_OK) {
+            rov_status_t st = fail(job, i, err, err_len);
+
+            if (stage == ROV_JOB_DRAIN)
+                resume_all(job);
+            return st;
+        }
+        job->ranks[i].seconds = now_s() - t0; /* (the answer says where it is) */
+    }
+    do {
+        left = 0;
+        for (size_t i = 0; i < job->n; i++) {
+            rov_job_rank_t *r = &job->ranks[i];
+
+            if (strcmp(r->stage, target) == 0)
+                continue;
+            if (ask(job, i, "stage") != ROV_OK) {
+                rov_status_t st = fail(job, i, err, err_len);
+
+                if (stage == ROV_JOB_DRAIN)
+                    resume_all(job);
+                return st;
+            }
+            r->seconds = now_s() - t0;
+            left += strcmp(r->stage, target) != 0;
+        }
+        if (left && now_s() < deadline) {
+            struct timespec ts = {0, (long)(POLL_S * 1e9)};
+
+            nanosleep(&ts, NULL);
+        }
+    } while (left && now_s() < deadline);
+    if (left) {
+        for (size_t i = 0; i < job->n; i++)
+            if (strcmp(job->ranks[i].stage, target) != 0) {
+                job->ranks[i].status = ROV_ERR_TIMEDOUT;
+                snprintf(job->ranks[i].error, sizeof(job->ranks[i].error),
+                         "rank %ld still %s after %.1f s", job->ranks[i].rank,
+                         job->ranks[i].stage, timeout_s);
+            }
+        for (size_t i = 0; i < job->n; i++)
+            if (job->ranks[i].status == ROV_ERR_TIMEDOUT) {
+                snprintf(err, err_len, "%s%s", job->ranks[i].error,
+                         stage == ROV_JOB_DRAIN ? "; the job was resumed and runs on" : "");
+                break;
+            }
+        if (stage == ROV_JOB_DRAIN)
+            resume_all(job);
+        return ROV_ERR_TIMEDOUT;
+    }
+    return ROV_OK;
+}
+
+rov_status_t rov_job_run(rov_job_t *job, rov_job_stage_t stage, double timeout_s, char *err,
+                         size_t err_len)
+{
+    rov_status_t st;
+
+    if ((unsigned)stage > ROV_JOB_REOPEN || !(timeout_s > 0)) {
+        snprintf(err, err_len, "bad stage or time limit");
+        return ROV_ERR_INVAL;
+    }
+    st = lock(job, err, err_len);
+    if (st != ROV_OK)
+        return st;
+    st = load(job, err, err_len); /* ranks may have come, gone or moved */
+    if (st == ROV_OK && job->n == 0) {
+        snprintf(err, err_len, "job %s has no rank registered", job->id);
+        st = ROV_ERR_NOT_FOUND;
+    }
+    if (st == ROV_OK) {
+        for (size_t i = 0; i < job->n; i++)
+            job->ranks[i].status = ROV_OK;
+        st = run(job, stage, timeout_s, err, err_len);
+    }
+    unlock(job);
+    return st;
+}
+
+int rov_job_list(void (*fn)(void *arg, const char *jobid, size_t ranks), void *arg)
+{
+    char base[CCP_DIR_MAX], err[256];
+    struct dirent *e;
+    int count = 0;
+    DIR *d;
+
+    if (ccp_base_dir(NULL, base, sizeof(base)) != ROV_OK)
+        return ROV_ERR_INVAL;
+    d = opendir(base);
+    if (!d)
+        return errno == ENOENT ? 0 : ROV_ERR_IO;
+    while ((e = readdir(d)) != NULL) {
+        rov_job_t *job;
+
+        if (!ccp_jobid_ok(e->d_name) || rov_job_open(e->d_name, &job, err, sizeof(err)) != ROV_OK)
+            continue; /* not a job, or not ours */
+        fn(arg, job->id, job->n);
+        rov_job_close(job);
+        count++;
+    }
+    closedir(d);
+    return count;
+}

@@ -1,0 +1,338 @@
+/* The job registry's files (registry.h): shared by the ranks (ccp.c writes
+ * their records) and the client (client.c reads them). */
+#define _GNU_SOURCE
+#include "ccp/registry.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define RECORD_MAGIC "railover-rank 1\n"
+#define SEAL_LABEL "railover job record"
+
+bool ccp_jobid_ok(const char *id)
+{
+    size_t n = strlen(id);
+
+    if (n == 0 || n > ROV_JOB_MAX || id[0] == '.')
+        return false;
+    for (const char *p = id; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '_' || *p == '-'))
+            return false;
+    return true;
+}
+
+rov_status_t ccp_base_dir(const char *base, char *out, size_t len)
+{
+    const char *env = getenv("RAILOVER_JOB_DIR"), *run_env = getenv("RAILOVER_RUN_DIR");
+    char run[ROV_CTL_RUN_DIR_MAX];
+    int n;
+
+    if (base && base[0])
+        n = snprintf(out, len, "%s", base);
+    else if (env && env[0])
+        n = snprintf(out, len, "%s", env);
+    else if (run_env && run_env[0])
+        n = snprintf(out, len, "%s/jobs", run_env);
+    else if (rov_ctl_run_dir(NULL, run, sizeof(run)) == ROV_OK)
+        n = snprintf(out, len, "%s/jobs", run);
+    else
+        return ROV_ERR_INVAL;
+    return n > 0 && (size_t)n < len ? ROV_OK : ROV_ERR_INVAL;
+}
+
+/* mkdir -p, the directories it makes owner-only. */
+static int mkdirs(const char *path)
+{
+    char buf[CCP_DIR_MAX];
+
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0700) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+rov_status_t ccp_job_dir(const char *base, const char *job, bool create, char *out, size_t len,
+                         char *err, size_t err_len)
+{
+    struct stat st;
+    int n = snprintf(out, len, "%s/%s", base, job);
+
+    if (!ccp_jobid_ok(job)) {
+        snprintf(err, err_len, "'%s' is not a job id (1 to %d of A-Z a-z 0-9 . _ -)", job,
+                 ROV_JOB_MAX);
+        return ROV_ERR_INVAL;
+    }
+    if (n < 0 || (size_t)n >= len) {
+        snprintf(err, err_len, "registry path too long: %s/%s", base, job);
+        return ROV_ERR_INVAL;
+    }
+    if (create && mkdirs(out) < 0) {
+        snprintf(err, err_len, "cannot create %s: %s", out, strerror(errno));
+        return ROV_ERR_IO;
+    }
+    if (lstat(out, &st) < 0) {
+        snprintf(err, err_len, "no job %s in the registry %s", job, base);
+        return ROV_ERR_NOT_FOUND;
+    }
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+        snprintf(err, err_len, "job %s: %s is not a directory of this user (uid %u) with mode "
+                 "0700: not your job", job, out, (unsigned)geteuid());
+        return ROV_ERR_REFUSED;
+    }
+    return ROV_OK;
+}
+
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+static bool unhex(const char *s, size_t slen, uint8_t *b, size_t n)
+{
+    if (slen != 2 * n)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        char two[3] = {s[2 * i], s[2 * i + 1], 0};
+        char *end;
+
+        v = (unsigned)strtoul(two, &end, 16);
+        if (*end || !two[0] || !two[1] || two[0] == '+' || two[0] == '-' || two[0] == ' ')
+            return false;
+        b[i] = (uint8_t)v;
+    }
+    return true;
+}
+
+/* Read a small file whole (at most max - 1 bytes); -1 with errno. */
+static ssize_t slurp(const char *path, char *buf, size_t max)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    ssize_t len = 0, n;
+
+    if (fd < 0)
+        return -1;
+    while ((size_t)len < max - 1 && (n = read(fd, buf + len, max - 1 - (size_t)len)) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            close(fd);
+            return -1;
+        }
+        len += n;
+    }
+    close(fd);
+    buf[len] = '\0';
+    return len;
+}
+
+/* Write data to path atomically: a private temporary file, then rename (or
+ * link, which fails if path exists: exclusive). */
+static int write_atomic(const char *path, const void *data, size_t len, bool exclusive)
+{
+    char tmp[CCP_DIR_MAX + 64];
+    int fd, rc;
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return -1;
+    if (write(fd, data, len) != (ssize_t)len) {
+        int e = errno ? errno : EIO;
+
+        close(fd);
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    close(fd);
+    rc = exclusive ? link(tmp, path) : rename(tmp, path);
+    if (exclusive || rc < 0) {
+        int e = errno;
+
+        unlink(tmp);
+        errno = e;
+    }
+    return rc;
+}
+
+rov_status_t ccp_secret(const char *jobdir, bool create, uint8_t key[ROV_KEY_LEN], char *err,
+                        size_t err_len)
+{
+    char path[CCP_DIR_MAX + 16], text[2 * ROV_KEY_LEN + 2];
+    ssize_t n;
+
+    snprintf(path, sizeof(path), "%s/secret", jobdir);
+    if (create) {
+        uint8_t fresh[ROV_KEY_LEN];
+
+        if (rov_auth_random(fresh, sizeof(fresh)) != ROV_OK) {
+            snprintf(err, err_len, "no random bytes for the job's secret");
+            return ROV_ERR_IO;
+        }
+        hex(fresh, sizeof(fresh), text);
+        text[2 * ROV_KEY_LEN] = '\n';
+        if (write_atomic(path, text, sizeof(text) - 1, true) < 0 && errno != EEXIST) {
+            snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
+            return ROV_ERR_IO;
+        }
+    }
+    n = slurp(path, text, sizeof(text) + 1);
+    if (n < 0) {
+        int e = errno;
+
+        snprintf(err, err_len, "cannot read the job's secret %s: %s%s", path, strerror(e),
+                 e == EACCES || e == EPERM ? " (only the job's owner drives it)" : "");
+        return e == ENOENT ? ROV_ERR_NOT_FOUND : ROV_ERR_REFUSED;
+    }
+    if (n != 2 * ROV_KEY_LEN + 1 || text[2 * ROV_KEY_LEN] != '\n' ||
+        !unhex(text, 2 * ROV_KEY_LEN, key, ROV_KEY_LEN)) {
+        snprintf(err, err_len, "the job's secret %s is malformed", path);
+        return ROV_ERR_PROTO;
+    }
+    return ROV_OK;
+}
+
+static void seal(const uint8_t key[ROV_KEY_LEN], const char *text, size_t len,
+                 uint8_t mac[ROV_MAC_LEN])
+{
+    const struct rov_auth_piece piece = {text, len};
+
+    rov_auth_mac(key, SEAL_LABEL, &piece, 1, mac);
+}
+
+rov_status_t ccp_record_write(const char *jobdir, const uint8_t key[ROV_KEY_LEN],
+                              const struct ccp_record *rec)
+{
+    char text[CCP_RECORD_MAX], path[CCP_DIR_MAX + 32], blob[2 * CCP_BLOB_MAX + 1] = "-";
+    uint8_t mac[ROV_MAC_LEN];
+    int n;
+
+    if (rec->endpoint_len)
+        hex(rec->endpoint, rec->endpoint_len, blob);
+    n = snprintf(text, sizeof(text),
+                 RECORD_MAGIC "job=%s\nrank=%ld\npid=%d\nuid=%u\nhost=%s\nctl_path=%s\n"
+                 "ctl_net=%s\nendpoint=%s\nseal=",
+                 rec->job, rec->rank, rec->pid, rec->uid, rec->host,
+                 rec->ctl_path[0] ? rec->ctl_path : "-", rec->ctl_net[0] ? rec->ctl_net : "-",
+                 blob);
+    if (n < 0 || (size_t)n + 2 * ROV_MAC_LEN + 2 > sizeof(text))
+        return ROV_ERR_INVAL;
+    seal(key, text, (size_t)n, mac);
+    hex(mac, sizeof(mac), text + n);
+    n += 2 * ROV_MAC_LEN;
+    text[n++] = '\n';
+    snprintf(path, sizeof(path), "%s/rank.%ld", jobdir, rec->rank);
+    return write_atomic(path, text, (size_t)n, false) < 0 ? ROV_ERR_IO : ROV_OK;
+}
+
+void ccp_record_remove(const char *jobdir, long rank)
+{
+    char path[CCP_DIR_MAX + 32];
+
+    snprintf(path, sizeof(path), "%s/rank.%ld", jobdir, rank);
+    unlink(path);
+}
+
+/* The value of "key=" on its own line in text, copied into out (len);
+ * false when missing, empty or too long. */
+static bool field(const char *text, const char *key, char *out, size_t len)
+{
+    size_t kl = strlen(key);
+
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            const char *v = p + kl + 1, *end = strchr(v, '\n');
+            size_t vl = end ? (size_t)(end - v) : strlen(v);
+
+            if (vl == 0 || vl >= len)
+                return false;
+            memcpy(out, v, vl);
+            out[vl] = '\0';
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool number(const char *text, const char *key, long min, long max, long *out)
+{
+    char v[32], *end;
+
+    if (!field(text, key, v, sizeof(v)))
+        return false;
+    errno = 0;
+    *out = strtol(v, &end, 10);
+    return !errno && !*end && *out >= min && *out <= max && (v[0] == '-' || (v[0] >= '0' &&
+                                                                              v[0] <= '9'));
+}
+
+rov_status_t ccp_record_read(const char *path, const uint8_t key[ROV_KEY_LEN],
+                             struct ccp_record *rec, char *err, size_t err_len)
+{
+    char text[CCP_RECORD_MAX + 1], blob[2 * CCP_BLOB_MAX + 2];
+    uint8_t got[ROV_MAC_LEN], want[ROV_MAC_LEN];
+    ssize_t n = slurp(path, text, sizeof(text));
+    const char *at;
+    long pid, uid;
+
+    if (n < 0) {
+        snprintf(err, err_len, "cannot read %s: %s", path, strerror(errno));
+        return errno == ENOENT ? ROV_ERR_NOT_FOUND : ROV_ERR_IO;
+    }
+    memset(rec, 0, sizeof(*rec));
+    at = strstr(text, "\nseal=");
+    if (strncmp(text, RECORD_MAGIC, sizeof(RECORD_MAGIC) - 1) != 0 || !at ||
+        (size_t)n != (size_t)(at - text) + 6 + 2 * ROV_MAC_LEN + 1 || text[n - 1] != '\n') {
+        snprintf(err, err_len, "registry record %s is truncated or malformed", path);
+        return ROV_ERR_PROTO;
+    }
+    at += 6;
+    if (!unhex(at, 2 * ROV_MAC_LEN, got, ROV_MAC_LEN)) {
+        snprintf(err, err_len, "registry record %s has a malformed seal", path);
+        return ROV_ERR_PROTO;
+    }
+    seal(key, text, (size_t)(at - text), want);
+    if (!rov_auth_mac_equal(got, want)) {
+        snprintf(err, err_len, "registry record %s does not carry the job's seal: changed by "
+                 "someone without the job's secret", path);
+        return ROV_ERR_PROTO;
+    }
+    if (!field(text, "job", rec->job, sizeof(rec->job)) ||
+        !number(text, "rank", 0, INT32_MAX, &rec->rank) ||
+        !number(text, "pid", 1, INT32_MAX, &pid) || !number(text, "uid", 0, UINT32_MAX, &uid) ||
+        !field(text, "host", rec->host, sizeof(rec->host)) ||
+        !field(text, "ctl_path", rec->ctl_path, sizeof(rec->ctl_path)) ||
+        !field(text, "ctl_net", rec->ctl_net, sizeof(rec->ctl_net)) ||
+        !field(text, "endpoint", blob, sizeof(blob))) {
+        snprintf(err, err_len, "registry record %s lacks a field or has one out of range", path);
+        return ROV_ERR_PROTO;
+    }
+    rec->pid = (int)pid;
+    rec->uid = (unsigned)uid;
+    if (strcmp(rec->ctl_path, "-") == 0)
+        rec->ctl_path[0] = '\0';
+    if (strcmp(rec->ctl_net, "-") == 0)
+        rec->ctl_net[0] = '\0';
+    if (strcmp(blob, "-") != 0) {
+        rec->endpoint_len = strlen(blob) / 2;
+        if (!unhex(blob, strlen(blob), rec->endpoint, rec->endpoint_len)) {
+            snprintf(err, err_len, "registry record %s has a malformed endpoint", path);
+            return ROV_ERR_PROTO;
+        }
+    }
+    return ROV_OK;
+}

@@ -1,0 +1,76 @@
+/*
+ * The job registry (docs/ccp.md): a directory per job under the registry's
+ * base directory (RAILOVER_JOB_DIR, else <run directory>/jobs), holding
+ *
+ *   secret      the job's key, 64 hex digits, mode 0600: whoever reads it
+ *               drives the job (the proof on the ranks' network control
+ *               endpoints) and can check the records
+ *   rank.<r>    one record per rank (below), replaced whole (rename)
+ *   lock        flock()ed by the one client driving the job
+ *
+ * The job's directory is the owner's only (0700), created by the first of
+ * its processes; the secret by whichever process links it first.
+ *
+ * A record is text, "key=value" lines after a first line "railover-rank 1",
+ * ending with "seal=<hex>": an HMAC under the secret over every byte
+ * before it.  A record that is truncated, malformed or not sealed by the
+ * job's key is refused as a whole.
+ */
+#ifndef ROV_CCP_REGISTRY_H
+#define ROV_CCP_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "railover/railover.h"
+#include "transport/auth.h"
+
+#define CCP_DIR_MAX 200
+#define CCP_HOST_MAX 64
+#define CCP_PATH_MAX 108
+#define CCP_WHERE_MAX 64
+#define CCP_BLOB_MAX 512
+#define CCP_RECORD_MAX 4096
+
+struct ccp_record {
+    char job[ROV_JOB_MAX + 1];
+    long rank;
+    int pid;
+    unsigned uid;
+    char host[CCP_HOST_MAX];
+    char ctl_path[CCP_PATH_MAX];   /* "" none */
+    char ctl_net[CCP_WHERE_MAX];   /* "" none */
+    uint8_t endpoint[CCP_BLOB_MAX];
+    size_t endpoint_len;           /* 0: none */
+};
+
+/** Whether id can name a job: 1 to ROV_JOB_MAX of [A-Za-z0-9._-], not
+ * starting with '.'. */
+bool ccp_jobid_ok(const char *id);
+
+/** The registry's base directory: base if set, else RAILOVER_JOB_DIR,
+ * else <run directory>/jobs. */
+rov_status_t ccp_base_dir(const char *base, char *out, size_t len);
+
+/** <base>/<job>; with create, made (0700) when missing.  Refused
+ * (ROV_ERR_REFUSED) when it is not a directory of ours with mode 0700,
+ * ROV_ERR_NOT_FOUND when missing and not create. */
+rov_status_t ccp_job_dir(const char *base, const char *job, bool create, char *out, size_t len,
+                         char *err, size_t err_len);
+
+/** The job's secret; with create, made when there is none yet.
+ * ROV_ERR_REFUSED: unreadable (not ours); ROV_ERR_PROTO: malformed. */
+rov_status_t ccp_secret(const char *jobdir, bool create, uint8_t key[ROV_KEY_LEN], char *err,
+                        size_t err_len);
+
+/** Write rec as rank.<rank>, sealed, replacing the old one at once. */
+rov_status_t ccp_record_write(const char *jobdir, const uint8_t key[ROV_KEY_LEN],
+                              const struct ccp_record *rec);
+/** Read and check the record at path.  ROV_ERR_PROTO (with err) when it is
+ * malformed, truncated or not sealed by key; ROV_ERR_NOT_FOUND when gone. */
+rov_status_t ccp_record_read(const char *path, const uint8_t key[ROV_KEY_LEN],
+                             struct ccp_record *rec, char *err, size_t err_len);
+void ccp_record_remove(const char *jobdir, long rank);
+
+#endif

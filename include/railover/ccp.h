@@ -1,0 +1,131 @@
+/*
+ * Railover cooperative checkpoint (ccp/, docs/ccp.md): job identity, the job
+ * registry, and the stages run on every process of a job.
+ *
+ * Every context belongs to a job: RAILOVER_JOBID (or the job given at
+ * rov_context_create()), else a fresh UUID that the context logs once; and
+ * has a rank: the one given at create, else RAILOVER_RANK, else its pid.
+ * Each context with a job registers in the job registry
+ * (RAILOVER_JOB_DIR/<jobid>/; a directory on a filesystem that every host
+ * of the job shares, or by default the per-user run directory, for jobs
+ * on one host): one record per rank with its pid, host, control endpoints
+ * and endpoint address, sealed with the job's secret (a random key in the
+ * registry, readable by the job's owner only).  A stage request must prove
+ * that key, so only whoever can read it drives the job.
+ *
+ * The stages (what `cprclient <jobid> drain|close|reopen|status` runs):
+ *   drain   every rank quiesces (rov_context_quiesce()): new sends wait,
+ *           everything in flight is acknowledged, end markers exchanged;
+ *           done when every rank is quiesced.  Completes while ranks
+ *           compute without calling the library (the progress helper).
+ *   close   every rank closes its rails (rov_context_close_rails());
+ *           drained first.
+ *   reopen  every rank reopens its rails (or resumes a drain); done when
+ *           every rank runs again.
+ * A stage already reached is done at once (idempotent).  A drain or
+ * reopen that does not complete in time is undone (the job resumes) and
+ * reported as ROV_ERR_TIMEDOUT: a temporary failure, the job runs on as
+ * it was.  One client at a time drives a job (a lock in the registry).
+ *
+ * Threading: the rov_job_* calls are a client's; they use no context and
+ * may run in any process of the job's owner, on any host that sees the
+ * registry and reaches the ranks' control endpoints.
+ */
+#ifndef RAILOVER_CCP_H
+#define RAILOVER_CCP_H
+
+#include <stddef.h>
+
+#include "railover/railover.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Exported like railover.h's declarations (the library hides the rest). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/** The context's job id and rank (see above). */
+const char *rov_context_jobid(const rov_context_t *context);
+long rov_context_rank(const rov_context_t *context);
+
+typedef struct rov_job rov_job_t;
+
+typedef enum rov_job_stage {
+    ROV_JOB_STATUS, /* ask every rank its stage; change nothing */
+    ROV_JOB_DRAIN,
+    ROV_JOB_CLOSE,
+    ROV_JOB_REOPEN,
+} rov_job_stage_t;
+
+/** "status", "drain", "close", "reopen". */
+const char *rov_job_stage_str(rov_job_stage_t stage);
+
+/** One rank's record and its answer to the last stage. */
+typedef struct rov_job_rank {
+    long rank;
+    int pid;
+    char host[64];
+    char where[64];        /* its control endpoint: IP:PORT, or a socket path */
+    char stage[16];        /* its context's stage after the request */
+    double seconds;        /* from the request until the rank was done */
+    rov_status_t status;   /* ROV_OK, or why this rank failed the stage */
+    char error[160];       /* one line when status != ROV_OK */
+} rov_job_rank_t;
+
+/**
+ * Open a job of the registry (RAILOVER_JOB_DIR, else the per-user run
+ * directory's "jobs"): read its secret and every rank's record.
+ *   ROV_ERR_NOT_FOUND  no job of that id in the registry
+ *   ROV_ERR_REFUSED    the job is not this user's (its secret is not
+ *                      readable: only the job's owner drives it)
+ *   ROV_ERR_PROTO      a record is truncated, malformed or does not carry
+ *                      the job's seal (tampered with)
+ *   ROV_ERR_INVAL      a malformed job id
+ * On any error *job_p is NULL; err (err_len bytes) says why in one line.
+ */
+rov_status_t rov_job_open(const char *jobid, rov_job_t **job_p, char *err, size_t err_len);
+void rov_job_close(rov_job_t *job);
+
+/** Ranks in the registry, in rank order. */
+size_t rov_job_size(const rov_job_t *job);
+const rov_job_rank_t *rov_job_rank(const rov_job_t *job, size_t index);
+
+/** The endpoint address (rov_endpoint_address()) that rank published,
+ * read from the registry again (it changes when that rank reopens or is
+ * restored elsewhere).  ROV_ERR_NOT_FOUND: no such rank, or it has no
+ * endpoint; ROV_ERR_MSGSIZE: *len too small (then *len says how much). */
+rov_status_t rov_job_address(rov_job_t *job, long rank, void *buf, size_t *len);
+
+/**
+ * Run a stage on every rank and wait until each has reported, at most
+ * timeout_s seconds.  Each rank's answer is in rov_job_rank().
+ *   ROV_OK              every rank is there
+ *   ROV_ERR_AGAIN       another client is driving the job: nothing asked
+ *   ROV_ERR_BUSY        the stage is out of order (a close before the
+ *                       drain): nothing was asked of any rank
+ *   ROV_ERR_UNREACHABLE a rank is dead or its control endpoint does not
+ *                       answer (the others were resumed if a drain had
+ *                       begun)
+ *   ROV_ERR_REFUSED     a rank refused the job's proof
+ *   ROV_ERR_TIMEDOUT    not done in time: undone, the job runs as before
+ * err says why in one line, naming the rank.
+ */
+rov_status_t rov_job_run(rov_job_t *job, rov_job_stage_t stage, double timeout_s, char *err,
+                         size_t err_len);
+
+/** The jobs of the registry this user can drive: calls fn for each job
+ * id (with its number of ranks); returns how many, or a negative status. */
+int rov_job_list(void (*fn)(void *arg, const char *jobid, size_t ranks), void *arg);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
