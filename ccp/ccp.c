@@ -10,6 +10,7 @@
  * computes.  The client side, rov_job_*(), is client.c.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stddef.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,8 +26,13 @@ struct ccp_settings {
     char addr[CCP_WHERE_MAX];
 };
 
+/* While reconnecting after a reopen, the registry is read this often for
+ * peers that reopened at new addresses (or were restored elsewhere). */
+#define READDRESS_NS (200ull * 1000000ull)
+
 struct ccp_ctx {
     bool registered;
+    uint64_t readdress_ns;        /* next look at the registry, 0: none due */
     char jobdir[CCP_DIR_MAX + ROV_JOB_MAX + 2];
     uint8_t key[ROV_KEY_LEN];
     struct ccp_record rec;
@@ -39,11 +45,34 @@ static struct ccp_ctx *C(const rov_context_t *ctx)
     return rov_policy_ctx(ctx, &ccp_policy);
 }
 
+/* The job's directory and secret, made if missing. */
+static bool job_ready(rov_context_t *ctx)
+{
+    const struct ccp_settings *s = rov_policy_settings(ctx, &ccp_policy);
+    struct ccp_ctx *c = C(ctx);
+    char base[CCP_DIR_MAX], err[256];
+
+    if (ccp_base_dir(s->job_dir, base, sizeof(base)) != ROV_OK ||
+        ccp_job_dir(base, rov_context_jobid(ctx), true, c->jobdir, sizeof(c->jobdir), err,
+                    sizeof(err)) != ROV_OK ||
+        ccp_secret(c->jobdir, true, c->key, err, sizeof(err)) != ROV_OK) {
+        rov_warn("ccp", "job registry: %s; this process cannot be checkpointed", err);
+        return false;
+    }
+    return true;
+}
+
 static void publish(rov_context_t *ctx)
 {
     struct ccp_ctx *c = C(ctx);
+    rov_status_t st = ccp_record_write(c->jobdir, c->key, &c->rec);
 
-    if (ccp_record_write(c->jobdir, c->key, &c->rec) != ROV_OK)
+    /* The last rank of the job left and took the directory with it. */
+    if (st != ROV_OK && errno == ENOENT && job_ready(ctx)) {
+        rov_ctl_net_rekey(ctx, c->key);
+        st = ccp_record_write(c->jobdir, c->key, &c->rec);
+    }
+    if (st != ROV_OK)
         rov_warn("ccp", "cannot write rank %ld's record in %s: %m", c->rec.rank, c->jobdir);
 }
 
@@ -54,7 +83,6 @@ static void ccp_ctx_open(rov_context_t *ctx)
     const struct ccp_settings *s = rov_policy_settings(ctx, &ccp_policy);
     struct ccp_ctx *c = C(ctx);
     const char *job = rov_context_jobid(ctx), *path = rov_ctl_path(ctx), *net;
-    char base[CCP_DIR_MAX], err[256];
 
     if (!path) {
         rov_debug("ccp", "no control socket: not registered in the job registry");
@@ -65,12 +93,8 @@ static void ccp_ctx_open(rov_context_t *ctx)
                  "-): this process cannot be checkpointed", job, ROV_JOB_MAX);
         return;
     }
-    if (ccp_base_dir(s->job_dir, base, sizeof(base)) != ROV_OK ||
-        ccp_job_dir(base, job, true, c->jobdir, sizeof(c->jobdir), err, sizeof(err)) != ROV_OK ||
-        ccp_secret(c->jobdir, true, c->key, err, sizeof(err)) != ROV_OK) {
-        rov_warn("ccp", "job registry: %s; this process cannot be checkpointed", err);
+    if (!job_ready(ctx))
         return;
-    }
     if (s->addr[0] && rov_ctl_net_open(ctx, s->addr, c->key) != ROV_OK)
         rov_warn("ccp", "no network control endpoint on RAILOVER_CCP_ADDR=%s: only clients on "
                  "this host reach rank %ld", s->addr, rov_context_rank(ctx));
@@ -99,6 +123,53 @@ static void ccp_endpoint_address(rov_context_t *ctx, const void *blob, size_t le
     memcpy(c->rec.endpoint, blob, len);
     c->rec.endpoint_len = len;
     publish(ctx);
+}
+
+/* Each reconnecting connection whose peer's record shows another address
+ * goes there: the TCP rail listens on its old port again after a reopen,
+ * the others may not, and a restored peer is elsewhere altogether. */
+struct readdress {
+    rov_context_t *ctx;
+    unsigned moved;
+};
+
+static bool readdress_one(void *arg, const struct ccp_record *rec)
+{
+    struct readdress *r = arg;
+
+    if (!rec->endpoint_len || rec->rank == C(r->ctx)->rec.rank)
+        return true;
+    for (rov_conn_t *conn = rov_policy_first(r->ctx); conn; conn = rov_policy_next(conn))
+        if (rov_policy_state(conn) == ROV_CONN_REOPENING &&
+            rov_policy_peer_moved(conn, rec->endpoint, rec->endpoint_len) &&
+            rov_conn_set_peer_address(conn, rec->endpoint, rec->endpoint_len) == ROV_OK) {
+            rov_info("ccp", "conn %llu: rank %ld of the job is at a new address (registry)",
+                     (unsigned long long)rov_policy_id(conn), rec->rank);
+            r->moved++;
+        }
+    return true;
+}
+
+static void ccp_tick(rov_context_t *ctx, uint64_t now)
+{
+    struct ccp_ctx *c = C(ctx);
+    struct readdress r = {.ctx = ctx};
+    char err[256];
+
+    if (!c->registered || rov_context_stage(ctx) != ROV_CONTEXT_REOPENING) {
+        c->readdress_ns = 0;
+        return;
+    }
+    if (c->readdress_ns && now < c->readdress_ns)
+        return;
+    c->readdress_ns = now + READDRESS_NS;
+    if (ccp_records(c->jobdir, c->key, readdress_one, &r, err, sizeof(err)) != ROV_OK)
+        rov_debug("ccp", "registry: %s", err);
+}
+
+static uint64_t ccp_due_ns(const rov_context_t *ctx)
+{
+    return C(ctx)->readdress_ns;
 }
 
 /* The record goes with the process, unless another process (a restored
@@ -149,6 +220,8 @@ static const struct rov_policy_ops ccp_policy = {
     .ctx_open = ccp_ctx_open,
     .ctx_fini = ccp_ctx_fini,
     .endpoint_address = ccp_endpoint_address,
+    .tick = ccp_tick,
+    .due_ns = ccp_due_ns,
 };
 
 ROV_POLICY_REGISTER(ccp_policy)

@@ -64,66 +64,68 @@ static int by_rank(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
+struct gather {
+    rov_job_t *job;
+    struct ccp_record *recs;
+    size_t n, cap;
+    rov_status_t st;
+    char *err;
+    size_t err_len;
+};
+
+static bool gather_one(void *arg, const struct ccp_record *rec)
+{
+    struct gather *g = arg;
+
+    if (strcmp(rec->job, g->job->id) != 0) {
+        snprintf(g->err, g->err_len, "registry record of rank %ld in %s is of job %s",
+                 rec->rank, g->job->dir, rec->job);
+        g->st = ROV_ERR_PROTO;
+        return false;
+    }
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 16;
+        struct ccp_record *more = realloc(g->recs, cap * sizeof(*more));
+
+        if (!more) {
+            g->st = ROV_ERR_NOMEM;
+            return false;
+        }
+        g->recs = more;
+        g->cap = cap;
+    }
+    g->recs[g->n++] = *rec;
+    return true;
+}
+
 /* (Re)read every rank's record. */
 static rov_status_t load(rov_job_t *job, char *err, size_t err_len)
 {
-    DIR *d = opendir(job->dir);
-    struct dirent *e;
-    size_t cap = 0, n = 0;
-    struct ccp_record *recs = NULL;
-    rov_status_t st = ROV_OK;
+    struct gather g = {.job = job, .err = err, .err_len = err_len};
+    rov_status_t st = ccp_records(job->dir, job->key, gather_one, &g, err, err_len);
 
-    if (!d) {
-        snprintf(err, err_len, "cannot list %s: %s", job->dir, strerror(errno));
-        return ROV_ERR_IO;
-    }
-    while ((e = readdir(d)) != NULL && st == ROV_OK) {
-        char path[sizeof(job->dir) + 300], *end;
-
-        if (strncmp(e->d_name, "rank.", 5) != 0 || (strtol(e->d_name + 5, &end, 10), *end))
-            continue; /* the secret, the lock, a record being written */
-        if (n == cap) {
-            struct ccp_record *more = realloc(recs, (cap = cap ? 2 * cap : 16) * sizeof(*recs));
-
-            if (!more) {
-                st = ROV_ERR_NOMEM;
-                break;
-            }
-            recs = more;
-        }
-        snprintf(path, sizeof(path), "%s/%s", job->dir, e->d_name);
-        st = ccp_record_read(path, job->key, &recs[n], err, err_len);
-        if (st == ROV_ERR_NOT_FOUND) {
-            st = ROV_OK; /* its process ended meanwhile */
-            continue;
-        }
-        if (st == ROV_OK && strcmp(recs[n].job, job->id) != 0) {
-            snprintf(err, err_len, "registry record %s is of job %s", path, recs[n].job);
-            st = ROV_ERR_PROTO;
-        }
-        n++;
-    }
-    closedir(d);
+    if (st == ROV_OK)
+        st = g.st;
     if (st != ROV_OK) {
-        free(recs);
+        free(g.recs);
         return st;
     }
-    qsort(recs, n, sizeof(*recs), by_rank);
+    qsort(g.recs, g.n, sizeof(*g.recs), by_rank);
     free(job->recs);
     free(job->ranks);
-    job->recs = recs;
-    job->n = n;
-    job->ranks = calloc(n ? n : 1, sizeof(*job->ranks));
+    job->recs = g.recs;
+    job->n = g.n;
+    job->ranks = calloc(g.n ? g.n : 1, sizeof(*job->ranks));
     if (!job->ranks)
         return ROV_ERR_NOMEM;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < g.n; i++) {
         rov_job_rank_t *r = &job->ranks[i];
 
-        r->rank = recs[i].rank;
-        r->pid = recs[i].pid;
-        snprintf(r->host, sizeof(r->host), "%s", recs[i].host);
+        r->rank = g.recs[i].rank;
+        r->pid = g.recs[i].pid;
+        snprintf(r->host, sizeof(r->host), "%s", g.recs[i].host);
         snprintf(r->where, sizeof(r->where), "%s",
-                 recs[i].ctl_net[0] ? recs[i].ctl_net : recs[i].ctl_path);
+                 g.recs[i].ctl_net[0] ? g.recs[i].ctl_net : g.recs[i].ctl_path);
         snprintf(r->stage, sizeof(r->stage), "?");
     }
     return ROV_OK;

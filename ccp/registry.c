@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "ccp/registry.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -242,9 +243,27 @@ rov_status_t ccp_record_write(const char *jobdir, const uint8_t key[ROV_KEY_LEN]
 void ccp_record_remove(const char *jobdir, long rank)
 {
     char path[CCP_DIR_MAX + 32];
+    struct dirent *e;
+    bool empty = true;
+    DIR *d;
 
     snprintf(path, sizeof(path), "%s/rank.%ld", jobdir, rank);
     unlink(path);
+    /* The last rank out removes the job (a rank that registers meanwhile
+     * finds no directory: ccp.c makes it again). */
+    d = opendir(jobdir);
+    if (!d)
+        return;
+    while (empty && (e = readdir(d)) != NULL)
+        empty = strncmp(e->d_name, "rank.", 5) != 0;
+    closedir(d);
+    if (!empty)
+        return;
+    snprintf(path, sizeof(path), "%s/secret", jobdir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/lock", jobdir);
+    unlink(path);
+    rmdir(jobdir);
 }
 
 /* The value of "key=" on its own line in text, copied into out (len);
@@ -278,6 +297,35 @@ static bool number(const char *text, const char *key, long min, long max, long *
     *out = strtol(v, &end, 10);
     return !errno && !*end && *out >= min && *out <= max && (v[0] == '-' || (v[0] >= '0' &&
                                                                               v[0] <= '9'));
+}
+
+rov_status_t ccp_records(const char *jobdir, const uint8_t key[ROV_KEY_LEN],
+                         bool (*fn)(void *arg, const struct ccp_record *rec), void *arg,
+                         char *err, size_t err_len)
+{
+    DIR *d = opendir(jobdir);
+    struct dirent *e;
+    rov_status_t st = ROV_OK;
+
+    if (!d) {
+        snprintf(err, err_len, "cannot list %s: %s", jobdir, strerror(errno));
+        return errno == ENOENT ? ROV_ERR_NOT_FOUND : ROV_ERR_IO;
+    }
+    while (st == ROV_OK && (e = readdir(d)) != NULL) {
+        char path[CCP_DIR_MAX + 300], *end;
+        struct ccp_record rec;
+
+        if (strncmp(e->d_name, "rank.", 5) != 0 || (strtol(e->d_name + 5, &end, 10), *end))
+            continue; /* the secret, the lock, a record being written */
+        snprintf(path, sizeof(path), "%s/%s", jobdir, e->d_name);
+        st = ccp_record_read(path, key, &rec, err, err_len);
+        if (st == ROV_ERR_NOT_FOUND)
+            st = ROV_OK; /* its process ended meanwhile */
+        else if (st == ROV_OK && !fn(arg, &rec))
+            break;
+    }
+    closedir(d);
+    return st;
 }
 
 rov_status_t ccp_record_read(const char *path, const uint8_t key[ROV_KEY_LEN],

@@ -71,6 +71,13 @@ rov_status_t ccp_record_write(const char *jobdir, const uint8_t key[ROV_KEY_LEN]
  * malformed, truncated or not sealed by key; ROV_ERR_NOT_FOUND when gone. */
 rov_status_t ccp_record_read(const char *path, const uint8_t key[ROV_KEY_LEN],
                              struct ccp_record *rec, char *err, size_t err_len);
+/** Read every rank's record of jobdir (ccp_record_read()) and hand each to
+ * fn (records that vanish meanwhile are skipped).  Stops at the first
+ * error, which it returns (err says why), or when fn returns false. */
+rov_status_t ccp_records(const char *jobdir, const uint8_t key[ROV_KEY_LEN],
+                         bool (*fn)(void *arg, const struct ccp_record *rec), void *arg,
+                         char *err, size_t err_len);
+/** Remove rank's record; the last one out removes the job's directory. */
 void ccp_record_remove(const char *jobdir, long rank);
 
 #endif

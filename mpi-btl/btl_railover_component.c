@@ -246,6 +246,7 @@ static int context_open(void)
         .event_cb = mca_btl_railover_event,
     };
     rov_config_t *config;
+    char jobid[32];
     rov_status_t st;
     int rc;
 
@@ -253,11 +254,16 @@ static int context_open(void)
     if (OPAL_SUCCESS != rc)
         return rc;
     params.config = config;
-    /* `railover status` shows each rank's job and rank: the site's job id
-     * when it sets RAILOVER_JOBID, else Open MPI's. */
+    /* The job's identity (`railover status`, the checkpoint client's job
+     * registry, docs/ccp.md): the site's job id when it sets RAILOVER_JOBID,
+     * else one derived from Open MPI's job id, the same in every rank of the
+     * job: "ompi-<its 32 bits in hex>" (OPAL_JOBID_PRINT's "[f,j]" has
+     * characters a registry entry cannot be named with). */
     params.job = getenv("RAILOVER_JOBID");
-    if (NULL == params.job || '\0' == params.job[0])
-        params.job = OPAL_JOBID_PRINT(OPAL_PROC_MY_NAME.jobid);
+    if (NULL == params.job || '\0' == params.job[0]) {
+        snprintf(jobid, sizeof(jobid), "ompi-%08x", (unsigned) OPAL_PROC_MY_NAME.jobid);
+        params.job = jobid;
+    }
     params.rank = (long) OPAL_PROC_MY_NAME.vpid;
     st = rov_context_create(&params, &c->ctx);
     rov_config_free(config);

@@ -1595,6 +1595,10 @@ static ROV_COLD void handle_close(struct rov_conn *conn, struct rov_chan *chan, 
         rov_conn_push(conn);
 }
 
+/* Reconnects after a reopen: the first retry's pause, the longest. */
+#define REOPEN_RETRY_MIN_NS (20ull * 1000000ull)
+#define REOPEN_RETRY_MAX_NS (1000ull * 1000000ull)
+
 rov_status_t rov_conn_set_peer_address(rov_conn_t *conn, const void *addr, size_t addr_len)
 {
     ROV_CTX_GUARD(conn->ctx);
@@ -1616,10 +1620,27 @@ rov_status_t rov_conn_set_peer_address(rov_conn_t *conn, const void *addr, size_
     }
     set_peer_addr(conn, addr, addr_len, &why);
     rov_info("conn", "conn %llu: the peer's address changed", (unsigned long long)conn->id);
-    if (conn->state == ROV_CONN_REOPENING && conn->connect_again_ns) {
-        /* A reconnect waits for its retry: it goes to the new address now. */
-        conn->connect_again_ns = rov_now_ns();
-        conn->ctx->connect_again_ns = conn->connect_again_ns;
+    if (conn->state == ROV_CONN_REOPENING) {
+        rov_context_t *ctx = conn->ctx;
+        bool dropped = false;
+
+        /* A connect to the old address still waiting for its handshake
+         * (something else may listen there now, or nothing answers) is
+         * given up; the reconnect goes to the new address at once. */
+        for (int i = 0; i < ctx->nrails; i++) {
+            struct rov_chan *ch = conn->chans[i];
+
+            if (ch && ch->outbound && !ch->handshaken) {
+                rov_ctx_chan_close(ch);
+                dropped = true;
+            }
+        }
+        if (dropped || conn->connect_again_ns) {
+            if (!conn->reopen_backoff_ns)
+                conn->reopen_backoff_ns = REOPEN_RETRY_MIN_NS; /* a retry: reopen_from() */
+            conn->connect_again_ns = rov_now_ns();
+            ctx->connect_again_ns = conn->connect_again_ns;
+        }
     }
     return ROV_OK;
 }
@@ -1706,8 +1727,6 @@ static bool reopen_from(struct rov_conn *conn, int from)
     return false;
 }
 
-#define REOPEN_RETRY_MIN_NS (20ull * 1000000ull)
-#define REOPEN_RETRY_MAX_NS (1000ull * 1000000ull)
 
 /* A reconnect after the reopen failed (the peer has not reopened yet, or
  * its preferred rail is gone): the next rail now, or all of them again

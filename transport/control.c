@@ -777,6 +777,12 @@ rov_status_t rov_ctl_net_open(rov_context_t *ctx, const char *arg,
     return ROV_OK;
 }
 
+void rov_ctl_net_rekey(rov_context_t *ctx, const uint8_t key[ROV_KEY_LEN])
+{
+    if (ctx->ctl)
+        memcpy(ctx->ctl->net_key, key, ROV_KEY_LEN);
+}
+
 const char *rov_ctl_net_where(const rov_context_t *ctx)
 {
     return ctx->ctl && ctx->ctl->net_listen.fd >= 0 ? ctx->ctl->net_where : NULL;

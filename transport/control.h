@@ -63,6 +63,8 @@ const char *rov_ctl_path(const rov_context_t *ctx);
  */
 rov_status_t rov_ctl_net_open(rov_context_t *ctx, const char *arg,
                               const uint8_t key[ROV_KEY_LEN]);
+/** A new key for the network endpoint's proofs (the job's secret changed). */
+void rov_ctl_net_rekey(rov_context_t *ctx, const uint8_t key[ROV_KEY_LEN]);
 /** "IP:PORT" of the network endpoint, or NULL when there is none. */
 const char *rov_ctl_net_where(const rov_context_t *ctx);
 

@@ -313,6 +313,31 @@ uint64_t rov_policy_peer_id(const rov_conn_t *conn)
     return conn->peer_id;
 }
 
+bool rov_policy_peer_moved(const rov_conn_t *conn, const void *blob, size_t len)
+{
+    const struct rov_wire_addr *old = &conn->peer;
+    struct rov_wire_addr wa;
+    uint8_t copy[sizeof(conn->peer_blob)];
+    const char *why;
+
+    if (len > sizeof(copy) || !conn->peer_blob_len)
+        return false;
+    memcpy(copy, blob, len);
+    if (rov_wire_addr_decode(copy, len, &wa, &why) != ROV_OK ||
+        memcmp(wa.ep_id, old->ep_id, ROV_EP_ID_LEN) != 0)
+        return false;
+    if (wa.gen != old->gen || wa.nrails != old->nrails)
+        return true;
+    for (unsigned i = 0; i < wa.nrails; i++)
+        if (wa.rails[i].index != old->rails[i].index ||
+            strcmp(wa.rails[i].kind, old->rails[i].kind) != 0 ||
+            wa.rails[i].addr_len != old->rails[i].addr_len ||
+            (wa.rails[i].addr_len &&
+             memcmp(wa.rails[i].addr, old->rails[i].addr, wa.rails[i].addr_len) != 0))
+            return true;
+    return false;
+}
+
 bool rov_policy_same_peer(const rov_conn_t *a, const rov_conn_t *b)
 {
     return a->peer_id && b->peer_id && memcmp(a->peer.ep_id, b->peer.ep_id, ROV_EP_ID_LEN) == 0;

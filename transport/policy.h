@@ -128,6 +128,10 @@ bool rov_policy_hold_all(const rov_context_t *ctx);
 bool rov_conn_peer_has_rail(const rov_conn_t *conn, int rail);
 /** The path `rail` takes to the peer (rail.h: path_key), 0: none. */
 uint64_t rov_conn_path_key(const rov_conn_t *conn, int rail);
+/** Whether blob (an endpoint address, rov_endpoint_address()) is conn's
+ * peer's, at another address than conn knows (other rail addresses, or a
+ * later rail generation): the peer reopened or was restored elsewhere. */
+bool rov_policy_peer_moved(const rov_conn_t *conn, const void *blob, size_t len);
 /** Endpoint id order: negative when this side leads the connection. */
 int rov_conn_ep_cmp(const rov_conn_t *conn);
 

@@ -68,7 +68,7 @@ typedef struct rov_job_rank {
     long rank;
     int pid;
     char host[64];
-    char where[64];        /* its control endpoint: IP:PORT, or a socket path */
+    char where[112];       /* its control endpoint: IP:PORT, or a socket path */
     char stage[16];        /* its context's stage after the request */
     double seconds;        /* from the request until the rank was done */
     rov_status_t status;   /* ROV_OK, or why this rank failed the stage */

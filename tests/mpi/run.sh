@@ -153,8 +153,8 @@ oneconn)
         fail "a rank does not have exactly one connection per peer"
     [ "$(echo "$status" | grep -c '^conn .* state=established ')" -eq 12 ] ||
         fail "not every connection is established"
-    # Each rank's context knows its job (Open MPI's job id) and rank.
-    [ "$(echo "$status" | grep -oE '^process .* jobid=\[[0-9]+,[0-9]+\] rank=[0-3] ' |
+    # Each rank's context knows its job (from Open MPI's job id) and rank.
+    [ "$(echo "$status" | grep -oE '^process .* jobid=ompi-[0-9a-f]{8} rank=[0-3] ' |
          sed 's/.*rank=//' | sort -u | wc -l)" -eq 4 ] ||
         fail "railover status does not show the job and the ranks 0-3"
     ;;
