@@ -84,6 +84,11 @@ rov_status_t ccp_job_dir(const char *base, const char *job, bool create, char *o
         return ROV_ERR_IO;
     }
     if (lstat(out, &st) < 0) {
+        if (errno == EACCES || errno == EPERM) {
+            snprintf(err, err_len, "job %s: the registry %s is not readable by this user "
+                     "(uid %u): not your job", job, base, (unsigned)geteuid());
+            return ROV_ERR_REFUSED;
+        }
         snprintf(err, err_len, "no job %s in the registry %s", job, base);
         return ROV_ERR_NOT_FOUND;
     }

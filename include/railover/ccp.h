@@ -68,7 +68,8 @@ typedef struct rov_job_rank {
     long rank;
     int pid;
     char host[64];
-    char where[112];       /* its control endpoint: IP:PORT, or a socket path */
+    char where[112];       /* its control endpoint (cprclient's ctl=): the network
+                              one's IP:PORT, else its socket's path */
     char stage[16];        /* its context's stage after the request */
     double seconds;        /* from the request until the rank was done */
     rov_status_t status;   /* ROV_OK, or why this rank failed the stage */
@@ -111,6 +112,9 @@ rov_status_t rov_job_address(rov_job_t *job, long rank, void *buf, size_t *len);
  *                       begun)
  *   ROV_ERR_REFUSED     a rank refused the job's proof
  *   ROV_ERR_TIMEDOUT    not done in time: undone, the job runs as before
+ *   ROV_ERR_PROTO       a record changed since rov_job_open() is malformed
+ *                       or not sealed (the records are read again first)
+ *   ROV_ERR_NOT_FOUND   no rank is registered any more
  * err says why in one line, naming the rank.
  */
 rov_status_t rov_job_run(rov_job_t *job, rov_job_stage_t stage, double timeout_s, char *err,

@@ -1,0 +1,813 @@
+#!/usr/bin/env python3
+"""ccp: a job's checkpoint stages (cprclient drain|close|reopen|status) under traffic.
+
+Four rov_job ranks of one job (RAILOVER_JOBID a fresh uuid4): ranks 0 and 1
+in namespace host A, 2 and 3 in B, each with two TCP rails (fabric first,
+Ethernet second), its network control endpoint on its host's Ethernet
+address (RAILOVER_CCP_ADDR) and the job registry in a directory of the test
+(RAILOVER_JOB_DIR, mode 0700).  Every rank sends checksummed messages to
+every other; cprclient runs in A (`ip netns exec`) with the same registry.
+Each scenario has a job of its own:
+  - traffic: with messages flowing, `list` names the job; `drain` answers
+    every rank quiesced (and each rank's callback sees QUIESCED); for a
+    second after it no message is received or acknowledged anywhere;
+    `status` says quiesced; a second `drain` is done at once; `close`
+    answers every rank closed, and then each rank holds no socket but Unix
+    ones and its network control endpoint's listener (/proc/PID/fd against
+    /proc/PID/net/*, in the rank's namespace); `reopen` answers every rank
+    running (RESUMED seen); messages flow again, and every rank ends with
+    every message delivered once, in order, intact (rov_job result=ok);
+  - computing: every rank in a compute phase that calls nothing of the
+    library (rov_job --compute-file): drain, close and reopen all complete
+    meanwhile (no rank left its compute phase before); afterwards every
+    rank ends with result=ok;
+  - moved: after drain and close, the old data ports of ranks 0 and 2
+    (both rails) are taken by listeners that never answer, so those ranks
+    reopen at new ports; every other rank learns the new addresses from
+    the registry (the records are rewritten at the reopen) and reconnects
+    there, none of them waits out its connect at the old port, and every
+    rank ends with result=ok;
+  - bad: an unknown job id exits 2; `close` before a drain exits 4 and
+    changes nothing; a second client (this test holding the job's lock)
+    exits 6; cprclient run as another user (uid 65534) exits 7, with the
+    registry closed to that user (mode 0700) and open to it (0711); forged
+    requests on a rank's control endpoint (raw TCP: a malformed proof, a
+    proof of the right form but the wrong key, a replay of a good proof
+    on a new challenge, a good proof of another request) are refused with
+    `error:` and the rank stays running; a record whose pid was changed by
+    one character, and one truncated to half, make `status` exit 8; a rank
+    killed (SIGKILL) makes `drain` exit 3 naming it, and the other ranks
+    are running.
+Exit codes of cprclient: 0 ok, 2 unknown job, 3 rank dead or unreachable,
+4 out of order, 5 timeout, 6 another client, 7 not the owner, 8 registry
+tampered with, 64 usage, 1 other.
+"""
+import argparse
+import fcntl
+import functools
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "failover"))
+import netfault as nf  # noqa: E402
+
+RANKS = range(4)
+SIDE = {0: "A", 1: "A", 2: "B", 3: "B"}
+RAILS = {"A": nf.RAILS_A, "B": nf.RAILS_B}
+ETH = {"A": nf.ETH_A, "B": nf.ETH_B}
+OTHER_UID = 65534
+CLIENT_TIMEOUT = 30     # cprclient --timeout of every stage
+
+# The network control endpoint's protocol (transport/control.c): a
+# challenge line, then "auth <proof> <request>", the proof an HMAC-SHA256
+# under the job's secret over "railover control request\0", the challenge's
+# bytes and the request (_FORGE makes one to show that the refusals are
+# for the proof alone).
+CHALLENGE = "railover-control challenge "
+
+# Runs inside namespace A: one connection per step to IP:PORT; prints a
+# JSON list of {challenge, sent, answer}.
+_FORGE = r"""
+import hashlib, hmac, json, socket, sys
+ip, port = sys.argv[1], int(sys.argv[2])
+key, steps = bytes.fromhex(sys.argv[3]), json.loads(sys.argv[4])
+out, last = [], None
+for step in steps:
+    s = socket.create_connection((ip, port), timeout=5)
+    f = s.makefile("rb")
+    hello = f.readline().decode(errors="replace")
+    if "mac" in step:
+        nonce = bytes.fromhex(hello.split()[-1])
+        mac = hmac.new(key, b"railover control request\0" + nonce + step["mac"].encode(),
+                       hashlib.sha256).hexdigest()
+        line = "auth %s %s" % (mac, step.get("request", step["mac"]))
+    elif step.get("replay"):
+        line = last
+    else:
+        line = step["send"]
+    s.sendall(line.encode() + b"\n")
+    s.shutdown(socket.SHUT_WR)
+    answer = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            answer += d
+    except OSError as e:
+        answer += ("<%s>" % e).encode()
+    s.close()
+    out.append({"challenge": hello.strip(), "sent": line,
+                "answer": answer.decode(errors="replace")})
+    last = line
+print(json.dumps(out))
+"""
+
+
+def parse_fields(line):
+    """`rank=0 pid=12 ... status=some text` -> dict (numbers converted); the
+    status is the rest of the line (an error text has spaces)."""
+    head, sep, status = line.partition(" status=")
+    d = {}
+    for tok in head.split():
+        if "=" in tok:
+            k, v = tok.split("=", 1)
+            if re.fullmatch(r"-?\d+", v):
+                v = int(v)
+            elif re.fullmatch(r"-?\d+\.\d*", v):
+                v = float(v)
+            d[k] = v
+    if sep:
+        d["status"] = status.strip()
+    return d
+
+
+class Answer:
+    """cprclient's exit status and output, its per-rank lines parsed."""
+
+    def __init__(self, words, rc, out, err):
+        self.words, self.rc, self.out, self.err = words, rc, out, err
+        self.ranks, self.summary = {}, None
+        for line in out.splitlines():
+            if line.startswith("rank="):
+                d = parse_fields(line)
+                self.ranks[d.get("rank")] = d
+            elif line.startswith("stage="):
+                self.summary = parse_fields(line)
+
+    def __str__(self):
+        return "cprclient %s: exit %d\n%s%s" % (" ".join(self.words), self.rc,
+                                                self.out, self.err)
+
+
+class Job:
+    """Four rov_job ranks of one job in the namespace hosts of topo."""
+
+    def __init__(self, args, wd, topo, msgs, rate=200, linger=0, timeout=150, compute=False):
+        self.args, self.wd, self.topo, self.msgs = args, wd, topo, msgs
+        self.jobid = str(uuid.uuid4())
+        self.job_base = wd.file("jobs")
+        os.mkdir(self.job_base, 0o700)
+        self.job_dir = os.path.join(self.job_base, self.jobid)
+        run_dir = wd.file("run")
+        if len(run_dir) < nf.RUN_DIR_MAX:
+            os.mkdir(run_dir, 0o700)
+        else:   # a control socket's path must fit sun_path
+            run_dir = tempfile.mkdtemp(prefix="rov-run-")
+            nf.at_cleanup(functools.partial(shutil.rmtree, run_dir, ignore_errors=True))
+        base = {k: v for k, v in os.environ.items() if not k.startswith("RAILOVER_")}
+        base.update(nf.FAULT_ENV)
+        base.update(RAILOVER_RUN_DIR=run_dir, RAILOVER_JOB_DIR=self.job_base)
+        self.client_env = dict(base)
+        # Another user: no run directory of ours (it would refuse it anyway).
+        self.other_env = {k: v for k, v in base.items() if k != "RAILOVER_RUN_DIR"}
+        self.env = {}
+        for r in RANKS:
+            e = dict(base)
+            e.update(RAILOVER_JOBID=self.jobid, RAILOVER_RANK=str(r),
+                     RAILOVER_RAILS=RAILS[SIDE[r]], RAILOVER_CCP_ADDR=ETH[SIDE[r]])
+            self.env[r] = e
+        self.compute = {r: wd.file("compute.%d" % r) for r in RANKS} if compute else {}
+        self.common = ["--size", len(RANKS), "--msgs", msgs, "--rate", rate,
+                       "--timeout", timeout, "--linger", linger]
+        self.procs = {}
+
+    def mark(self, label):
+        with open(self.wd.file("marks.txt"), "a") as f:
+            f.write("%d %.3f %s\n" % (nf.now_ns(), time.time(), label))
+        nf.log("-- " + label)
+
+    def start(self):
+        for r in RANKS:
+            a = list(self.common)
+            if self.compute:
+                a += ["--compute-file", self.compute[r]]
+            argv = self.topo.exec_argv(SIDE[r], [self.args.rov_job] + [str(x) for x in a])
+            with open(self.wd.file("commands.txt"), "a") as f:
+                f.write("%s %s\n" % (" ".join("%s=%s" % (k, v) for k, v in
+                                              sorted(self.env[r].items())
+                                              if k.startswith("RAILOVER_")), " ".join(argv)))
+            self.procs[r] = nf.Proc("rank%d" % r, argv, self.env[r], self.wd.file("rank%d.out" % r),
+                                    self.wd.file("rank%d.log" % r), None)
+        self.wait_until("every rank receiving from its peers",
+                        lambda: all(self.counters(r).get("received", 0) > 0 for r in RANKS), 40)
+        nf.log("job %s: 4 ranks streaming (logs in %s)" % (self.jobid, self.wd.path))
+
+    def kill(self):
+        for p in self.procs.values():
+            p.kill()
+
+    # -- observation -----------------------------------------------------------
+
+    def lines(self, r):
+        try:
+            with open(self.procs[r].err_path, errors="replace") as f:
+                return f.read().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def log_count(self, r, text):
+        return sum(text in line for line in self.lines(r))
+
+    def counters(self, r):
+        """The rank's last progress line: {t, sent, acked, received, stage}."""
+        last = {}
+        for line in self.lines(r):
+            if line.startswith("rank=") and " received=" in line and " event=" not in line:
+                last = parse_fields(line)
+        return last
+
+    def check_alive(self, when="", ranks=RANKS):
+        for r in ranks:
+            p = self.procs[r]
+            if p.poll() is not None:
+                raise nf.Failure("rank %d exited early with status %s %s\n%s" %
+                                 (r, p.rc, when, p.tail()))
+
+    def describe(self):
+        out = []
+        for r in RANKS:
+            p = self.procs.get(r)
+            if p:
+                out.append("rank %d (pid %d, %s):\n%s" % (
+                    r, p.pid, "running" if p.alive() else "exit %s" % p.rc, p.tail(8)))
+        return "\n".join(out)
+
+    def wait_until(self, what, pred, timeout, poll=0.1, ranks=RANKS, quiet=False):
+        if not quiet:
+            nf.log("waiting (up to %gs): %s" % (timeout, what))
+        t0 = time.monotonic()
+        while not pred():
+            self.check_alive("while waiting for: " + what, ranks)
+            if time.monotonic() - t0 > timeout:
+                raise nf.Failure("not within %gs: %s\n%s" % (timeout, what, self.describe()))
+            time.sleep(poll)
+        if not quiet:
+            nf.log("  ok after %.2fs: %s" % (time.monotonic() - t0, what))
+
+    # -- the client ------------------------------------------------------------
+
+    def client(self, *words, timeout=CLIENT_TIMEOUT, other_user=False):
+        """cprclient in namespace A: an Answer."""
+        argv = [self.args.cprclient]
+        if words[0] != "list":
+            argv += ["--timeout", str(timeout)]
+        argv += list(words)
+        if other_user:
+            argv = ["setpriv", "--reuid=%d" % OTHER_UID, "--regid=%d" % OTHER_UID,
+                    "--clear-groups"] + argv
+        argv = self.topo.exec_argv("A", argv)
+        t0 = time.monotonic()
+        try:
+            p = subprocess.run(argv, env=self.other_env if other_user else self.client_env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=timeout + 30)
+        except subprocess.TimeoutExpired:
+            raise nf.Failure("cprclient %s did not exit within %d s (its --timeout is %d)" %
+                             (" ".join(words), timeout + 30, timeout))
+        ans = Answer(words, p.returncode, p.stdout, p.stderr)
+        with open(self.wd.file("cprclient.txt"), "a") as f:
+            f.write("# %d %s%s (%.3f s)\n%s\n" % (nf.now_ns(), "as uid %d: " % OTHER_UID
+                                                 if other_user else "", ans,
+                                                 time.monotonic() - t0, "-" * 40))
+        nf.log("cprclient %s%s: exit %d%s" % (" ".join(words), " (uid %d)" % OTHER_UID
+                                              if other_user else "", ans.rc,
+                                              ": " + ans.err.strip() if ans.rc else ""))
+        return ans
+
+    def expect(self, ck, ans, rc, stage=None, ranks=RANKS):
+        """Exit status rc; with stage, every rank of ranks there with status ok;
+        a failure says why in one line `cprclient: ...` on stderr."""
+        ok = ck.check(ans.rc == rc, "expected exit %d from %s" % (rc, ans))
+        if rc != 0:
+            errs = ans.err.strip().splitlines()
+            ok &= ck.check(len(errs) >= 1 and errs[-1].startswith("cprclient: "),
+                           "expected one line 'cprclient: <message>' on stderr: %s" % ans)
+        if stage:
+            for r in ranks:
+                d = ans.ranks.get(r)
+                ok &= ck.check(d is not None and d.get("stage") == stage and
+                               d.get("status") == "ok",
+                               "rank %d: expected stage=%s status=ok, got %s\n%s" %
+                               (r, stage, d, ans))
+                if d and self.procs.get(r):
+                    ok &= ck.check(d.get("pid") == self.procs[r].pid,
+                                   "rank %d: cprclient says pid %s, it is %d" %
+                                   (r, d.get("pid"), self.procs[r].pid))
+                if d:   # the network endpoint, on RAILOVER_CCP_ADDR
+                    ok &= ck.check(str(d.get("ctl", "")).startswith(ETH[SIDE[r]] + ":"),
+                                   "rank %d: control endpoint ctl=%s, expected %s:PORT" %
+                                   (r, d.get("ctl"), ETH[SIDE[r]]))
+        verb = ans.words[-1]
+        if rc == 0 and verb in ("drain", "close", "reopen", "status"):
+            s = ans.summary or {}
+            ok &= ck.check(s.get("stage") == verb and s.get("ranks") == len(RANKS) and
+                           s.get("status") == "ok",
+                           "expected the summary line 'stage=%s ranks=%d ... status=ok': %s" %
+                           (verb, len(RANKS), ans))
+        return ok
+
+    def ctl(self, r, ans):
+        """Rank r's network control endpoint (IP, port), as cprclient printed it."""
+        d = ans.ranks.get(r) or {}
+        m = re.fullmatch(r"\[?([0-9a-fA-F.:]+?)\]?:(\d+)", str(d.get("ctl", "")))
+        if not m:
+            raise nf.Failure("no ctl=IP:PORT for rank %d in: %s" % (r, ans))
+        return m.group(1), int(m.group(2))
+
+    # -- the end -----------------------------------------------------------------
+
+    def verify(self, ck, timeout=90):
+        """Every rank ends with result=ok: each message delivered once, in
+        order, intact, and acknowledged."""
+        deadline = time.monotonic() + timeout
+        for r in RANKS:
+            p = self.procs[r]
+            rc = p.wait(max(0.1, deadline - time.monotonic()))
+            if rc is None:
+                c = self.counters(r)
+                p.kill()
+                ck.check(False, "rank %d not done within %d s (last: %s)\n%s" %
+                         (r, timeout, c, p.tail()))
+                continue
+            p.kill()
+            res = {}
+            for line in p.stdout().splitlines():
+                if line.startswith("rank=") and "result=" in line:
+                    res = parse_fields(line)
+            n = self.msgs * (len(RANKS) - 1)
+            ck.check(rc == 0 and res.get("result") == "ok" and res.get("sent") == n and
+                     res.get("received") == n and
+                     all(res.get(k) == 0 for k in ("bad", "lost", "dup", "ooo")),
+                     "rank %d: exit %s, expected 0 with sent=received=%d and no bad, lost, "
+                     "dup or ooo message: %s\n%s" % (r, rc, n, res, p.tail()))
+        nf.log("every rank: %d messages to and from each peer, intact, once, in order" %
+               self.msgs)
+
+
+# ---- checks -------------------------------------------------------------------------
+
+def proc_sockets(pid):
+    """{inode: description} of the socket tables in pid's namespace, and
+    the inodes of pid's descriptors that are sockets."""
+    kinds = {}
+    for table in ("tcp", "tcp6", "udp", "udp6", "raw", "raw6"):
+        try:
+            with open("/proc/%d/net/%s" % (pid, table)) as f:
+                next(f)
+                for line in f:
+                    x = line.split()
+                    port = int(x[1].rsplit(":", 1)[1], 16)
+                    kinds[x[9]] = (table, port, x[3])
+        except OSError:
+            pass
+    for table, col in (("unix", 6), ("netlink", -1), ("packet", -1)):
+        try:
+            with open("/proc/%d/net/%s" % (pid, table)) as f:
+                next(f)
+                for line in f:
+                    kinds[line.split()[col]] = (table, None, None)
+        except OSError:
+            pass
+    fds = {}
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            fds[fd] = target[8:-1]
+        elif target.startswith("/dev/infiniband"):
+            fds[fd] = target
+    return kinds, fds
+
+
+def stray_sockets(pid, ctl_port):
+    """What pid holds beyond Unix sockets and its control endpoint's
+    listener (TCP, LISTEN, on ctl_port)."""
+    kinds, fds = proc_sockets(pid)
+    stray = []
+    for fd, inode in sorted(fds.items(), key=lambda i: int(i[0])):
+        table, port, state = kinds.get(inode, ("unknown", None, None))
+        if table == "unix":
+            continue
+        if table in ("tcp", "tcp6") and state == "0A" and port == ctl_port:
+            continue
+        stray.append("fd %s: %s %s%s" % (fd, table, inode,
+                                          "" if port is None else " port %d state %s" %
+                                          (port, state)))
+    return stray
+
+
+def check_closed_sockets(ck, job, ans):
+    """After `close`: no rank holds a socket of a rail (the connection a
+    client just closed may take a moment to go)."""
+    for r in RANKS:
+        _, port = job.ctl(r, ans)
+        pid = job.procs[r].pid
+        deadline = time.monotonic() + 3
+        while True:
+            stray = stray_sockets(pid, port)
+            if not stray or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        ck.check(not stray, "rank %d (pid %d) holds sockets after close besides Unix ones "
+                 "and its control listener (port %d): %s" % (r, pid, port, stray))
+    nf.log("after close no rank holds a socket but Unix ones and its control listener")
+
+
+def flowing(job, since):
+    """Whether every rank received messages after the counters `since`."""
+    return all(job.counters(r).get("received", 0) > since[r].get("received", 0) for r in RANKS)
+
+
+def check_still(ck, job, seconds=1.2):
+    """Nothing received or acknowledged anywhere for `seconds`: between
+    each rank's first progress line (about one a second) printed from now
+    on and its first printed `seconds` later."""
+    def line_after(r, wall):
+        job.wait_until("a progress line of rank %d after %.3f" % (r, wall),
+                       lambda: job.counters(r).get("t", 0) > wall, 3, poll=0.05, quiet=True)
+        return job.counters(r)
+
+    # From a moment after the stage's answer: the owners' progress has run
+    # the callbacks of what the drain acknowledged.
+    wall = time.time() + 0.2
+    c0 = {r: line_after(r, wall) for r in RANKS}
+    c1 = {r: line_after(r, c0[r]["t"] + seconds) for r in RANKS}
+    for r in RANKS:
+        for k in ("received", "acked"):
+            ck.check(c1[r].get(k) == c0[r].get(k),
+                     "rank %d: %s went from %s to %s between %.3f and %.3f, while the job was "
+                     "drained" % (r, k, c0[r].get(k), c1[r].get(k), c0[r]["t"], c1[r]["t"]))
+    nf.log("nothing received or acknowledged for %.1f s or more on any rank (%s)" %
+           (seconds, ", ".join("%d: %d/%d" % (r, c1[r].get("received", -1),
+                                              c1[r].get("acked", -1)) for r in RANKS)))
+
+
+# ---- scenarios ------------------------------------------------------------------------
+
+def traffic(args, wd, ck):
+    with nf.Topology() as topo:
+        job = Job(args, wd.sub("traffic"), topo, msgs=4000, rate=200)
+        try:
+            job.start()
+            st = os.stat(job.job_dir)
+            ck.check(st.st_mode & 0o777 == 0o700, "job directory %s has mode %o, expected 700" %
+                     (job.job_dir, st.st_mode & 0o777))
+            sec = os.path.join(job.job_dir, "secret")
+            if os.path.exists(sec):
+                ck.check(os.stat(sec).st_mode & 0o077 == 0,
+                         "the job's secret %s is open to others (mode %o)" %
+                         (sec, os.stat(sec).st_mode & 0o777))
+
+            ans = job.client("list")
+            ck.check(ans.rc == 0 and job.jobid in ans.out, "expected the job %s in: %s" %
+                     (job.jobid, ans))
+
+            job.mark("drain")
+            job.expect(ck, job.client(job.jobid, "drain"), 0, "quiesced")
+            job.wait_until("every rank's callback saw QUIESCED",
+                           lambda: all(job.log_count(r, "event=quiesced") >= 1 for r in RANKS), 5)
+            check_still(ck, job)
+            job.expect(ck, job.client(job.jobid, "status"), 0, "quiesced")
+            job.mark("drain again")
+            job.expect(ck, job.client(job.jobid, "drain"), 0, "quiesced")
+
+            job.mark("close")
+            ans = job.client(job.jobid, "close")
+            if job.expect(ck, ans, 0, "closed"):
+                check_closed_sockets(ck, job, ans)
+            check_still(ck, job)
+
+            job.mark("reopen")
+            before = {r: job.counters(r) for r in RANKS}
+            job.expect(ck, job.client(job.jobid, "reopen"), 0, "running")
+            job.wait_until("every rank's callback saw RESUMED",
+                           lambda: all(job.log_count(r, "event=resumed") >= 1 for r in RANKS), 10)
+            job.wait_until("messages flowing again on every rank",
+                           lambda: flowing(job, before), 20)
+            job.mark("verify")
+            job.verify(ck)
+        finally:
+            job.kill()
+
+
+def computing(args, wd, ck):
+    with nf.Topology() as topo:
+        job = Job(args, wd.sub("computing"), topo, msgs=2000, rate=200, compute=True)
+        try:
+            job.start()
+            for r in RANKS:
+                open(job.compute[r], "w").close()
+            job.wait_until("every rank computing (no library call)",
+                           lambda: all(job.log_count(r, "computing (no library call)") == 1
+                                       for r in RANKS), 10)
+            job.mark("every rank computing: drain")
+            job.expect(ck, job.client(job.jobid, "drain"), 0, "quiesced")
+            job.mark("close")
+            ans = job.client(job.jobid, "close")
+            if job.expect(ck, ans, 0, "closed"):
+                check_closed_sockets(ck, job, ans)
+            job.mark("reopen")
+            job.expect(ck, job.client(job.jobid, "reopen"), 0, "running")
+            for r in RANKS:
+                ck.check(job.log_count(r, "computed ") == 0,
+                         "rank %d left its compute phase before the stages completed" % r)
+            job.mark("compute phase over")
+            before = {r: job.counters(r) for r in RANKS}
+            for r in RANKS:
+                os.unlink(job.compute[r])
+            job.wait_until("every rank out of its compute phase",
+                           lambda: all(job.log_count(r, "computed ") == 1 for r in RANKS), 10)
+            job.wait_until("messages flowing again on every rank",
+                           lambda: flowing(job, before), 20)
+            job.verify(ck)
+        finally:
+            job.kill()
+
+
+def data_ports(pid, ctl_port):
+    """The TCP ports pid listens on besides its control endpoint: its rails'."""
+    kinds, fds = proc_sockets(pid)
+    out = set()
+    for inode in fds.values():
+        table, port, state = kinds.get(inode, (None, None, None))
+        if table in ("tcp", "tcp6") and state == "0A" and port != ctl_port:
+            out.add(port)
+    return sorted(out)
+
+
+# Runs in a namespace: listen on each IP:PORT given and never accept, so
+# that a connect there succeeds and its handshake never comes.
+_SQUAT = r"""
+import socket, sys, time
+socks = []
+for ipport in sys.argv[1:]:
+    ip, port = ipport.rsplit(":", 1)
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((ip, int(port)))
+    s.listen(64)
+    socks.append(s)
+print("squatting", flush=True)
+time.sleep(600)
+"""
+
+
+def moved(args, wd, ck):
+    with nf.Topology() as topo:
+        job = Job(args, wd.sub("moved"), topo, msgs=3000, rate=200)
+        squatters = []
+        try:
+            job.start()
+            ans = job.client(job.jobid, "status")
+            job.expect(ck, ans, 0, "running")
+            old = {r: data_ports(job.procs[r].pid, job.ctl(r, ans)[1]) for r in (0, 2)}
+            ck.check(all(old.values()), "no data listener found for ranks 0 and 2: %s" % old)
+            job.expect(ck, job.client(job.jobid, "drain"), 0, "quiesced")
+            job.expect(ck, job.client(job.jobid, "close"), 0, "closed")
+            for r in (0, 2):
+                side = SIDE[r]
+                addrs = ["%s:%d" % (ip, port) for port in old[r]
+                         for ip in (nf.Topology.DEVS["fab"][0 if side == "A" else 1],
+                                    ETH[side])]
+                p = subprocess.Popen(topo.exec_argv(side, [sys.executable, "-c", _SQUAT] +
+                                                    addrs), stdout=subprocess.PIPE, text=True)
+                squatters.append(p)
+                ck.check(p.stdout.readline().strip() == "squatting",
+                         "cannot take rank %d's old ports %s" % (r, addrs))
+            job.mark("reopen with the old ports of ranks 0 and 2 taken")
+            before = {r: job.counters(r) for r in RANKS}
+            t0 = time.monotonic()
+            job.expect(ck, job.client(job.jobid, "reopen"), 0, "running")
+            took = time.monotonic() - t0
+            ans = job.client(job.jobid, "status")
+            for r in (0, 2):
+                now = data_ports(job.procs[r].pid, job.ctl(r, ans)[1])
+                ck.check(now and not set(now) & set(old[r]),
+                         "rank %d listens on %s after the reopen, its old ports were %s" %
+                         (r, now, old[r]))
+            moved_to = sum(job.log_count(r, "at a new address (registry)") for r in RANKS)
+            ck.check(moved_to > 0, "no rank reconnected to an address read from the registry")
+            # A connect left at a squatter would wait for the handshake's
+            # timeout (RAILOVER_CONNECT_TIMEOUT, seconds): the registry's
+            # address replaces it within a look (200 ms) of the reopen.
+            nf.log("reopen with moved ports: %.2f s; %d reconnect(s) to a registry address" %
+                   (took, moved_to))
+            job.wait_until("messages flowing again on every rank",
+                           lambda: flowing(job, before), 20)
+            job.verify(ck)
+        finally:
+            for p in squatters:
+                p.kill()
+            job.kill()
+
+
+def forge(job, r, ip, port, steps):
+    """Requests on rank r's control endpoint from namespace A, one
+    connection per step (see _FORGE)."""
+    try:
+        with open(os.path.join(job.job_dir, "secret")) as f:
+            key = f.read().strip()
+    except OSError as e:
+        raise nf.Failure("cannot read the job's secret to make the proofs: %s" % e)
+    out = job.topo.run("A", sys.executable, "-c", _FORGE, ip, port, key, json.dumps(steps),
+                       check=False)
+    with open(job.wd.file("forged.txt"), "a") as f:
+        f.write("# rank %d %s:%d\n%s\n" % (r, ip, port, out))
+    try:
+        return json.loads(out)
+    except ValueError:
+        raise nf.Failure("the forged requests to rank %d at %s:%d gave no answer: %r" %
+                         (r, ip, port, out))
+
+
+def bad(args, wd, ck):
+    with nf.Topology() as topo:
+        job = Job(args, wd.sub("bad"), topo, msgs=1000000, rate=100, linger=120, timeout=600)
+        try:
+            job.start()
+            ans = job.client(job.jobid, "status")
+            job.expect(ck, ans, 0, "running")
+
+            job.mark("unknown job id")
+            job.expect(ck, job.client(str(uuid.uuid4()), "status"), 2)
+
+            job.mark("close before a drain")
+            job.expect(ck, job.client(job.jobid, "close"), 4)
+            job.expect(ck, job.client(job.jobid, "status"), 0, "running")
+
+            job.mark("another client holds the lock")
+            fd = os.open(os.path.join(job.job_dir, "lock"), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                job.expect(ck, job.client(job.jobid, "drain"), 6)
+            finally:
+                os.close(fd)
+            job.expect(ck, job.client(job.jobid, "status"), 0, "running")
+
+            other_user(job, ck)
+            forged(job, ck, ans)
+            tampered(job, ck)
+
+            job.mark("rank 3 killed, then drain")
+            os.kill(job.procs[3].pid, signal.SIGKILL)
+            job.procs[3].wait(5)
+            ans = job.client(job.jobid, "drain")
+            if job.expect(ck, ans, 3):
+                ck.check(re.search(r"rank[ =]3\b", ans.err),
+                         "the error does not name rank 3: %s" % ans.err.strip())
+            ans = job.client(job.jobid, "status")
+            job.expect(ck, ans, 3, "running", ranks=(0, 1, 2))
+            job.check_alive("after the drain with rank 3 dead", ranks=(0, 1, 2))
+        finally:
+            job.kill()
+
+
+def other_user(job, ck):
+    """cprclient as uid 65534: the job is not theirs (exit 7), whether or
+    not they can reach the registry's directory; nothing changes."""
+    job.mark("cprclient as uid %d, registry mode 0700" % OTHER_UID)
+    ans = job.client(job.jobid, "drain", other_user=True)
+    if ans.rc in (126, 127) or "setpriv" in ans.err:
+        raise nf.Failure("cannot run %s as uid %d: %s" % (job.args.cprclient, OTHER_UID, ans))
+    job.expect(ck, ans, 7)
+    # Open the way to the registry (not the job's own directory): the
+    # secret itself must keep them out.
+    dirs = []
+    d = job.job_base
+    while d not in ("/", "/tmp") and len(dirs) < 4:
+        dirs.append((d, os.stat(d).st_mode & 0o777))
+        d = os.path.dirname(d)
+    try:
+        for d, mode in dirs:
+            os.chmod(d, mode | 0o011)
+        job.mark("cprclient as uid %d, registry mode 0711" % OTHER_UID)
+        job.expect(ck, job.client(job.jobid, "drain", other_user=True), 7)
+        job.expect(ck, job.client(job.jobid, "status", other_user=True), 7)
+    finally:
+        for d, mode in dirs:
+            os.chmod(d, mode)
+    job.expect(ck, job.client(job.jobid, "status"), 0, "running")
+
+
+def forged(job, ck, ans):
+    """Requests without the job's proof on rank 2's network control
+    endpoint (from host A, as any host could): each refused with error:."""
+    ip, port = job.ctl(2, ans)
+    job.mark("forged requests to rank 2 at %s:%d" % (ip, port))
+    steps = [
+        {"send": "auth 00 quiesce"},                          # malformed proof
+        {"send": "auth %s quiesce" % ("00" * 32)},            # the form, not the key
+        {"send": "quiesce"},                                  # no proof at all
+        {"mac": "stage"},                                     # good: the test's own proof
+        {"replay": True},                                     # that line on a new challenge
+        {"mac": "stage", "request": "quiesce"},               # a proof of another request
+    ]
+    res = forge(job, 2, ip, port, steps)
+    ck.check(len(res) == len(steps), "forged requests: %d answers for %d" %
+             (len(res), len(steps)))
+    for i, (step, r) in enumerate(zip(steps, res)):
+        ck.check(r["challenge"].startswith(CHALLENGE),
+                 "rank 2's endpoint did not open with a challenge: %r" % r["challenge"])
+        if "mac" in step and "request" not in step:
+            # The control: a proof made with the secret, the way control.c
+            # checks it, is taken (else the refusals below prove nothing).
+            ck.check("stage=running" in r["answer"] and
+                     r["answer"].rstrip().endswith("ok"),
+                     "a good proof was not taken (does this test still compute the proof as "
+                     "transport/control.c does?): %r" % r["answer"])
+            continue
+        lines = r["answer"].strip().splitlines()
+        ck.check(len(lines) >= 1 and lines[0].startswith("error:") and
+                 not any(l.strip() == "ok" for l in lines),
+                 "forged request %r: expected a refusal 'error: ...', got %r" %
+                 (r["sent"][:90], r["answer"]))
+    job.expect(ck, job.client(job.jobid, "status"), 0, "running")
+
+
+def tampered(job, ck):
+    """A record changed by one character, or cut short, is refused as a whole."""
+    for r, how in ((1, "pid"), (2, "truncated")):
+        path = os.path.join(job.job_dir, "rank.%d" % r)
+        if not os.path.exists(path):
+            raise nf.Failure("no record %s (found: %s)" % (path, sorted(os.listdir(job.job_dir))))
+        shutil.copy2(path, job.wd.file("rank.%d.saved" % r))
+        with open(path, "rb") as f:
+            orig = f.read()
+        if how == "pid":
+            m = re.search(rb"(?m)^pid=(\d+)$", orig)
+            if not m:
+                raise nf.Failure("no pid= line in the record %s: %r" % (path, orig))
+            i = m.end(1) - 1
+            digit = b"%d" % ((orig[i] - ord("0") + 1) % 10)
+            data = orig[:i] + digit + orig[i + 1:]
+            what = "rank %d's record with pid %s instead of %s" % (
+                r, data[m.start(1):m.end(1)].decode(), m.group(1).decode())
+        else:
+            data = orig[:len(orig) // 2]
+            what = "rank %d's record cut to %d of %d bytes" % (r, len(data), len(orig))
+        job.mark(what)
+        try:
+            with open(path, "wb") as f:
+                f.write(data)
+            job.expect(ck, job.client(job.jobid, "status"), 8)
+        finally:
+            with open(path, "wb") as f:
+                f.write(orig)
+        job.expect(ck, job.client(job.jobid, "status"), 0, "running")
+
+
+SCENARIOS = {"traffic": traffic, "computing": computing, "moved": moved, "bad": bad}
+
+
+def test():
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rov-job", default=os.environ.get(
+        "ROV_JOB", os.path.join(root, "build", "tests", "ccp", "rov_job")),
+        help="rov_job program (default: $ROV_JOB or build/tests/ccp/rov_job)")
+    ap.add_argument("--cprclient", default=os.environ.get(
+        "CPRCLIENT", os.path.join(root, "build", "tools", "cprclient")),
+        help="cprclient (default: $CPRCLIENT or build/tools/cprclient)")
+    ap.add_argument("--keep", action="store_true", help="keep the log directory even on success")
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS),
+                    help="comma-separated subset, in order")
+    args = ap.parse_args()
+    for opt, path in (("--rov-job", args.rov_job), ("--cprclient", args.cprclient)):
+        if not os.access(path, os.X_OK):
+            raise SystemExit("test_ccp.py: %s is not an executable (build first, or pass %s)" %
+                             (path, opt))
+    args.rov_job = os.path.abspath(args.rov_job)
+    args.cprclient = os.path.abspath(args.cprclient)
+    names = args.scenarios.split(",")
+    for name in names:
+        if name not in SCENARIOS:
+            raise SystemExit("test_ccp.py: no scenario %r (have: %s)" %
+                             (name, ", ".join(SCENARIOS)))
+    if "bad" in names and not shutil.which("setpriv"):
+        raise nf.Skip("setpriv (util-linux) is not installed: cannot act as another user")
+    wd = nf.Workdir("ccp", args.keep)
+    ck = nf.Checker()
+    for name in names:
+        nf.log("=== %s" % name)
+        t0 = time.monotonic()
+        SCENARIOS[name](args, wd, ck)
+        nf.log("=== %s: %.1f s" % (name, time.monotonic() - t0))
+    ck.done()
+    wd.failed = False
+
+
+if __name__ == "__main__":
+    nf.main(test, needs_netns=True, needs_nft=False)
