@@ -25,6 +25,7 @@
 #include "ccp/registry.h"
 #include "railover/ccp.h"
 #include "transport/control.h"
+#include "transport/log.h"
 
 /* How often a rank is asked whether it got there. */
 #define POLL_S 0.005
@@ -137,7 +138,13 @@ rov_status_t rov_job_open(const char *jobid, rov_job_t **job_p, char *err, size_
     rov_job_t *job;
     rov_status_t st;
 
+    const char *level = getenv("RAILOVER_LOG");
+
     *job_p = NULL;
+    /* No context reads the environment here: RAILOVER_LOG=debug shows
+     * each request and how long its answer took. */
+    if (level && rov_log_level_parse(level) >= 0)
+        rov_log_set_level(rov_log_level_parse(level));
     if (!jobid || !ccp_jobid_ok(jobid)) {
         snprintf(err, err_len, "'%s' is not a job id", jobid ? jobid : "");
         return ROV_ERR_INVAL;
@@ -216,14 +223,18 @@ static rov_status_t ask(rov_job_t *job, size_t i, const char *verb)
     rov_job_rank_t *r = &job->ranks[i];
     char *answer = NULL, *at;
     rov_status_t st;
+    double t0;
 
     if (!rec->ctl_net[0] && strcmp(rec->host, job->host) != 0) {
         snprintf(r->error, sizeof(r->error), "rank %ld is on host %s and has no network "
                  "control endpoint (RAILOVER_CCP_ADDR)", rec->rank, rec->host);
         return r->status = ROV_ERR_UNREACHABLE;
     }
+    t0 = now_s();
     st = rov_ctl_request(rec->ctl_net[0] ? rec->ctl_net : rec->ctl_path, job->key, verb,
                          REQUEST_S, &answer, r->error, sizeof(r->error));
+    rov_debug("ccp", "rank %ld: '%s' answered in %.3f s (%s)", rec->rank, verb, now_s() - t0,
+              rov_status_str(st));
     if (st != ROV_OK) {
         char msg[sizeof(r->error) + 128];
         size_t n;

@@ -31,6 +31,15 @@ Scenarios (argument):
             how long after the heal each did (RAILOVER_LOG=info): one probe
             on the path brings the others along (failover's path_up()),
             instead of each waiting out its own backoff.
+  ccp       four ranks, two per host, btl self,railover, each rank's network
+            control endpoint on its host's eth (btl_railover_ccp_addr) and
+            the job registry in the test's directory (btl_railover_job_dir):
+            mid-exchange, `cprclient list` finds the job under the id derived
+            from Open MPI's (ompi-<hex>) with its 4 ranks, and `cprclient`
+            (in host A) drains, closes and reopens every rank, each stage
+            answered by every rank; the job completes with every payload
+            right, and its all-to-all results equal those of the same job on
+            Open MPI's own transports (btl self,vader,tcp, one host).
   alldown   a single rail, tcp@fab, taken down the same way: no rail is left,
             so the job must end, within a bound (btl_railover_unreachable_timeout
             5s: Railover fails the connection, and Open MPI's abort), with the BTL's message naming the peer
@@ -84,7 +93,7 @@ exec ip netns exec "$ns" unshare --uts /bin/sh -c 'hostname "$0" && exec /bin/sh
 """
 
 
-def mpirun_argv(topo, wd, rails, per_host=1, btl="self,railover", tests=("soak",)):
+def mpirun_argv(topo, wd, rails, per_host=1, btl="self,railover", tests=("soak",), mca=()):
     hosts = os.path.join(wd, "hosts")
     with open(hosts, "w") as f:
         f.write("%s slots=%d\n%s slots=%d\n" % (nf.ETH_A, per_host, nf.ETH_B, per_host))
@@ -104,8 +113,8 @@ def mpirun_argv(topo, wd, rails, per_host=1, btl="self,railover", tests=("soak",
         "--mca", "btl_railover_failover_timeout", "250ms",
         "--mca", "btl_railover_keepalive", "100ms",
         "--mca", "btl_railover_unreachable_timeout", UNREACHABLE,
-        "--mca", "btl_railover_failback_dwell", DWELL,
-        os.environ["ROV_MPI_CHECK"]] + list(tests))
+        "--mca", "btl_railover_failback_dwell", DWELL] + list(mca) +
+        [os.environ["ROV_MPI_CHECK"]] + list(tests))
 
 
 def wait_for(path, text, timeout):
@@ -190,6 +199,40 @@ def force_and_release(pid):
         raise nf.Failure("railover release did not release the rank's connection")
 
 
+def cprclient(topo, env, *words):
+    """cprclient in host A: (exit status, output)."""
+    argv = topo.exec_argv("A", [os.environ["ROV_CPRCLIENT"]] + list(words))
+    t0 = time.monotonic()
+    r = subprocess.run(argv, env=dict(env, RAILOVER_LOG="debug"), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, timeout=90)
+    nf.log("$ cprclient %s -> %d in %.3f s\n%s" % (" ".join(words), r.returncode,
+                                                   time.monotonic() - t0, r.stdout.rstrip()))
+    return r.returncode, r.stdout
+
+
+def checkpoint_stages(topo, env, np):
+    """ccp: find the job in the registry, then drain, close and reopen it."""
+    deadline = time.monotonic() + 20
+    while True:
+        rc, out = cprclient(topo, env, "list")
+        jobs = re.findall(r"^(ompi-[0-9a-f]{8}) ranks=(\d+)$", out, re.M)
+        if rc == 0 and len(jobs) == 1 and int(jobs[0][1]) == np:
+            break
+        if time.monotonic() > deadline:
+            raise nf.Failure("cprclient list does not show one job ompi-<hex> of %d ranks" % np)
+        time.sleep(0.2)
+    jobid = jobs[0][0]
+    for stage, want in (("drain", "quiesced"), ("close", "closed"), ("reopen", "running")):
+        rc, out = cprclient(topo, env, "--timeout", "30", jobid, stage)
+        ranks = re.findall(r"^rank=(\d+) .* stage=(\S+) time_s=\S+ status=ok$", out, re.M)
+        if rc != 0 or sorted(int(r) for r, st in ranks if st == want) != list(range(np)):
+            raise nf.Failure("cprclient %s %s: exit %d, expected every rank %s:\n%s" %
+                             (jobid, stage, rc, want, out))
+        if stage == "close":
+            time.sleep(0.5)  # the job's sends wait meanwhile
+    nf.log("job %s drained, closed and reopened by cprclient" % jobid)
+
+
 def reference_results(tests):
     """The "result:" lines of the same tests on Open MPI's own transports,
     four ranks on this host (btl self,vader,tcp over loopback)."""
@@ -245,9 +288,12 @@ def run(scenario):
     rails = "tcp@fab" if scenario == "alldown" else "tcp@fab,tcp@eth"
     vader = scenario == "vader"
     hostpath = scenario == "hostpath"
-    np = 4 if vader else 8 if hostpath else 2
+    ccp = scenario == "ccp"
+    np = 4 if vader or ccp else 8 if hostpath else 2
     tests = ("soak", "alltoall", "halo") if vader else ("alltoall", "soak") if hostpath \
-        else ("soak",)
+        else ("soak", "alltoall") if ccp else ("soak",)
+    if ccp and "ROV_CPRCLIENT" not in os.environ:
+        raise SystemExit("ROV_CPRCLIENT is not set (CTest sets it)")
     wd = tempfile.mkdtemp(prefix="rov-mpi-%s-" % scenario)
     out, stop = os.path.join(wd, "job.out"), os.path.join(wd, "soak.stop")
     env = dict(os.environ,
@@ -260,7 +306,11 @@ def run(scenario):
     ok = False
     try:
         with nf.Topology() as topo:
-            argv = mpirun_argv(topo, wd, rails, per_host=np // 2, tests=tests,
+            jobs = os.path.join(wd, "jobs")
+            mca = ("--mca", "btl_railover_job_dir", jobs, "--mca", "btl_railover_ccp_addr",
+                   "eth") if ccp else ()
+            env["RAILOVER_JOB_DIR"] = jobs  # cprclient's
+            argv = mpirun_argv(topo, wd, rails, per_host=np // 2, tests=tests, mca=mca,
                                btl="self,vader,railover" if vader else "self,railover")
             nf.log("$ " + " ".join(argv))
             with open(out, "w") as f:
@@ -274,6 +324,8 @@ def run(scenario):
                 t_fault = time.monotonic()
                 if scenario == "force":
                     force_and_release(rank_pids(out)[0])
+                elif ccp:
+                    checkpoint_stages(topo, env, np)
                 elif scenario in ("nftdrop", "hostpath"):
                     rules = topo.fabric_drop("A", "both")
                     time.sleep(HOSTPATH_DROP_S if hostpath else DROP_FOR_S)
@@ -295,7 +347,7 @@ def run(scenario):
         if scenario != "alldown":
             if rc != 0 or "PASSED: %d rank(s), 0 failure(s)" % np not in text:
                 raise nf.Failure("the job failed (exit %d)" % rc)
-            moves = ["moved from tcp@fab to tcp@eth"]
+            moves = [] if ccp else ["moved from tcp@fab to tcp@eth"]
             if hostpath:
                 nf.log("hostpath: %d connection sides back on tcp@fab after the heal: first "
                        "%.3f s, median %.3f s, last %.3f s (dwell %s)"
@@ -309,6 +361,7 @@ def run(scenario):
                          "moved from tcp@eth to tcp@fab (peer.admin)"]
             if vader:
                 check_transports(text)
+            if vader or ccp:
                 results = re.findall(r"^result: .*$", text, re.M)
                 reference = reference_results(tests[1:])
                 if results != reference:
@@ -340,8 +393,9 @@ def run(scenario):
 
 def main():
     scenario = sys.argv[1] if len(sys.argv) > 1 else ""
-    if scenario not in ("linkdown", "nftdrop", "force", "vader", "alldown", "hostpath"):
-        raise SystemExit("usage: netns_failover.py linkdown|nftdrop|force|vader|alldown|hostpath")
+    if scenario not in ("linkdown", "nftdrop", "force", "vader", "ccp", "alldown", "hostpath"):
+        raise SystemExit("usage: netns_failover.py "
+                         "linkdown|nftdrop|force|vader|ccp|alldown|hostpath")
     try:
         run(scenario)
     except nf.Skip as e:
