@@ -11,8 +11,15 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ccp/registry.h"
@@ -24,15 +31,30 @@
 struct ccp_settings {
     char job_dir[CCP_DIR_MAX];
     char addr[CCP_WHERE_MAX];
+    char ckpt_cmd[256];
+    uint64_t ckpt_timeout_ns;
 };
 
 /* While reconnecting after a reopen, the registry is read this often for
  * peers that reopened at new addresses (or were restored elsewhere). */
 #define READDRESS_NS (200ull * 1000000ull)
 
+/* While the checkpoint command runs, its status file is looked for this
+ * often. */
+#define CKPT_POLL_NS (20ull * 1000000ull)
+
+enum ckpt_state {
+    CKPT_IDLE,
+    CKPT_ASKED,     /* asked for; starts at the next tick, the asker gone */
+    CKPT_RUNNING,   /* the command runs; no control endpoint meanwhile */
+};
+
 struct ccp_ctx {
     bool registered;
     uint64_t readdress_ns;        /* next look at the registry, 0: none due */
+    enum ckpt_state ckpt;
+    bool ckpt_suspend;            /* stop the process once imaged */
+    uint64_t ckpt_due_ns, ckpt_start_ns;
     char jobdir[CCP_DIR_MAX + ROV_JOB_MAX + 2];
     uint8_t key[ROV_KEY_LEN];
     struct ccp_record rec;
@@ -125,6 +147,214 @@ static void ccp_endpoint_address(rov_context_t *ctx, const void *blob, size_t le
     publish(ctx);
 }
 
+/* Checkpoint --------------------------------------------------------------------------
+ *
+ * `checkpoint [suspend]` on the control endpoint of a closed rank: at the
+ * next tick the rank closes its control endpoints (a checkpointer such as
+ * CRIU cannot image a socket connected outside the process, and a restored
+ * process may be on another host), and starts RAILOVER_CHECKPOINT_CMD in a
+ * runner outside its process tree (so that `criu dump -t PID` images the
+ * rank and not its own checkpointer).  The runner writes the command's exit
+ * status and time to <job dir>/ckpt.<rank>; the rank looks for that file,
+ * then opens its control endpoints again and publishes the result in its
+ * record, where the client reads it.  A process restored from the images
+ * resumes in the same wait, finds the same file and does the same on the
+ * host it was restored on: it registers there, reachable again. */
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void ckpt_path(const struct ccp_ctx *c, const char *what, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s%ld", c->jobdir, what, c->rec.rank);
+}
+
+/* The command with %p (pid), %r (rank), %j (job id), %d (image directory)
+ * and %% replaced; false when it does not fit. */
+static bool expand(const char *tmpl, const struct ccp_ctx *c, const char *dir, char *out,
+                   size_t len)
+{
+    size_t n = 0;
+
+    for (const char *p = tmpl; *p; p++) {
+        char v[sizeof(c->jobdir) + 64];
+        int k;
+
+        if (*p != '%' || !p[1]) {
+            v[0] = *p;
+            v[1] = '\0';
+        } else {
+            switch (*++p) {
+            case 'p': snprintf(v, sizeof(v), "%d", (int)getpid()); break;
+            case 'r': snprintf(v, sizeof(v), "%ld", c->rec.rank); break;
+            case 'j': snprintf(v, sizeof(v), "%s", c->rec.job); break;
+            case 'd': snprintf(v, sizeof(v), "%s", dir); break;
+            default: snprintf(v, sizeof(v), "%c", *p); break;
+            }
+        }
+        k = snprintf(out + n, len - n, "%s", v);
+        if (k < 0 || (size_t)k >= len - n)
+            return false;
+        n += (size_t)k;
+    }
+    return true;
+}
+
+/* The runner: "+ <command>" and its output in the log, then "<status>
+ * <milliseconds>" in the status file (written whole, renamed into place). */
+#define RUNNER "echo \"+ $1\"; t0=$(date +%s%N); /bin/sh -c \"$1\"; rc=$?; " \
+               "t1=$(date +%s%N); echo \"$rc $(( (t1 - t0) / 1000000 ))\" > \"$2.tmp\" && " \
+               "mv -f \"$2.tmp\" \"$2\""
+
+/* The command is over (or its time is up): reachable again, the result
+ * published. */
+static void ckpt_done(rov_context_t *ctx, long rc, long ms)
+{
+    const struct ccp_settings *s = rov_policy_settings(ctx, &ccp_policy);
+    struct ccp_ctx *c = C(ctx);
+    const char *net;
+
+    c->ckpt = CKPT_IDLE;
+    if (!rov_ctl_path(ctx)) {
+        rov_ctl_open(ctx);
+        if (s->addr[0] && rov_ctl_net_open(ctx, s->addr, c->key) != ROV_OK)
+            rov_warn("ccp", "no network control endpoint on RAILOVER_CCP_ADDR=%s after the "
+                     "checkpoint", s->addr);
+    }
+    c->rec.pid = (int)getpid();
+    if (gethostname(c->rec.host, sizeof(c->rec.host)) < 0 || !c->rec.host[0])
+        snprintf(c->rec.host, sizeof(c->rec.host), "localhost");
+    c->rec.host[sizeof(c->rec.host) - 1] = '\0';
+    snprintf(c->rec.ctl_path, sizeof(c->rec.ctl_path), "%s",
+             rov_ctl_path(ctx) ? rov_ctl_path(ctx) : "");
+    net = rov_ctl_net_where(ctx);
+    snprintf(c->rec.ctl_net, sizeof(c->rec.ctl_net), "%s", net ? net : "");
+    c->rec.ckpt_count++;
+    c->rec.ckpt_rc = rc;
+    c->rec.ckpt_ms = ms;
+    publish(ctx);
+    if (rc == 0)
+        rov_info("ccp", "rank %ld: checkpoint taken in %ld ms", c->rec.rank, ms);
+    else
+        rov_warn("ccp", "rank %ld: the checkpoint command failed (%s %ld): the rank runs on",
+                 c->rec.rank, rc == -2 ? "no status after" : "exit status",
+                 rc == -2 ? (long)(s->ckpt_timeout_ns / 1000000000ull) : rc);
+    if (rc == 0 && c->ckpt_suspend) {
+        rov_info("ccp", "rank %ld: stopped (checkpoint --suspend); SIGCONT resumes it",
+                 c->rec.rank);
+        kill(getpid(), SIGSTOP);
+    }
+}
+
+static void ckpt_start(rov_context_t *ctx)
+{
+    const struct ccp_settings *s = rov_policy_settings(ctx, &ccp_policy);
+    struct ccp_ctx *c = C(ctx);
+    char dir[sizeof(c->jobdir) + 32], status[sizeof(c->jobdir) + 32], log[sizeof(status) + 8];
+    char cmd[1024];
+    pid_t pid;
+
+    snprintf(dir, sizeof(dir), "%s/images", c->jobdir);
+    mkdir(dir, 0700);
+    snprintf(dir, sizeof(dir), "%s/images/rank.%ld", c->jobdir, c->rec.rank);
+    mkdir(dir, 0700);
+    ckpt_path(c, "ckpt.", status, sizeof(status));
+    snprintf(log, sizeof(log), "%s.log", status);
+    unlink(status);
+    c->ckpt_start_ns = mono_ns();
+    c->ckpt_due_ns = c->ckpt_start_ns + CKPT_POLL_NS;
+    c->ckpt = CKPT_RUNNING;
+    if (!expand(s->ckpt_cmd, c, dir, cmd, sizeof(cmd))) {
+        rov_warn("ccp", "checkpoint command too long once expanded: %s", s->ckpt_cmd);
+        return ckpt_done(ctx, 127, 0);
+    }
+    rov_ctl_close(ctx);
+    pid = fork();
+    if (pid == 0) {
+        /* Only async-signal-safe calls here: the process has threads. */
+        if (setsid() < 0 || fork() != 0)
+            _exit(0);
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+        if (fd < 0 || nul < 0 || dup2(nul, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+            _exit(127);
+        syscall(SYS_close_range, 3u, ~0u, 0u);
+        execl("/bin/sh", "sh", "-c", RUNNER, "railover-checkpoint", cmd, status, (char *)NULL);
+        _exit(127);
+    }
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+    else
+        rov_warn("ccp", "fork: %m: the checkpoint command does not run");
+    rov_info("ccp", "rank %ld: checkpoint command started: %s", c->rec.rank, cmd);
+}
+
+static void ckpt_poll(rov_context_t *ctx, uint64_t now)
+{
+    const struct ccp_settings *s = rov_policy_settings(ctx, &ccp_policy);
+    struct ccp_ctx *c = C(ctx);
+    char status[sizeof(c->jobdir) + 32];
+    long rc, ms;
+    FILE *f;
+
+    c->ckpt_due_ns = now + CKPT_POLL_NS;
+    ckpt_path(c, "ckpt.", status, sizeof(status));
+    f = fopen(status, "re");
+    if (f) {
+        int n = fscanf(f, "%ld %ld", &rc, &ms);
+
+        fclose(f);
+        if (n == 2)
+            return ckpt_done(ctx, rc < 0 || rc > 255 ? 255 : rc, ms < 0 ? 0 : ms);
+    }
+    if (now - c->ckpt_start_ns > s->ckpt_timeout_ns)
+        ckpt_done(ctx, -2, (long)((now - c->ckpt_start_ns) / 1000000ull));
+}
+
+static int cmd_checkpoint(rov_context_t *ctx, int argc, char **argv, FILE *out, char *err,
+                          size_t err_len)
+{
+    const struct ccp_settings *s = rov_policy_settings(ctx, &ccp_policy);
+    struct ccp_ctx *c = C(ctx);
+
+    if (argc > 2 || (argc == 2 && strcmp(argv[1], "suspend") != 0)) {
+        snprintf(err, err_len, "usage: checkpoint [suspend]");
+        return 1;
+    }
+    if (!c->registered || !s->ckpt_cmd[0]) {
+        snprintf(err, err_len, "checkpoint refused: %s",
+                 !c->registered ? "this process is in no job registry"
+                                : "no checkpoint command (RAILOVER_CHECKPOINT_CMD)");
+        return 1;
+    }
+    if (rov_context_stage(ctx) != ROV_CONTEXT_CLOSED || c->ckpt != CKPT_IDLE) {
+        snprintf(err, err_len, "checkpoint refused: the context is %s%s",
+                 rov_context_stage_str(rov_context_stage(ctx)),
+                 c->ckpt != CKPT_IDLE ? " and a checkpoint is under way"
+                                      : ", not closed (drain and close first)");
+        return 1;
+    }
+    c->ckpt = CKPT_ASKED;
+    c->ckpt_suspend = argc == 2;
+    c->ckpt_due_ns = mono_ns();
+    fprintf(out, "checkpoint rank=%ld count=%ld: the control endpoint closes until it is "
+            "done\n", c->rec.rank, c->rec.ckpt_count);
+    return 0;
+}
+
+static const struct rov_ctl_cmd checkpoint_cmd = {
+    "checkpoint", "checkpoint [suspend]",
+    "closed: run RAILOVER_CHECKPOINT_CMD on this process (ccp/, docs/ccp.md)", cmd_checkpoint,
+};
+
+ROV_CTL_REGISTER(checkpoint_cmd)
+
 /* Each reconnecting connection whose peer's record shows another address
  * goes there: the TCP rail listens on its old port again after a reopen,
  * the others may not, and a restored peer is elsewhere altogether. */
@@ -156,6 +386,10 @@ static void ccp_tick(rov_context_t *ctx, uint64_t now)
     struct readdress r = {.ctx = ctx};
     char err[256];
 
+    if (c->ckpt == CKPT_ASKED)
+        ckpt_start(ctx); /* (the request's answer has gone: it was this tick's cause) */
+    else if (c->ckpt == CKPT_RUNNING && now >= c->ckpt_due_ns)
+        ckpt_poll(ctx, now);
     if (!c->registered || rov_context_stage(ctx) != ROV_CONTEXT_REOPENING) {
         c->readdress_ns = 0;
         return;
@@ -169,7 +403,11 @@ static void ccp_tick(rov_context_t *ctx, uint64_t now)
 
 static uint64_t ccp_due_ns(const rov_context_t *ctx)
 {
-    return C(ctx)->readdress_ns;
+    const struct ccp_ctx *c = C(ctx);
+
+    if (c->ckpt != CKPT_IDLE && (!c->readdress_ns || c->ckpt_due_ns < c->readdress_ns))
+        return c->ckpt_due_ns;
+    return c->readdress_ns;
 }
 
 /* The record goes with the process, unless another process (a restored
@@ -190,7 +428,10 @@ static void ccp_ctx_fini(rov_context_t *ctx)
 
 static void ccp_defaults(void *block)
 {
-    memset(block, 0, sizeof(struct ccp_settings));
+    struct ccp_settings *s = block;
+
+    memset(s, 0, sizeof(*s));
+    s->ckpt_timeout_ns = 600ull * 1000000000ull;
 }
 
 #define CCP_OFF(f) offsetof(struct ccp_settings, f)
@@ -203,6 +444,12 @@ static const struct rov_var ccp_vars[] = {
     {"RAILOVER_CCP_ADDR", ROV_VAR_IFNAME, CCP_OFF(addr), CCP_LEN(addr), 0, 0, NULL,
      "IP or interface of the network control endpoint that drives checkpoint stages from "
      "other hosts (empty: none)"},
+    {"RAILOVER_CHECKPOINT_CMD", ROV_VAR_STRING, CCP_OFF(ckpt_cmd), CCP_LEN(ckpt_cmd), 0, 0,
+     NULL, "command that images this process at `cprclient JOBID checkpoint`: %p pid, %r "
+     "rank, %j job id, %d image directory (CRIU: criu dump -t %p -D %d --leave-running)"},
+    {"RAILOVER_CHECKPOINT_TIMEOUT", ROV_VAR_DURATION, CCP_OFF(ckpt_timeout_ns), 0,
+     1000000000ull, 86400ull * 1000000000ull, NULL,
+     "a checkpoint command without a result after this has failed; the rank runs on"},
 };
 
 static struct rov_settings ccp_settings = {

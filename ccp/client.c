@@ -43,11 +43,12 @@ struct rov_job {
     int lock_fd;
 };
 
-static const char *const stage_names[] = {"status", "drain", "close", "reopen"};
+static const char *const stage_names[] = {"status", "drain",      "close",
+                                          "reopen", "checkpoint", "suspend"};
 
 const char *rov_job_stage_str(rov_job_stage_t stage)
 {
-    return (unsigned)stage < 4 ? stage_names[stage] : "unknown";
+    return (unsigned)stage <= ROV_JOB_SUSPEND ? stage_names[stage] : "unknown";
 }
 
 static double now_s(void)
@@ -267,7 +268,7 @@ static rov_status_t ask(rov_job_t *job, size_t i, const char *verb)
 
 static const char *target_of(rov_job_stage_t stage)
 {
-    return stage == ROV_JOB_DRAIN ? "quiesced" : stage == ROV_JOB_CLOSE ? "closed" : "running";
+    return stage == ROV_JOB_DRAIN ? "quiesced" : stage == ROV_JOB_REOPEN ? "running" : "closed";
 }
 
 static const char *verb_of(rov_job_stage_t stage)
@@ -282,6 +283,8 @@ static const char *out_of_order(rov_job_stage_t stage, const char *at)
         return "its rails are closed: reopen first";
     if (stage == ROV_JOB_CLOSE && strcmp(at, "quiesced") && strcmp(at, "closed"))
         return "it is not drained: drain first";
+    if ((stage == ROV_JOB_CHECKPOINT || stage == ROV_JOB_SUSPEND) && strcmp(at, "closed"))
+        return "its rails are not closed: drain and close first";
     return NULL;
 }
 
@@ -341,6 +344,97 @@ static void resume_all(rov_job_t *job)
     }
 }
 
+/* The first line of rank i's checkpoint log ("+ <command>"), for an error. */
+static void ckpt_command(const rov_job_t *job, size_t i, char *out, size_t len)
+{
+    char path[sizeof(job->dir) + 40];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/ckpt.%ld.log", job->dir, job->recs[i].rank);
+    out[0] = '\0';
+    f = fopen(path, "re");
+    if (f) {
+        if (fgets(out, (int)len, f))
+            out[strcspn(out, "\n")] = '\0';
+        fclose(f);
+    }
+    if (strncmp(out, "+ ", 2) == 0)
+        memmove(out, out + 2, strlen(out) - 1);
+}
+
+/* Every rank closed: each runs its checkpoint command (without a control
+ * endpoint meanwhile), and publishes the result in its record. */
+static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, char *err,
+                               size_t err_len)
+{
+    long *before = calloc(job->n ? job->n : 1, sizeof(*before));
+    rov_status_t st = ROV_OK;
+    double t0 = now_s(), deadline = t0 + timeout_s;
+    size_t left = job->n;
+
+    if (!before)
+        return ROV_ERR_NOMEM;
+    for (size_t i = 0; i < job->n; i++) {
+        before[i] = job->recs[i].ckpt_count;
+        if (ask(job, i, suspend ? "checkpoint suspend" : "checkpoint") != ROV_OK) {
+            st = fail(job, i, err, err_len);
+            free(before);
+            return st;
+        }
+    }
+    while (left && now_s() < deadline) {
+        struct timespec ts = {0, (long)(POLL_S * 4 * 1e9)};
+
+        nanosleep(&ts, NULL);
+        for (size_t i = 0; i < job->n; i++) {
+            rov_job_rank_t *r = &job->ranks[i];
+            char path[sizeof(job->dir) + 32], why[256];
+            struct ccp_record rec;
+
+            if (r->seconds > 0 || r->status != ROV_OK)
+                continue; /* done */
+            snprintf(path, sizeof(path), "%s/rank.%ld", job->dir, job->recs[i].rank);
+            if (ccp_record_read(path, job->key, &rec, why, sizeof(why)) != ROV_OK ||
+                rec.ckpt_count <= before[i])
+                continue;
+            job->recs[i] = rec; /* its control endpoints are new */
+            r->pid = rec.pid;
+            snprintf(r->host, sizeof(r->host), "%s", rec.host);
+            snprintf(r->where, sizeof(r->where), "%s", rec.ctl_net[0] ? rec.ctl_net : rec.ctl_path);
+            snprintf(r->stage, sizeof(r->stage), suspend && rec.ckpt_rc == 0 ? "stopped" : "closed");
+            r->seconds = rec.ckpt_ms > 0 ? (double)rec.ckpt_ms / 1000 : 1e-3;
+            left--;
+            if (rec.ckpt_rc != 0) {
+                char cmd[160];
+
+                ckpt_command(job, i, cmd, sizeof(cmd));
+                r->status = ROV_ERR_IO;
+                snprintf(r->error, sizeof(r->error), "rank %ld: checkpoint command %s (%.60s)",
+                         rec.rank, rec.ckpt_rc == -2 ? "gave no result in time" :
+                         "failed", cmd[0] ? cmd : "RAILOVER_CHECKPOINT_CMD");
+                if (st == ROV_OK) {
+                    snprintf(err, err_len, "%s, exit status %ld; see %s/ckpt.%ld.log",
+                             r->error, rec.ckpt_rc, job->dir, rec.rank);
+                    st = ROV_ERR_IO;
+                }
+            }
+        }
+    }
+    for (size_t i = 0; left && i < job->n; i++)
+        if (job->ranks[i].seconds == 0 && job->ranks[i].status == ROV_OK) {
+            job->ranks[i].status = ROV_ERR_TIMEDOUT;
+            snprintf(job->ranks[i].error, sizeof(job->ranks[i].error),
+                     "rank %ld: no checkpoint result after %.1f s", job->ranks[i].rank,
+                     timeout_s);
+            if (st == ROV_OK) {
+                snprintf(err, err_len, "%s", job->ranks[i].error);
+                st = ROV_ERR_TIMEDOUT;
+            }
+        }
+    free(before);
+    return st;
+}
+
 static rov_status_t run(rov_job_t *job, rov_job_stage_t stage, double timeout_s, char *err,
                         size_t err_len)
 {
@@ -363,6 +457,8 @@ static rov_status_t run(rov_job_t *job, rov_job_stage_t stage, double timeout_s,
     }
     if (stage == ROV_JOB_STATUS)
         return ROV_OK;
+    if (stage == ROV_JOB_CHECKPOINT || stage == ROV_JOB_SUSPEND)
+        return checkpoint(job, stage == ROV_JOB_SUSPEND, timeout_s, err, err_len);
     t0 = now_s();
     deadline = t0 + timeout_s;
     for (size_t i = 0; i < job->n; i++) {
@@ -426,7 +522,7 @@ rov_status_t rov_job_run(rov_job_t *job, rov_job_stage_t stage, double timeout_s
 {
     rov_status_t st;
 
-    if ((unsigned)stage > ROV_JOB_REOPEN || !(timeout_s > 0)) {
+    if ((unsigned)stage > ROV_JOB_SUSPEND || !(timeout_s > 0)) {
         snprintf(err, err_len, "bad stage or time limit");
         return ROV_ERR_INVAL;
     }

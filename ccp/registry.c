@@ -231,10 +231,10 @@ rov_status_t ccp_record_write(const char *jobdir, const uint8_t key[ROV_KEY_LEN]
         hex(rec->endpoint, rec->endpoint_len, blob);
     n = snprintf(text, sizeof(text),
                  RECORD_MAGIC "job=%s\nrank=%ld\npid=%d\nuid=%u\nhost=%s\nctl_path=%s\n"
-                 "ctl_net=%s\nendpoint=%s\nseal=",
+                 "ctl_net=%s\nendpoint=%s\nckpt_count=%ld\nckpt_rc=%ld\nckpt_ms=%ld\nseal=",
                  rec->job, rec->rank, rec->pid, rec->uid, rec->host,
                  rec->ctl_path[0] ? rec->ctl_path : "-", rec->ctl_net[0] ? rec->ctl_net : "-",
-                 blob);
+                 blob, rec->ckpt_count, rec->ckpt_rc, rec->ckpt_ms);
     if (n < 0 || (size_t)n + 2 * ROV_MAC_LEN + 2 > sizeof(text))
         return ROV_ERR_INVAL;
     seal(key, text, (size_t)n, mac);
@@ -255,12 +255,14 @@ void ccp_record_remove(const char *jobdir, long rank)
     snprintf(path, sizeof(path), "%s/rank.%ld", jobdir, rank);
     unlink(path);
     /* The last rank out removes the job (a rank that registers meanwhile
-     * finds no directory: ccp.c makes it again). */
+     * finds no directory: ccp.c makes it again), unless checkpoints of it
+     * are there: a restart from them needs its secret. */
     d = opendir(jobdir);
     if (!d)
         return;
     while (empty && (e = readdir(d)) != NULL)
-        empty = strncmp(e->d_name, "rank.", 5) != 0;
+        empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+                !strcmp(e->d_name, "secret") || !strcmp(e->d_name, "lock");
     closedir(d);
     if (!empty)
         return;
@@ -370,7 +372,10 @@ rov_status_t ccp_record_read(const char *path, const uint8_t key[ROV_KEY_LEN],
         !field(text, "host", rec->host, sizeof(rec->host)) ||
         !field(text, "ctl_path", rec->ctl_path, sizeof(rec->ctl_path)) ||
         !field(text, "ctl_net", rec->ctl_net, sizeof(rec->ctl_net)) ||
-        !field(text, "endpoint", blob, sizeof(blob))) {
+        !field(text, "endpoint", blob, sizeof(blob)) ||
+        !number(text, "ckpt_count", 0, INT32_MAX, &rec->ckpt_count) ||
+        !number(text, "ckpt_rc", -2, 255, &rec->ckpt_rc) ||
+        !number(text, "ckpt_ms", 0, INT32_MAX, &rec->ckpt_ms)) {
         snprintf(err, err_len, "registry record %s lacks a field or has one out of range", path);
         return ROV_ERR_PROTO;
     }

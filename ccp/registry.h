@@ -43,6 +43,12 @@ struct ccp_record {
     char ctl_net[CCP_WHERE_MAX];   /* "" none */
     uint8_t endpoint[CCP_BLOB_MAX];
     size_t endpoint_len;           /* 0: none */
+    /* Checkpoints this rank took part in, and the last one's result: the
+     * checkpoint command's exit status (-1: it did not run; -2: no
+     * status) and how long it took. */
+    long ckpt_count;
+    long ckpt_rc;
+    long ckpt_ms;
 };
 
 /** Whether id can name a job: 1 to ROV_JOB_MAX of [A-Za-z0-9._-], not

@@ -1,14 +1,15 @@
 /*
  * cprclient: drive the checkpoint stages of a Railover job (docs/ccp.md).
  *
- *   cprclient [--timeout S] JOBID [drain|close|reopen|resume|status]
+ *   cprclient [--timeout S] JOBID [drain|close|checkpoint [--suspend]|reopen|resume|status]
  *   cprclient list
  *
- * With no stage: drain, then close, as Scali's checkpoint client did (the
- * checkpoint itself, RAILOVER_CHECKPOINT_CMD, is not there yet: docs/ccp.md).
+ * With no stage: drain, close, checkpoint and reopen, as Scali's checkpoint
+ * client did.
  * Prints one line per rank and a summary; exits with a code per failure,
  * each with a one-line message on stderr.  Uses only include/railover/.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,27 +24,32 @@ enum {
     EXIT_OTHER_CLIENT = 6,
     EXIT_NOT_OWNER = 7,
     EXIT_REGISTRY = 8,
+    EXIT_CHECKPOINT = 9,
     EXIT_USAGE = 64,
 };
 
 static void usage(FILE *f)
 {
-    fputs("usage: cprclient [--timeout SECONDS] JOBID [drain|close|reopen|resume|status]\n"
+    fputs("usage: cprclient [--timeout SECONDS] JOBID\n"
+          "                 [drain|close|checkpoint [--suspend]|reopen|resume|status]\n"
           "       cprclient list\n"
           "\n"
           "  drain    every rank holds new sends, acknowledges everything in flight and\n"
           "           exchanges end markers with its peers (completes while ranks compute)\n"
           "  close    every rank closes its rails (drained first): no socket or device\n"
           "           of a rail is left in any process\n"
+          "  checkpoint  every closed rank runs RAILOVER_CHECKPOINT_CMD (CRIU), then every\n"
+          "           rank reopens; --suspend: every rank stops (SIGSTOP) instead\n"
           "  reopen   every rank reopens its rails and reconnects (alias: resume)\n"
           "  status   every rank's stage\n"
-          "  (none)   drain, then close\n"
+          "  (none)   drain, close, checkpoint, reopen\n"
           "\n"
           "The job registry is RAILOVER_JOB_DIR (default: <run dir>/jobs).  --timeout: each\n"
           "stage's limit (default 60 s); a drain not done in time is undone.\n"
           "Exit: 0 done, 2 unknown job, 3 a rank dead or unreachable, 4 stage out of order,\n"
           "5 timeout (the job runs on), 6 another client drives the job, 7 not the job's\n"
-          "owner, 8 registry record tampered or truncated, 64 usage, 1 other.\n",
+          "owner, 8 registry record tampered or truncated, 9 a checkpoint command failed\n"
+          "(the job was reopened and runs on), 64 usage, 1 other.\n",
           f);
 }
 
@@ -59,6 +65,7 @@ static int exit_code(rov_status_t st)
     case ROV_ERR_AGAIN: return EXIT_OTHER_CLIENT;
     case ROV_ERR_REFUSED: return EXIT_NOT_OWNER;
     case ROV_ERR_PROTO: return EXIT_REGISTRY;
+    case ROV_ERR_IO: return EXIT_CHECKPOINT;
     default: return 1;
     }
 }
@@ -84,10 +91,13 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         rov_job_stage_t stage;
-    } verbs[] = {{"drain", ROV_JOB_DRAIN}, {"close", ROV_JOB_CLOSE}, {"reopen", ROV_JOB_REOPEN},
-                 {"resume", ROV_JOB_REOPEN}, {"status", ROV_JOB_STATUS}};
-    rov_job_stage_t stages[2] = {ROV_JOB_DRAIN, ROV_JOB_CLOSE};
-    int nstages = 2, a = 1;
+    } verbs[] = {{"drain", ROV_JOB_DRAIN},   {"close", ROV_JOB_CLOSE},
+                 {"reopen", ROV_JOB_REOPEN}, {"resume", ROV_JOB_REOPEN},
+                 {"status", ROV_JOB_STATUS}, {"checkpoint", ROV_JOB_CHECKPOINT}};
+    rov_job_stage_t stages[4] = {ROV_JOB_DRAIN, ROV_JOB_CLOSE, ROV_JOB_CHECKPOINT,
+                                 ROV_JOB_REOPEN};
+    int nstages = 4, a = 1;
+    bool suspend = false;
     double timeout = 60;
     char err[512];
     rov_job_t *job;
@@ -116,6 +126,11 @@ int main(int argc, char **argv)
         }
         return 0;
     }
+    if (argc - a == 3 && strcmp(argv[a + 1], "checkpoint") == 0 &&
+        strcmp(argv[a + 2], "--suspend") == 0) {
+        suspend = true;
+        argc--;
+    }
     if (a >= argc || argc - a > 2) {
         usage(stderr);
         return EXIT_USAGE;
@@ -133,13 +148,20 @@ int main(int argc, char **argv)
         }
         stages[0] = verbs[i].stage;
         nstages = 1;
+        if (stages[0] == ROV_JOB_CHECKPOINT) {
+            /* then the job continues, or stays stopped */
+            stages[0] = suspend ? ROV_JOB_SUSPEND : ROV_JOB_CHECKPOINT;
+            stages[1] = ROV_JOB_REOPEN;
+            nstages = suspend ? 1 : 2;
+        }
     }
     st = rov_job_open(argv[a], &job, err, sizeof(err));
     if (st != ROV_OK) {
         fprintf(stderr, "cprclient: %s\n", err);
         return exit_code(st);
     }
-    for (int s = 0; s < nstages && st == ROV_OK; s++) {
+    for (int s = 0; s < nstages && (st == ROV_OK || st == ROV_ERR_IO); s++) {
+        rov_status_t failed = st; /* a failed checkpoint: reopen all the same */
         double total = 0;
 
         st = rov_job_run(job, stages[s], timeout, err, sizeof(err));
@@ -152,6 +174,8 @@ int main(int argc, char **argv)
         fflush(stdout);
         if (st != ROV_OK)
             fprintf(stderr, "cprclient: %s: %s\n", rov_job_stage_str(stages[s]), err);
+        if (st == ROV_OK && failed != ROV_OK)
+            st = failed;
     }
     rov_job_close(job);
     return exit_code(st);

@@ -542,6 +542,20 @@ static rov_status_t set_var(struct rov_config *c, const struct rov_settings *t,
         }
         break;
     }
+    case ROV_VAR_STRING: {
+        const char *p = value;
+
+        while (*p && *p >= ' ' && *p != 0x7f)
+            p++;
+        if (*p || strlen(value) >= v->len) {
+            snprintf(why, sizeof(why), "not printable text shorter than %zu characters",
+                     v->len);
+            st = ROV_ERR_INVAL;
+        } else {
+            snprintf(field, v->len, "%s", value);
+        }
+        break;
+    }
     case ROV_VAR_PATH:
         if (*value && (value[0] != '/' || strlen(value) >= v->len - 32)) {
             snprintf(why, sizeof(why), "not an absolute path shorter than %zu characters",
@@ -625,6 +639,7 @@ static void print_value(const struct rov_config *c, const struct rov_settings *t
     case ROV_VAR_IFNAME:
     case ROV_VAR_FAULT:
     case ROV_VAR_PATH:
+    case ROV_VAR_STRING:
     case ROV_VAR_DEVLIST:
         fputs(field, f);
         break;
@@ -716,6 +731,7 @@ static const struct {
     [ROV_VAR_BOOL] = {ROV_CONFIG_BOOL, ""},        [ROV_VAR_FAULT] = {ROV_CONFIG_STRING, ""},
     [ROV_VAR_PATH] = {ROV_CONFIG_STRING, "path"},  [ROV_VAR_DEVLIST] = {ROV_CONFIG_STRING, ""},
     [ROV_VAR_CHOICE] = {ROV_CONFIG_CHOICE, ""},    [ROV_VAR_INDEX] = {ROV_CONFIG_COUNT, "index"},
+    [ROV_VAR_STRING] = {ROV_CONFIG_STRING, ""},
 };
 
 static rov_config_var_t public_vars[MAX_VARS];

@@ -269,6 +269,7 @@ static void *helper_main(void *arg)
         }
         seen = ctx->poll_count;
         drive = driving(ctx);
+        ctl_fd = rov_ctl_fd(ctx); /* (ccp/ closes and opens it around a checkpoint) */
         pthread_mutex_unlock(&ctx->lock);
     }
     return NULL;

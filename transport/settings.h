@@ -37,6 +37,7 @@ enum rov_var_type {
     ROV_VAR_DEVLIST,  /* device[:port],...; char[len] */
     ROV_VAR_CHOICE,   /* one of choices ("a|b|c"), stored as its index; int */
     ROV_VAR_INDEX,    /* "auto" (-1) or an integer in [min, max]; int */
+    ROV_VAR_STRING,   /* printable text (a command line); char[len] */
 };
 
 struct rov_var {

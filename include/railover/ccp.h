@@ -13,13 +13,18 @@
  * registry, readable by the job's owner only).  A stage request must prove
  * that key, so only whoever can read it drives the job.
  *
- * The stages (what `cprclient <jobid> drain|close|reopen|status` runs):
+ * The stages (what `cprclient <jobid> drain|close|checkpoint|reopen|status`
+ * runs):
  *   drain   every rank quiesces (rov_context_quiesce()): new sends wait,
  *           everything in flight is acknowledged, end markers exchanged;
  *           done when every rank is quiesced.  Completes while ranks
  *           compute without calling the library (the progress helper).
  *   close   every rank closes its rails (rov_context_close_rails());
  *           drained first.
+ *   checkpoint  every closed rank runs RAILOVER_CHECKPOINT_CMD (CRIU:
+ *           `criu dump -t %p -D %d --leave-running`) from outside its own
+ *           process tree, its control endpoints closed meanwhile; done when
+ *           every rank has published the command's result in the registry.
  *   reopen  every rank reopens its rails (or resumes a drain); done when
  *           every rank runs again.
  * A stage already reached is done at once (idempotent).  A drain or
@@ -58,9 +63,12 @@ typedef enum rov_job_stage {
     ROV_JOB_DRAIN,
     ROV_JOB_CLOSE,
     ROV_JOB_REOPEN,
+    ROV_JOB_CHECKPOINT, /* closed: every rank runs RAILOVER_CHECKPOINT_CMD;
+                           they stay closed (ROV_JOB_REOPEN next) */
+    ROV_JOB_SUSPEND,    /* the same, then every rank stops (SIGSTOP) */
 } rov_job_stage_t;
 
-/** "status", "drain", "close", "reopen". */
+/** "status", "drain", "close", "reopen", "checkpoint", "suspend". */
 const char *rov_job_stage_str(rov_job_stage_t stage);
 
 /** One rank's record and its answer to the last stage. */
@@ -115,6 +123,9 @@ rov_status_t rov_job_address(rov_job_t *job, long rank, void *buf, size_t *len);
  *   ROV_ERR_PROTO       a record changed since rov_job_open() is malformed
  *                       or not sealed (the records are read again first)
  *   ROV_ERR_NOT_FOUND   no rank is registered any more
+ *   ROV_ERR_IO          a checkpoint command failed on a rank (its exit
+ *                       status and the command are in err); the ranks are
+ *                       closed and reachable: reopen them
  * err says why in one line, naming the rank.
  */
 rov_status_t rov_job_run(rov_job_t *job, rov_job_stage_t stage, double timeout_s, char *err,
