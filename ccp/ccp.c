@@ -207,7 +207,7 @@ static bool expand(const char *tmpl, const struct ccp_ctx *c, const char *dir, c
 
 /* The runner: "+ <command>" and its output in the log, then "<status>
  * <milliseconds>" in the status file (written whole, renamed into place). */
-#define RUNNER "echo \"+ $1\"; t0=$(date +%s%N); /bin/sh -c \"$1\"; rc=$?; " \
+#define RUNNER "printf '+ %s\\n' \"$1\"; t0=$(date +%s%N); /bin/sh -c \"$1\"; rc=$?; " \
                "t1=$(date +%s%N); echo \"$rc $(( (t1 - t0) / 1000000 ))\" > \"$2.tmp\" && " \
                "mv -f \"$2.tmp\" \"$2\""
 
@@ -220,6 +220,10 @@ static void ckpt_done(rov_context_t *ctx, long rc, long ms)
     const char *net;
 
     c->ckpt = CKPT_IDLE;
+    /* This may be a copy restored from the images, whose threads CRIU gave
+     * credentials of their own: the helper starts again from the
+     * application's thread before the rails reopen. */
+    rov_policy_renew_threads(ctx);
     if (!rov_ctl_path(ctx)) {
         rov_ctl_open(ctx);
         if (s->addr[0] && rov_ctl_net_open(ctx, s->addr, c->key) != ROV_OK)
@@ -288,10 +292,11 @@ static void ckpt_start(rov_context_t *ctx)
         execl("/bin/sh", "sh", "-c", RUNNER, "railover-checkpoint", cmd, status, (char *)NULL);
         _exit(127);
     }
-    if (pid > 0)
-        waitpid(pid, NULL, 0);
-    else
+    if (pid < 0) {
         rov_warn("ccp", "fork: %m: the checkpoint command does not run");
+        return ckpt_done(ctx, -1, 0);
+    }
+    waitpid(pid, NULL, 0);
     rov_info("ccp", "rank %ld: checkpoint command started: %s", c->rec.rank, cmd);
 }
 
@@ -323,8 +328,9 @@ static int cmd_checkpoint(rov_context_t *ctx, int argc, char **argv, FILE *out, 
     const struct ccp_settings *s = rov_policy_settings(ctx, &ccp_policy);
     struct ccp_ctx *c = C(ctx);
 
-    if (argc > 2 || (argc == 2 && strcmp(argv[1], "suspend") != 0)) {
-        snprintf(err, err_len, "usage: checkpoint [suspend]");
+    if (argc > 2 || (argc == 2 && strcmp(argv[1], "suspend") != 0 &&
+                     strcmp(argv[1], "check") != 0)) {
+        snprintf(err, err_len, "usage: checkpoint [suspend|check]");
         return 1;
     }
     if (!c->registered || !s->ckpt_cmd[0]) {
@@ -340,6 +346,10 @@ static int cmd_checkpoint(rov_context_t *ctx, int argc, char **argv, FILE *out, 
                                       : ", not closed (drain and close first)");
         return 1;
     }
+    if (argc == 2 && strcmp(argv[1], "check") == 0) {
+        fprintf(out, "checkpoint rank=%ld: ready\n", c->rec.rank);
+        return 0; /* (a client checks every rank before it asks any) */
+    }
     c->ckpt = CKPT_ASKED;
     c->ckpt_suspend = argc == 2;
     c->ckpt_due_ns = mono_ns();
@@ -349,7 +359,7 @@ static int cmd_checkpoint(rov_context_t *ctx, int argc, char **argv, FILE *out, 
 }
 
 static const struct rov_ctl_cmd checkpoint_cmd = {
-    "checkpoint", "checkpoint [suspend]",
+    "checkpoint", "checkpoint [suspend|check]",
     "closed: run RAILOVER_CHECKPOINT_CMD on this process (ccp/, docs/ccp.md)", cmd_checkpoint,
 };
 

@@ -374,6 +374,15 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
 
     if (!before)
         return ROV_ERR_NOMEM;
+    /* Every rank able to (its command set, closed) before any starts: a
+     * rank that starts is out of reach until its command is done. */
+    for (size_t i = 0; i < job->n; i++) {
+        if (ask(job, i, "checkpoint check") != ROV_OK) {
+            st = fail(job, i, err, err_len);
+            free(before);
+            return st;
+        }
+    }
     for (size_t i = 0; i < job->n; i++) {
         before[i] = job->recs[i].ckpt_count;
         if (ask(job, i, suspend ? "checkpoint suspend" : "checkpoint") != ROV_OK) {
@@ -405,16 +414,19 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
             r->seconds = rec.ckpt_ms > 0 ? (double)rec.ckpt_ms / 1000 : 1e-3;
             left--;
             if (rec.ckpt_rc != 0) {
-                char cmd[160];
+                char cmd[400];
 
                 ckpt_command(job, i, cmd, sizeof(cmd));
                 r->status = ROV_ERR_IO;
-                snprintf(r->error, sizeof(r->error), "rank %ld: checkpoint command %s (%.60s)",
+                snprintf(r->error, sizeof(r->error), "rank %ld: checkpoint command %s (%.80s)",
                          rec.rank, rec.ckpt_rc == -2 ? "gave no result in time" :
                          "failed", cmd[0] ? cmd : "RAILOVER_CHECKPOINT_CMD");
                 if (st == ROV_OK) {
-                    snprintf(err, err_len, "%s, exit status %ld; see %s/ckpt.%ld.log",
-                             r->error, rec.ckpt_rc, job->dir, rec.rank);
+                    snprintf(err, err_len, "rank %ld: checkpoint command %s, exit status %ld: "
+                             "%s; see %s/ckpt.%ld.log", rec.rank,
+                             rec.ckpt_rc == -2 ? "gave no result in time" : "failed",
+                             rec.ckpt_rc, cmd[0] ? cmd : "RAILOVER_CHECKPOINT_CMD", job->dir,
+                             rec.rank);
                     st = ROV_ERR_IO;
                 }
             }

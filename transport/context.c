@@ -390,6 +390,8 @@ static void epoll_check(rov_context_t *ctx, int timeout_ms, int polled)
     if (timeout_ms == 0 && polled != 0 && now < ctx->epoll_due_ns)
         return;
     ctx->epoll_due_ns = now + EPOLL_GAP_NS;
+    if (__builtin_expect(ctx->helper_gone, 0) && !ctx->in_helper)
+        rov_helper_respawn(ctx);
     if (__builtin_expect(ctx->awaiting_hello != 0, 0) && now >= ctx->hello_due_ns)
         sweep_unauthed(ctx, now);
     if (__builtin_expect(ctx->connect_again_ns != 0, 0) && now >= ctx->connect_again_ns)

@@ -148,6 +148,7 @@ struct rov_context {
     /* The progress helper (helper.c) */
     pthread_mutex_t lock;             /* held by every public call while threaded */
     struct rov_helper *helper;        /* NULL: RAILOVER_PROGRESS_THREAD=off */
+    bool helper_gone;                 /* renewed: the owner's progress starts another */
     int app_wake;                     /* eventfd: a sleeping rov_context_wait(), -1: none */
     bool app_sleeping;                /* ... sleeps now (without the lock) */
     struct rov_deferred *deferred_tail;
@@ -184,6 +185,11 @@ static inline void rov_ctx_leave(rov_context_t **held)
 void rov_helper_start(rov_context_t *ctx);
 /* Stop and join it; free what it kept (destroy). */
 void rov_helper_stop(rov_context_t *ctx);
+/* End the helper thread; the application's next progress starts another
+ * (rov_helper_respawn(), from its own thread), which shares its
+ * credentials (policy.h, rov_policy_renew_threads()). */
+void rov_helper_renew(rov_context_t *ctx);
+void rov_helper_respawn(rov_context_t *ctx);
 /* A stage began or changed: the helper looks again. */
 void rov_helper_kick(rov_context_t *ctx);
 void rov_helper_status(const rov_context_t *ctx, FILE *out);

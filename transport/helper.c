@@ -71,6 +71,7 @@ struct rov_helper {
     pthread_t thread;
     int wake;          /* eventfd: the helper, for a kick or to stop */
     bool stop;         /* under the context's lock */
+    bool renew;        /* under the lock: end, the owner starts another (rov_helper_renew()) */
     uint64_t passes;   /* under the lock */
     uint64_t kept;     /* messages and events kept for the application */
 };
@@ -246,7 +247,9 @@ static void *helper_main(void *arg)
             efd_drain(h->wake);
         ctl = (p[1].revents & POLLIN) != 0;
         pthread_mutex_lock(&ctx->lock);
-        if (h->stop) {
+        if (h->stop || h->renew) {
+            if (h->renew)
+                ctx->helper_gone = true; /* the owner's progress starts another */
             pthread_mutex_unlock(&ctx->lock);
             break;
         }
@@ -275,6 +278,51 @@ static void *helper_main(void *arg)
     return NULL;
 }
 
+/* The helper's thread, with every signal blocked (signals are the
+ * application's). */
+static int spawn(rov_context_t *ctx)
+{
+    sigset_t all, old;
+    int err;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    err = pthread_create(&ctx->helper->thread, NULL, helper_main, ctx);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!err)
+        pthread_setname_np(ctx->helper->thread, "railover-help");
+    return err;
+}
+
+void rov_helper_renew(rov_context_t *ctx)
+{
+    if (ctx->helper) {
+        ctx->helper->renew = true;
+        efd_post(ctx->helper->wake);
+    }
+}
+
+void rov_helper_respawn(rov_context_t *ctx)
+{
+    struct rov_helper *h = ctx->helper;
+    int err;
+
+    ctx->helper_gone = false;
+    pthread_join(h->thread, NULL); /* (it has let go of the lock: it is ending) */
+    h->renew = false;
+    err = spawn(ctx);
+    if (err) {
+        errno = err;
+        rov_warn("helper", "cannot start the progress helper again (%m): stages advance only "
+                 "inside the application's progress calls");
+        close(h->wake);
+        free(h);
+        ctx->helper = NULL; /* (threaded stays: the lock is still taken) */
+        return;
+    }
+    rov_debug("helper", "progress helper started again by the application's thread");
+}
+
 static void lock_init(rov_context_t *ctx)
 {
     pthread_mutexattr_t ma;
@@ -292,7 +340,6 @@ static void lock_init(rov_context_t *ctx)
 void rov_helper_start(rov_context_t *ctx)
 {
     struct rov_helper *h;
-    sigset_t all, old;
     int err;
 
     lock_init(ctx); /* (destroyed by rov_helper_stop(), helper or not) */
@@ -307,18 +354,13 @@ void rov_helper_start(rov_context_t *ctx)
         goto err;
     ctx->helper = h;
     ctx->threaded = true;
-    /* Signals are the application's: none is delivered to the helper. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    err = pthread_create(&h->thread, NULL, helper_main, ctx);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    err = spawn(ctx);
     if (err) {
         errno = err;
         ctx->helper = NULL;
         ctx->threaded = false;
         goto err;
     }
-    pthread_setname_np(h->thread, "railover-help");
     return;
 err:
     rov_warn("helper", "cannot start the progress helper (%m): stages advance only inside "

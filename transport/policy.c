@@ -313,6 +313,11 @@ uint64_t rov_policy_peer_id(const rov_conn_t *conn)
     return conn->peer_id;
 }
 
+void rov_policy_renew_threads(rov_context_t *ctx)
+{
+    rov_helper_renew(ctx);
+}
+
 bool rov_policy_peer_moved(const rov_conn_t *conn, const void *blob, size_t len)
 {
     const struct rov_wire_addr *old = &conn->peer;

@@ -155,6 +155,15 @@ void rov_policy_chan_str(const rov_conn_t *conn, int rail, char *buf, size_t len
 
 /* Mechanisms ------------------------------------------------------------------ */
 
+/** The process's threads may no longer share their credentials (CRIU
+ * restores each thread's on its own), which the kernel's RDMA interface
+ * refuses: a descriptor opened by one thread cannot be written by another
+ * (uverbs: "changed security contexts").  The progress helper ends, and
+ * the application's next progress call starts it again from its own
+ * thread, sharing its credentials; until then stages advance in that
+ * progress only.  Call it before the rails reopen. */
+void rov_policy_renew_threads(rov_context_t *ctx);
+
 /** The switch primitive with a reason code; failed_rail (or -1) is the
  * rail the connection leaves because it failed, which the peer's request
  * names (it marks the rail failed too).  Returns like rov_conn_switch(). */

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ccp: a job's checkpoint stages (cprclient drain|close|reopen|status) under traffic.
+"""ccp: a job's checkpoint stages (cprclient drain|close|checkpoint|reopen|status) under traffic.
 
 Four rov_job ranks of one job (RAILOVER_JOBID a fresh uuid4): ranks 0 and 1
 in namespace host A, 2 and 3 in B, each with two TCP rails (fabric first,
@@ -27,6 +27,26 @@ Each scenario has a job of its own:
     the registry (the records are rewritten at the reopen) and reconnects
     there, none of them waits out its connect at the old port, and every
     rank ends with result=ok;
+  - checkpoint: every rank's RAILOVER_CHECKPOINT_CMD looks at the rank
+    from outside (a probe: its own ancestors, the rank's sockets and
+    control socket files) and images it with gcore into %d (core.<pid>;
+    without gdb's gcore: copies of /proc/<pid>/maps, status, smaps_rollup
+    named by the pid; CRIU is for the VM tier).  `checkpoint` while the job
+    runs exits 4 and changes nothing (same control endpoints, no image, no
+    checkpoint log, ckpt_count=0).  `cprclient JOBID` with no stage exits 0
+    with the summaries drain, close, checkpoint, reopen, each status=ok;
+    then each rank's image directory (<job dir>/images/rank.<r>) holds its
+    image named by its pid, its ckpt.<r> says status 0, its ckpt.<r>.log
+    starts "+ <the command, %p %r %j %d expanded>", its record says
+    ckpt_count=1 ckpt_rc=0; the probe ran outside the rank's process tree
+    and saw no TCP/UDP socket, no bound Unix socket and no control socket
+    file of the rank; the ranks answer `status` at new control endpoints
+    (port and socket), RESUMED is seen and messages flow again.  Then
+    `checkpoint --suspend` while drained exits 4; after close it exits 0
+    (stage=suspend, every rank stopped), every rank is in State T and stays
+    there; images and records as above (ckpt_count=2); after SIGCONT
+    `status` says closed, `reopen` running, messages flow, and every rank
+    ends with result=ok;
   - bad: an unknown job id exits 2; `close` before a drain exits 4 and
     changes nothing; a second client (this test holding the job's lock)
     exits 6; cprclient run as another user (uid 65534) exits 7, with the
@@ -35,12 +55,19 @@ Each scenario has a job of its own:
     proof of the right form but the wrong key, a replay of a good proof
     on a new challenge, a good proof of another request) are refused with
     `error:` and the rank stays running; a record whose pid was changed by
-    one character, and one truncated to half, make `status` exit 8; a rank
-    killed (SIGKILL) makes `drain` exit 3 naming it, and the other ranks
-    are running.
+    one character, and one truncated to half, make `status` exit 8; with
+    a checkpoint command that fails on rank 2 only (`test %r != 2 || exit
+    3`), `cprclient JOBID` (drain, close, checkpoint, reopen) exits 9, its
+    stderr's last line naming rank 2 and the command as run, the
+    checkpoint stage failed on rank 2 alone, the others ok, every rank
+    reopened (status: running) and messages flow again; each ckpt.<r>.log
+    starts with "+ <command>" and the records say ckpt_rc=3 for rank 2, 0
+    for the others; a rank killed (SIGKILL) makes `drain` exit 3 naming
+    it, and the other ranks are running.
 Exit codes of cprclient: 0 ok, 2 unknown job, 3 rank dead or unreachable,
 4 out of order, 5 timeout, 6 another client, 7 not the owner, 8 registry
-tampered with, 64 usage, 1 other.
+tampered with, 9 a checkpoint command failed (the job is reopened), 64
+usage, 1 other.
 """
 import argparse
 import fcntl
@@ -66,6 +93,7 @@ RAILS = {"A": nf.RAILS_A, "B": nf.RAILS_B}
 ETH = {"A": nf.ETH_A, "B": nf.ETH_B}
 OTHER_UID = 65534
 CLIENT_TIMEOUT = 30     # cprclient --timeout of every stage
+CKPT_CMD_TIMEOUT = 20   # RAILOVER_CHECKPOINT_TIMEOUT of the ranks with a command
 
 # The network control endpoint's protocol (transport/control.c): a
 # challenge line, then "auth <proof> <request>", the proof an HMAC-SHA256
@@ -136,13 +164,19 @@ class Answer:
 
     def __init__(self, words, rc, out, err):
         self.words, self.rc, self.out, self.err = words, rc, out, err
-        self.ranks, self.summary = {}, None
+        # ranks and summary: the last stage's; stages: [(summary, ranks)] of
+        # each stage run (with no stage given: drain, close, checkpoint, reopen)
+        self.ranks, self.summary, self.stages = {}, None, []
+        cur = {}
         for line in out.splitlines():
             if line.startswith("rank="):
                 d = parse_fields(line)
-                self.ranks[d.get("rank")] = d
+                cur[d.get("rank")] = d
+                self.ranks = cur
             elif line.startswith("stage="):
                 self.summary = parse_fields(line)
+                self.stages.append((self.summary, cur))
+                cur = {}
 
     def __str__(self):
         return "cprclient %s: exit %d\n%s%s" % (" ".join(self.words), self.rc,
@@ -164,6 +198,7 @@ class Job:
         else:   # a control socket's path must fit sun_path
             run_dir = tempfile.mkdtemp(prefix="rov-run-")
             nf.at_cleanup(functools.partial(shutil.rmtree, run_dir, ignore_errors=True))
+        self.run_dir = run_dir
         base = {k: v for k, v in os.environ.items() if not k.startswith("RAILOVER_")}
         base.update(nf.FAULT_ENV)
         base.update(RAILOVER_RUN_DIR=run_dir, RAILOVER_JOB_DIR=self.job_base)
@@ -180,6 +215,30 @@ class Job:
         self.common = ["--size", len(RANKS), "--msgs", msgs, "--rate", rate,
                        "--timeout", timeout, "--linger", linger]
         self.procs = {}
+
+    def checkpoint_cmd(self, cmd):
+        """Every rank's RAILOVER_CHECKPOINT_CMD (before start())."""
+        for r in RANKS:
+            self.env[r].update(RAILOVER_CHECKPOINT_CMD=cmd,
+                               RAILOVER_CHECKPOINT_TIMEOUT="%ds" % CKPT_CMD_TIMEOUT)
+
+    def image_dir(self, r):
+        return os.path.join(self.job_dir, "images", "rank.%d" % r)
+
+    def expanded(self, tmpl, r):
+        """The checkpoint command as rank r runs it (ccp.c's expand())."""
+        vals = {"p": str(self.procs[r].pid), "r": str(r), "j": self.jobid, "d": self.image_dir(r)}
+        return re.sub(r"%(.)", lambda m: vals.get(m.group(1), m.group(1)), tmpl)
+
+    def record(self, r):
+        """Rank r's registry record: {key: value} (numbers converted)."""
+        d = {}
+        with open(os.path.join(self.job_dir, "rank.%d" % r), errors="replace") as f:
+            for line in f.read().splitlines():
+                k, sep, v = line.partition("=")
+                if sep:
+                    d[k] = int(v) if re.fullmatch(r"-?\d+", v) else v
+        return d
 
     def mark(self, label):
         with open(self.wd.file("marks.txt"), "a") as f:
@@ -430,6 +489,19 @@ def flowing(job, since):
     return all(job.counters(r).get("received", 0) > since[r].get("received", 0) for r in RANKS)
 
 
+def flowing_from_now(job, timeout=20):
+    """Wait until every rank received messages after now: more in a later
+    progress line than in its first line printed from now on (a line
+    printed before a stage's answer may count what came before it)."""
+    wall = time.time()
+    job.wait_until("a progress line of every rank after %.3f" % wall,
+                   lambda: all(job.counters(r).get("t", 0) > wall for r in RANKS), 5,
+                   poll=0.05, quiet=True)
+    since = {r: job.counters(r) for r in RANKS}
+    job.wait_until("messages flowing again on every rank", lambda: flowing(job, since),
+                   timeout)
+
+
 def check_still(ck, job, seconds=1.2):
     """Nothing received or acknowledged anywhere for `seconds`: between
     each rank's first progress line (about one a second) printed from now
@@ -635,6 +707,7 @@ def forge(job, r, ip, port, steps):
 def bad(args, wd, ck):
     with nf.Topology() as topo:
         job = Job(args, wd.sub("bad"), topo, msgs=1000000, rate=100, linger=120, timeout=600)
+        job.checkpoint_cmd(CKPT_FAIL_CMD)
         try:
             job.start()
             ans = job.client(job.jobid, "status")
@@ -659,6 +732,7 @@ def bad(args, wd, ck):
             other_user(job, ck)
             forged(job, ck, ans)
             tampered(job, ck)
+            ckpt_failed(job, ck)
 
             job.mark("rank 3 killed, then drain")
             os.kill(job.procs[3].pid, signal.SIGKILL)
@@ -768,7 +842,292 @@ def tampered(job, ck):
         job.expect(ck, job.client(job.jobid, "status"), 0, "running")
 
 
-SCENARIOS = {"traffic": traffic, "computing": computing, "moved": moved, "bad": bad}
+def ckpt_failed(job, ck):
+    """The checkpoint command fails on rank 2 only (RAILOVER_CHECKPOINT_CMD
+    CKPT_FAIL_CMD): the full cycle exits 9 naming rank 2 and the command,
+    the job is reopened and runs on."""
+    job.mark("drain, close, checkpoint (rank 2's command fails), reopen")
+    ans = job.client(job.jobid)
+    if job.expect(ck, ans, 9, "running"):
+        last = ans.err.strip().splitlines()[-1]
+        cmd2 = job.expanded(CKPT_FAIL_CMD, 2)
+        ck.check(re.search(r"rank[ =]2\b", last) and cmd2 in last,
+                 "stderr's last line does not name rank 2 and its command %r: %r" % (cmd2, last))
+    stages = [(sm.get("stage"), sm.get("status")) for sm, _ in ans.stages]
+    ck.check([st for st, _ in stages] == ["drain", "close", "checkpoint", "reopen"] and
+             [x == "ok" for _, x in stages] == [True, True, False, True],
+             "expected drain, close, reopen ok and checkpoint failed: %s\n%s" % (stages, ans))
+    for sm, ranks in ans.stages:
+        if sm.get("stage") == "checkpoint":
+            for r in RANKS:
+                d = ranks.get(r) or {}
+                ck.check((d.get("status") == "ok") == (r != 2),
+                         "checkpoint stage, rank %d: expected status=%s, got %s" %
+                         (r, "ok" if r != 2 else "<error>", d))
+    for r in RANKS:
+        log = os.path.join(job.job_dir, "ckpt.%d.log" % r)
+        try:
+            with open(log, errors="replace") as f:
+                first = f.readline().rstrip("\n")
+            with open(os.path.join(job.job_dir, "ckpt.%d" % r)) as f:
+                rc = int(f.read().split()[0])
+            rec = job.record(r)
+        except (OSError, ValueError, IndexError) as e:
+            ck.check(False, "rank %d: no checkpoint log, status or record: %s" % (r, e))
+            continue
+        ck.check(first == "+ " + job.expanded(CKPT_FAIL_CMD, r),
+                 "%s: first line %r, expected '+ %s'" % (log, first,
+                                                        job.expanded(CKPT_FAIL_CMD, r)))
+        want = 3 if r == 2 else 0
+        ck.check(rc == want and rec.get("ckpt_rc") == want and rec.get("ckpt_count") == 1,
+                 "rank %d: checkpoint status file says %s, record ckpt_rc=%s ckpt_count=%s; "
+                 "expected %d, %d, 1" % (r, rc, rec.get("ckpt_rc"), rec.get("ckpt_count"),
+                                         want, want))
+    job.expect(ck, job.client(job.jobid, "status"), 0, "running")
+    flowing_from_now(job)
+
+
+# The imaging side of the checkpoint command: before the imager, this
+# looks at the rank (argv: pid, image directory, run directory) from
+# outside and appends what it saw to <image dir>/probe.jsonl: its own
+# ancestors (the rank must not be one), the rank's TCP/UDP sockets and its
+# Unix sockets bound to a path, and the control socket files of its pid in
+# the run directory.
+_PROBE = r"""
+import glob, json, os, sys
+pid, out, run_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+def status(p):
+    with open("/proc/%d/status" % p) as f:
+        return dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
+inodes = set()
+for fd in os.listdir("/proc/%d/fd" % pid):
+    try:
+        t = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+    except OSError:
+        continue
+    if t.startswith("socket:["):
+        inodes.add(t[8:-1])
+inet, unix = [], []
+for table in ("tcp", "tcp6", "udp", "udp6"):
+    with open("/proc/%d/net/%s" % (pid, table)) as f:
+        for l in list(f)[1:]:
+            x = l.split()
+            if x[9] in inodes:
+                inet.append([table, int(x[1].rsplit(":", 1)[1], 16), x[3]])
+with open("/proc/%d/net/unix" % pid) as f:
+    for l in list(f)[1:]:
+        x = l.split()
+        if x[6] in inodes and len(x) > 7:
+            unix.append(x[7])
+anc, p = [], os.getppid()
+while p > 1 and len(anc) < 64:
+    anc.append(p)
+    p = int(status(p)["PPid"])
+res = {"pid": pid, "ancestors": anc, "inet": inet, "unix_bound": unix,
+       "sock_files": sorted(glob.glob(os.path.join(run_dir, "%d.*.sock" % pid))),
+       "state": status(pid)["State"].strip()}
+with open(os.path.join(out, "probe.jsonl"), "a") as f:
+    f.write(json.dumps(res) + "\n")
+"""
+
+# A command that fails on rank 2 only (scenario bad).
+CKPT_FAIL_CMD = "test %r != 2 || exit 3"
+
+
+class Imager:
+    """RAILOVER_CHECKPOINT_CMD of scenario checkpoint: _PROBE, then a core
+    image of the rank by gcore (gdb) into %d, core.<pid>; without gcore,
+    copies of the rank's /proc maps, status and smaps_rollup (named by its
+    pid) and 0.2 s of sleep.  CRIU does not run on every host's kernel; the
+    VM tier tests it."""
+
+    def __init__(self, job):
+        self.job = job
+        self.probe = job.wd.file("probe.py")
+        with open(self.probe, "w") as f:
+            f.write(_PROBE)
+        self.gcore = shutil.which("gcore")
+        look = "%s %s %%p %%d %s" % (sys.executable, self.probe, job.run_dir)
+        if self.gcore:
+            self.cmd = "%s && %s -o %%d/core %%p" % (look, self.gcore)
+        else:
+            self.cmd = ("%s && for f in maps status smaps_rollup; do cat /proc/%%p/$f > "
+                        "%%d/$f.%%p || exit; done && sleep 0.2" % look)
+        if len(self.cmd) > 255:
+            raise nf.Failure("checkpoint command longer than RAILOVER_CHECKPOINT_CMD takes "
+                             "(255): %s" % self.cmd)
+        job.checkpoint_cmd(self.cmd)
+        nf.log("checkpoint command: %s" % self.cmd)
+
+    def images(self, r):
+        """What rank r's image directory should hold: {name: check(bytes) -> why|None}."""
+        pid = self.job.procs[r].pid
+        if self.gcore:
+            def core(data):
+                if data[:4] != b"\x7fELF" or int.from_bytes(data[16:18], "little") != 4:
+                    return "not an ELF core file (%r...)" % data[:18]
+            return {"core.%d" % pid: core}
+        return {"maps.%d" % pid: lambda d: None if d.strip() else "empty",
+                "status.%d" % pid: lambda d: None if re.search(rb"(?m)^Pid:\s*%d$" % pid, d)
+                else "no 'Pid: %d' line" % pid,
+                "smaps_rollup.%d" % pid: lambda d: None if b"Rss:" in d else "no Rss: line"}
+
+    def check(self, ck, r, count, old_port):
+        """After checkpoint number `count`: rank r's images, its log and
+        status file, its record, and what _PROBE saw while it ran."""
+        job, pid = self.job, self.job.procs[r].pid
+        d = job.image_dir(r)
+        for name, check in self.images(r).items():
+            try:
+                with open(os.path.join(d, name), "rb") as f:
+                    why = check(f.read())
+            except OSError as e:
+                why = str(e)
+            ck.check(why is None, "rank %d: image %s/%s: %s (found: %s)" %
+                     (r, d, name, why, sorted(os.listdir(d)) if os.path.isdir(d) else "-"))
+        log = os.path.join(job.job_dir, "ckpt.%d.log" % r)
+        want = "+ " + job.expanded(self.cmd, r)
+        try:
+            with open(log, errors="replace") as f:
+                first = f.readline().rstrip("\n")
+            with open(os.path.join(job.job_dir, "ckpt.%d" % r)) as f:
+                status = f.read().split()
+        except OSError as e:
+            first, status = str(e), []
+        ck.check(first == want, "%s: first line %r, expected %r" % (log, first, want))
+        ck.check(status[:1] == ["0"], "rank %d: checkpoint status file %s, expected '0 MS'" %
+                 (r, status))
+        rec = job.record(r)
+        ck.check(rec.get("ckpt_count") == count and rec.get("ckpt_rc") == 0,
+                 "rank %d: record ckpt_count=%s ckpt_rc=%s, expected %d and 0" %
+                 (r, rec.get("ckpt_count"), rec.get("ckpt_rc"), count))
+        try:
+            with open(os.path.join(d, "probe.jsonl")) as f:
+                seen = [json.loads(l) for l in f.read().splitlines()]
+        except (OSError, ValueError) as e:
+            ck.check(False, "rank %d: no probe.jsonl from the checkpoint command: %s" % (r, e))
+            return
+        ck.check(len(seen) == count, "rank %d: the command ran %d times, expected %d" %
+                 (r, len(seen), count))
+        p = seen[-1] if seen else {}
+        ck.check(p.get("pid") == pid and pid not in p.get("ancestors", [pid]),
+                 "rank %d (pid %d): the command ran for pid %s, inside the rank's process "
+                 "tree? (its ancestors: %s)" % (r, pid, p.get("pid"), p.get("ancestors")))
+        ck.check(not p.get("inet") and not p.get("unix_bound") and not p.get("sock_files"),
+                 "rank %d: a control endpoint was open while its checkpoint command ran "
+                 "(old port %d): sockets %s, bound %s, files %s" %
+                 (r, old_port, p.get("inet"), p.get("unix_bound"), p.get("sock_files")))
+        return p
+
+
+def checkpoint(args, wd, ck):
+    with nf.Topology() as topo:
+        job = Job(args, wd.sub("checkpoint"), topo, msgs=4000, rate=200)
+        imager = Imager(job)
+        try:
+            job.start()
+            ans = job.client(job.jobid, "status")
+            job.expect(ck, ans, 0, "running")
+            old = {r: job.ctl(r, ans) for r in RANKS}
+            old_path = {r: job.record(r).get("ctl_path") for r in RANKS}
+
+            job.mark("checkpoint while running")
+            ans = job.client(job.jobid, "checkpoint")
+            if job.expect(ck, ans, 4):
+                ck.check("out of order" in ans.err, "expected 'out of order': %s" % ans)
+            ans = job.client(job.jobid, "status")
+            job.expect(ck, ans, 0, "running")
+            ck.check({r: job.ctl(r, ans) for r in RANKS} == old,
+                     "control endpoints moved after a refused checkpoint: %s" % ans)
+            left = [n for n in os.listdir(job.job_dir) if n.startswith(("ckpt.", "images"))]
+            ck.check(not left, "a refused checkpoint left %s in %s" % (left, job.job_dir))
+            ck.check(all(job.record(r).get("ckpt_count") == 0 for r in RANKS),
+                     "a refused checkpoint counted in a record")
+
+            job.mark("drain, close, checkpoint, reopen")
+            ans = job.client(job.jobid)
+            job.expect(ck, ans, 0, "running")
+            stages = [(sm.get("stage"), sm.get("ranks"), sm.get("status")) for sm, _ in ans.stages]
+            ck.check(stages == [(st, len(RANKS), "ok") for st in
+                                ("drain", "close", "checkpoint", "reopen")],
+                     "expected the summaries drain, close, checkpoint, reopen, each ranks=%d "
+                     "status=ok: %s\n%s" % (len(RANKS), stages, ans))
+            for sm, ranks in ans.stages:
+                if sm.get("stage") == "checkpoint":
+                    for r in RANKS:
+                        d = ranks.get(r) or {}
+                        ck.check(d.get("stage") == "closed" and d.get("status") == "ok" and
+                                 d.get("pid") == job.procs[r].pid,
+                                 "checkpoint stage, rank %d: expected stage=closed status=ok "
+                                 "pid=%d: %s" % (r, job.procs[r].pid, d))
+            for r in RANKS:
+                imager.check(ck, r, 1, old[r][1])
+                ck.check(job.log_count(r, "checkpoint taken") == 1,
+                         "rank %d did not log 'checkpoint taken' once" % r)
+            ans = job.client(job.jobid, "status")
+            job.expect(ck, ans, 0, "running")
+            for r in RANKS:
+                ip, port = job.ctl(r, ans)
+                path = job.record(r).get("ctl_path")
+                ck.check(port != old[r][1] and path != old_path[r] and os.path.exists(path),
+                         "rank %d: control endpoint %s:%d and socket %s after the checkpoint, "
+                         "%s:%d and %s before: expected new ones" %
+                         (r, ip, port, path, old[r][0], old[r][1], old_path[r]))
+            nf.log("every rank imaged (%s) with no control endpoint open meanwhile, and "
+                   "reachable at a new one after it" % ("gcore" if imager.gcore else "/proc"))
+            mid = {r: job.ctl(r, ans) for r in RANKS}
+            job.wait_until("every rank's callback saw RESUMED",
+                           lambda: all(job.log_count(r, "event=resumed") >= 1 for r in RANKS), 10)
+            flowing_from_now(job)
+
+            job.mark("drain; checkpoint --suspend while drained")
+            job.expect(ck, job.client(job.jobid, "drain"), 0, "quiesced")
+            job.expect(ck, job.client(job.jobid, "checkpoint", "--suspend"), 4)
+            job.expect(ck, job.client(job.jobid, "status"), 0, "quiesced")
+            job.expect(ck, job.client(job.jobid, "close"), 0, "closed")
+            job.mark("checkpoint --suspend")
+            ans = job.client(job.jobid, "checkpoint", "--suspend")
+            job.expect(ck, ans, 0, "stopped")
+            stages = [(sm.get("stage"), sm.get("ranks"), sm.get("status")) for sm, _ in ans.stages]
+            ck.check(stages == [("suspend", len(RANKS), "ok")],
+                     "expected one summary 'stage=suspend ranks=%d ... status=ok': %s" %
+                     (len(RANKS), ans))
+            job.wait_until("every rank stopped (State: T)",
+                           lambda: all(proc_state(job.procs[r].pid) == "T" for r in RANKS), 3,
+                           poll=0.02)
+            time.sleep(0.5)
+            ck.check(all(proc_state(job.procs[r].pid) == "T" for r in RANKS),
+                     "a rank left its stop by itself: %s" %
+                     {r: proc_state(job.procs[r].pid) for r in RANKS})
+            for r in RANKS:
+                imager.check(ck, r, 2, mid[r][1])
+            job.mark("SIGCONT, reopen")
+            for r in RANKS:
+                os.kill(job.procs[r].pid, signal.SIGCONT)
+            job.expect(ck, job.client(job.jobid, "status"), 0, "closed")
+            job.expect(ck, job.client(job.jobid, "reopen"), 0, "running")
+            flowing_from_now(job)
+            job.mark("verify")
+            job.verify(ck)
+        finally:
+            for p in job.procs.values():
+                if p.alive():
+                    os.kill(p.pid, signal.SIGCONT)
+            job.kill()
+
+
+def proc_state(pid):
+    """The state letter of /proc/PID/status ('T' stopped), or None."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            m = re.search(r"(?m)^State:\s*(\S)", f.read())
+    except OSError:
+        return None
+    return m and m.group(1)
+
+
+SCENARIOS = {"traffic": traffic, "computing": computing, "moved": moved,
+             "checkpoint": checkpoint, "bad": bad}
 
 
 def test():
