@@ -242,6 +242,7 @@ static void ckpt_done(rov_context_t *ctx, long rc, long ms)
     c->rec.ckpt_rc = rc;
     c->rec.ckpt_ms = ms;
     publish(ctx);
+    rov_policy_stage_hook(ctx, ROV_STAGE_CHECKPOINT, 1, rc == 0 ? ROV_OK : ROV_ERR_IO);
     if (rc == 0)
         rov_info("ccp", "rank %ld: checkpoint taken in %ld ms", c->rec.rank, ms);
     else
@@ -263,6 +264,7 @@ static void ckpt_start(rov_context_t *ctx)
     char cmd[1024];
     pid_t pid;
 
+    rov_policy_stage_hook(ctx, ROV_STAGE_CHECKPOINT, 0, ROV_OK);
     snprintf(dir, sizeof(dir), "%s/images", c->jobdir);
     mkdir(dir, 0700);
     snprintf(dir, sizeof(dir), "%s/images/rank.%ld", c->jobdir, c->rec.rank);

@@ -138,6 +138,9 @@ struct rov_context {
     uint32_t accept_paused;           /* rails whose listener waits for a slot */
     rov_context_stage_t stage;        /* checkpoint stage (stage.c) */
     unsigned stage_news;              /* stage events due at the next progress (stage.c) */
+    rov_stage_hook_t stage_hook;      /* rov_context_set_stage_hook() */
+    void *stage_hook_arg;
+    const char *hook_pending;         /* the stage its hook was told began, NULL: none */
     struct rov_mem *mems;             /* memory registrations (mem.c) */
     uint32_t rails_gen;               /* times the rails were closed (mem.c, the address) */
     /* State machines (states.h): states entered, transitions refused. */
@@ -190,6 +193,9 @@ void rov_helper_stop(rov_context_t *ctx);
  * credentials (policy.h, rov_policy_renew_threads()). */
 void rov_helper_renew(rov_context_t *ctx);
 void rov_helper_respawn(rov_context_t *ctx);
+/* stage.c: the stage hook, before a stage (after false) and once after it
+ * (status: ROV_OK or why it failed); stage is one of the ROV_STAGE_* names. */
+void rov_ctx_stage_hook(rov_context_t *ctx, const char *stage, bool after, rov_status_t status);
 /* A stage began or changed: the helper looks again. */
 void rov_helper_kick(rov_context_t *ctx);
 void rov_helper_status(const rov_context_t *ctx, FILE *out);

@@ -318,6 +318,12 @@ void rov_policy_renew_threads(rov_context_t *ctx)
     rov_helper_renew(ctx);
 }
 
+void rov_policy_stage_hook(rov_context_t *ctx, const char *stage, int after,
+                           rov_status_t status)
+{
+    rov_ctx_stage_hook(ctx, stage, after != 0, status);
+}
+
 bool rov_policy_peer_moved(const rov_conn_t *conn, const void *blob, size_t len)
 {
     const struct rov_wire_addr *old = &conn->peer;

@@ -163,6 +163,11 @@ void rov_policy_chan_str(const rov_conn_t *conn, int rail, char *buf, size_t len
  * thread, sharing its credentials; until then stages advance in that
  * progress only.  Call it before the rails reopen. */
 void rov_policy_renew_threads(rov_context_t *ctx);
+/** The application's stage hook (railover.h, rov_context_set_stage_hook())
+ * for a stage of the policy's (ROV_STAGE_CHECKPOINT): before it (after 0),
+ * and once after it with its status. */
+void rov_policy_stage_hook(rov_context_t *ctx, const char *stage, int after,
+                           rov_status_t status);
 
 /** The switch primitive with a reason code; failed_rail (or -1) is the
  * rail the connection leaves because it failed, which the peer's request

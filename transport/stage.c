@@ -44,6 +44,24 @@ static bool stage_set(rov_context_t *ctx, rov_context_stage_t stage, const char 
     return true;
 }
 
+/* Stage hooks (railover.h, rov_context_set_stage_hook()): before a stage
+ * starts and once after it ends, in the thread that runs it. */
+void rov_ctx_stage_hook(rov_context_t *ctx, const char *stage, bool after, rov_status_t status)
+{
+    if (after && (!ctx->hook_pending || strcmp(ctx->hook_pending, stage) != 0))
+        return; /* (said already, or never begun) */
+    ctx->hook_pending = after ? NULL : stage;
+    if (ctx->stage_hook)
+        ctx->stage_hook(ctx->stage_hook_arg, ctx, stage, after, status);
+}
+
+void rov_context_set_stage_hook(rov_context_t *ctx, rov_stage_hook_t hook, void *arg)
+{
+    ROV_CTX_GUARD(ctx);
+    ctx->stage_hook = hook;
+    ctx->stage_hook_arg = arg;
+}
+
 const char *rov_context_stage_str(rov_context_stage_t stage)
 {
     return (unsigned)stage < ROV_STAGE_NSTATES ? rov_stage_states[stage].name : "unknown";
@@ -96,16 +114,20 @@ void rov_stage_conn_changed(rov_context_t *ctx)
 {
     switch (ctx->stage) {
     case ROV_CONTEXT_QUIESCING:
-        if (!unquiesced(ctx) && stage_set(ctx, ROV_CONTEXT_QUIESCED, "every connection quiesced"))
+        if (!unquiesced(ctx) && stage_set(ctx, ROV_CONTEXT_QUIESCED, "every connection quiesced")) {
             ctx->stage_news |= NEWS_QUIESCED;
+            rov_ctx_stage_hook(ctx, ROV_STAGE_QUIESCE, true, ROV_OK);
+        }
         break;
     case ROV_CONTEXT_QUIESCED:
         if (unquiesced(ctx))
             stage_set(ctx, ROV_CONTEXT_QUIESCING, "a connection came up: it drains too");
         break;
     case ROV_CONTEXT_REOPENING:
-        if (!reopening(ctx) && stage_set(ctx, ROV_CONTEXT_RUNNING, "every connection reconnected"))
+        if (!reopening(ctx) && stage_set(ctx, ROV_CONTEXT_RUNNING, "every connection reconnected")) {
             ctx->stage_news |= NEWS_RESUMED;
+            rov_ctx_stage_hook(ctx, ROV_STAGE_REOPEN, true, ROV_OK);
+        }
         break;
     case ROV_CONTEXT_RUNNING:
     case ROV_CONTEXT_CLOSED:
@@ -142,6 +164,7 @@ rov_status_t rov_context_quiesce(rov_context_t *ctx)
     case ROV_CONTEXT_RUNNING:
         break;
     }
+    rov_ctx_stage_hook(ctx, ROV_STAGE_QUIESCE, false, ROV_OK);
     stage_set(ctx, ROV_CONTEXT_QUIESCING, "quiesce requested");
     for (struct rov_conn *c = ctx->conns; c; c = c->next)
         rov_conn_quiesce(c);
@@ -159,6 +182,7 @@ rov_status_t rov_context_close_rails(rov_context_t *ctx)
                   "(rov_context_quiesce() first)", rov_stage_states[ctx->stage].name);
         return ROV_ERR_BUSY;
     }
+    rov_ctx_stage_hook(ctx, ROV_STAGE_CLOSE, false, ROV_OK);
     while (ctx->chans)
         rov_ctx_chan_close(ctx->chans);
     if (ctx->endpoint)
@@ -167,6 +191,7 @@ rov_status_t rov_context_close_rails(rov_context_t *ctx)
     rov_ctx_mem_unregister(ctx);
     rov_ctx_close_rails(ctx);
     stage_set(ctx, ROV_CONTEXT_CLOSED, "rails closed");
+    rov_ctx_stage_hook(ctx, ROV_STAGE_CLOSE, true, ROV_OK);
     return ROV_OK;
 }
 
@@ -183,18 +208,22 @@ rov_status_t rov_context_reopen(rov_context_t *ctx)
     case ROV_CONTEXT_QUIESCING:
     case ROV_CONTEXT_QUIESCED:
         /* Rails still open: resume where the channels still are. */
+        rov_ctx_stage_hook(ctx, ROV_STAGE_REOPEN, false, ROV_OK);
         stage_set(ctx, ROV_CONTEXT_RUNNING, "resume requested");
         for (struct rov_conn *c = ctx->conns; c; c = c->next)
             rov_conn_resume(c);
         ctx->stage_news |= NEWS_RESUMED;
+        rov_ctx_stage_hook(ctx, ROV_STAGE_REOPEN, true, ROV_OK);
         return ROV_OK;
     case ROV_CONTEXT_CLOSED:
         break;
     }
+    rov_ctx_stage_hook(ctx, ROV_STAGE_REOPEN, false, ROV_OK);
     st = rov_ctx_open_rails(ctx);
     if (st != ROV_OK) {
         rov_error("stage", "reopen failed: a rail did not open (%s); the context stays closed",
                   rov_status_str(st));
+        rov_ctx_stage_hook(ctx, ROV_STAGE_REOPEN, true, st);
         return st;
     }
     rov_ctx_mem_reregister(ctx);
@@ -205,6 +234,7 @@ rov_status_t rov_context_reopen(rov_context_t *ctx)
                       "stays closed", rov_status_str(st));
             rov_ctx_mem_unregister(ctx);
             rov_ctx_close_rails(ctx);
+            rov_ctx_stage_hook(ctx, ROV_STAGE_REOPEN, true, st);
             return st;
         }
         ctx->stage_news |= NEWS_ADDRESS;

@@ -617,6 +617,28 @@ rov_status_t rov_context_reopen(rov_context_t *context);
 
 /** The context's stage. */
 rov_context_stage_t rov_context_stage(const rov_context_t *context);
+
+/*
+ * Stage hooks: for a checkpointer that drives the stages itself, or an
+ * application that must act around them (flush a file before an image is
+ * taken, say).  The hook is called before each stage starts and once after
+ * it ends: stage is one of the ROV_STAGE_* names below (compare with
+ * strcmp()), after 0, then 1 with ROV_OK or why the stage failed.  "checkpoint"
+ * comes from ccp/ (include/railover/ccp.h): before the checkpoint command
+ * starts (the rails closed), and when its result is in.  It runs in the
+ * thread that runs the stage (the application's progress, or the progress
+ * helper while the application computes: any thread, never two at once),
+ * with the context's lock held; it may call the context's functions but
+ * rov_context_destroy(), and should not block long (the stage waits).
+ */
+#define ROV_STAGE_QUIESCE "quiesce"
+#define ROV_STAGE_CLOSE "close"
+#define ROV_STAGE_CHECKPOINT "checkpoint"
+#define ROV_STAGE_REOPEN "reopen"
+typedef void (*rov_stage_hook_t)(void *arg, rov_context_t *context, const char *stage,
+                                 int after, rov_status_t status);
+/** Set the hook (NULL: none). */
+void rov_context_set_stage_hook(rov_context_t *context, rov_stage_hook_t hook, void *arg);
 /** Its name: "running", "quiescing", "quiesced", "closed", "reopening". */
 const char *rov_context_stage_str(rov_context_stage_t stage);
 

@@ -20,6 +20,9 @@
  *                         across a close and reopen of the rails
  *   refused               close-rails without a quiesce, a connect while
  *                         closed, a quiesce while closed
+ *   hooks                 the stage hook: before and once after quiesce,
+ *                         close, reopen (and a resume), in order, with the
+ *                         stage's status; none after a hook is removed
  *   tables                every transition of every machine: allowed ones
  *                         pass, every other one is refused and counted
  */
@@ -297,6 +300,52 @@ START_TEST(test_close_reopen)
 }
 END_TEST
 
+/* The stage hook's calls, as "stage:before|after:status" lines. */
+static char hook_log[1024];
+
+static void on_hook(void *arg, rov_context_t *ctx, const char *stage, int after,
+                    rov_status_t status)
+{
+    size_t n = strlen(hook_log);
+
+    ck_assert_ptr_eq(ctx, A.ctx);
+    ck_assert_ptr_eq(arg, &A);
+    snprintf(hook_log + n, sizeof(hook_log) - n, "%s:%s:%s\n", stage,
+             after ? "after" : "before", rov_status_str(status));
+}
+
+START_TEST(test_hooks)
+{
+    hook_log[0] = '\0';
+    rov_context_set_stage_hook(A.ctx, on_hook, &A);
+    stream(100);
+    pump(&A, 300);
+    rov_context_quiesce(A.ctx);
+    SPIN_UNTIL(A.quiesced == 1);
+    ck_assert_int_eq(rov_context_quiesce(A.ctx), ROV_OK); /* a second: no hook */
+    ck_assert_int_eq(rov_context_close_rails(A.ctx), ROV_OK);
+    ck_assert_int_eq(rov_context_reopen(A.ctx), ROV_INPROGRESS);
+    SPIN_UNTIL(A.resumed == 1);
+    ck_assert_str_eq(hook_log, "quiesce:before:ok\nquiesce:after:ok\n"
+                               "close:before:ok\nclose:after:ok\n"
+                               "reopen:before:ok\nreopen:after:ok\n");
+    hook_log[0] = '\0';
+    rov_context_quiesce(A.ctx);
+    SPIN_UNTIL(A.quiesced == 2);
+    ck_assert_int_eq(rov_context_reopen(A.ctx), ROV_OK); /* a resume */
+    ck_assert_str_eq(hook_log, "quiesce:before:ok\nquiesce:after:ok\n"
+                               "reopen:before:ok\nreopen:after:ok\n");
+    hook_log[0] = '\0';
+    rov_context_set_stage_hook(A.ctx, NULL, NULL);
+    rov_context_quiesce(A.ctx);
+    SPIN_UNTIL(A.quiesced == 3);
+    rov_context_reopen(A.ctx);
+    ck_assert_str_eq(hook_log, "");
+    stream(A.sent + 100);
+    ck_assert_int_eq(A.errors + B.errors, 0);
+}
+END_TEST
+
 /* The application closes during a stage: the close waits for its end. */
 START_TEST(test_close_during_quiesce)
 {
@@ -434,6 +483,7 @@ int main(void)
     tcase_add_test(tc, test_peer_closes_during_quiesce);
     tcase_add_test(tc, test_close_handshake);
     tcase_add_test(tc, test_refused);
+    tcase_add_test(tc, test_hooks);
     tcase_add_test(tc, test_tables);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
