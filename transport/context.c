@@ -242,14 +242,26 @@ static void engine_tick(rov_context_t *ctx, uint64_t now)
     rov_policies_tick(ctx, now);
 }
 
+/* The timer fired: its work waits for the end of the epoll batch
+ * (dispatch()), because the engine's tick may poll the rails, and a rail's
+ * progress frees the channels it closed, which later events of the same
+ * batch may still name; the batch's completions count first, too. */
 static void timer_cb(struct rov_watch *w, uint32_t events)
 {
     rov_context_t *ctx = rov_container_of(w, rov_context_t, timer);
-    uint64_t expirations, now = rov_now_ns();
+    uint64_t expirations;
 
     (void)events;
     (void)!read(w->fd, &expirations, sizeof(expirations));
     ctx->timer_set_ns = 0;
+    ctx->timer_fired = true;
+}
+
+static void timer_work(rov_context_t *ctx)
+{
+    uint64_t now = rov_now_ns();
+
+    ctx->timer_fired = false;
     if (ctx->awaiting_hello && now >= ctx->hello_due_ns)
         sweep_unauthed(ctx, now);
     if (ctx->connect_again_ns && now >= ctx->connect_again_ns)
@@ -329,13 +341,20 @@ int rov_watch_run(int epfd, int timeout_ms)
 
 static int dispatch(rov_context_t *ctx, int timeout_ms)
 {
+    int n;
+
     if (timeout_ms != 0 && ctx->threaded && !ctx->in_helper) {
         sleep_unlocked(ctx, timeout_ms);
         timeout_ms = 0;
         if (ctx->deferred_head)
             rov_ctx_deferred_deliver(ctx);
     }
-    return rov_watch_run(ctx->epfd, timeout_ms);
+    n = rov_watch_run(ctx->epfd, timeout_ms);
+    if (__builtin_expect(ctx->timer_fired, 0))
+        timer_work(ctx);
+    if (__builtin_expect(ctx->ctl_ready, 0))
+        rov_ctl_serve(ctx);
+    return n;
 }
 
 /* The context's timer set for the earliest deadline, unless it is set for

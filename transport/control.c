@@ -83,11 +83,22 @@ static int set_ctl(struct rov_ctl *ctl, int op, struct rov_watch *w, uint32_t ev
     return ROV_ERR_IO;
 }
 
-/* The control set is readable: serve what is ready, without waiting. */
+/* The control set is readable: served once the context's epoll batch is
+ * over (rov_ctl_serve(), from dispatch()), since a command may close the
+ * rails whose channels later events of the batch still name. */
 static void set_cb(struct rov_watch *w, uint32_t events)
 {
+    struct rov_ctl *ctl = rov_container_of(w, struct rov_ctl, set);
+
     (void)events;
-    rov_watch_run(w->fd, 0);
+    ctl->ctx->ctl_ready = true;
+}
+
+void rov_ctl_serve(rov_context_t *ctx)
+{
+    ctx->ctl_ready = false;
+    if (ctx->ctl)
+        rov_watch_run(ctx->ctl->set.fd, 0);
 }
 
 int rov_ctl_fd(const rov_context_t *ctx)

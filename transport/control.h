@@ -79,6 +79,10 @@ const char *rov_ctl_net_where(const rov_context_t *ctx);
 rov_status_t rov_ctl_request(const char *where, const uint8_t *key, const char *request,
                              double timeout_s, char **answer_p, char *err, size_t err_len);
 
+/** Serve the requests that are ready (the context's dispatch calls it
+ * after its epoll batch when the control set was readable). */
+void rov_ctl_serve(rov_context_t *ctx);
+
 /** The control socket's epoll set (readable when a request is waiting),
  * or -1 without a control socket: what the progress helper sleeps on. */
 int rov_ctl_fd(const rov_context_t *ctx);

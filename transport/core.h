@@ -138,6 +138,8 @@ struct rov_context {
     uint32_t accept_paused;           /* rails whose listener waits for a slot */
     rov_context_stage_t stage;        /* checkpoint stage (stage.c) */
     unsigned stage_news;              /* stage events due at the next progress (stage.c) */
+    bool timer_fired;                 /* its work runs after the epoll batch */
+    bool ctl_ready;                   /* control requests, served after the batch */
     rov_stage_hook_t stage_hook;      /* rov_context_set_stage_hook() */
     void *stage_hook_arg;
     const char *hook_pending;         /* the stage its hook was told began, NULL: none */

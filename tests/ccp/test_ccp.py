@@ -947,6 +947,12 @@ class Imager:
         with open(self.probe, "w") as f:
             f.write(_PROBE)
         self.gcore = shutil.which("gcore")
+        # A core of an AddressSanitizer process would hold its terabytes of
+        # shadow mappings: not under ASan.
+        ldd = subprocess.run(["ldd", job.args.rov_job], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True).stdout
+        if "libasan" in ldd:
+            self.gcore = None
         look = "%s %s %%p %%d %s" % (sys.executable, self.probe, job.run_dir)
         if self.gcore:
             self.cmd = "%s && %s -o %%d/core %%p" % (look, self.gcore)
