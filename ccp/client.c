@@ -451,6 +451,7 @@ static rov_status_t run(rov_job_t *job, rov_job_stage_t stage, double timeout_s,
                         size_t err_len)
 {
     const char *target = target_of(stage);
+    rov_status_t first = ROV_OK;
     double t0, deadline;
     size_t left;
 
@@ -459,14 +460,22 @@ static rov_status_t run(rov_job_t *job, rov_job_stage_t stage, double timeout_s,
     for (size_t i = 0; i < job->n; i++) {
         const char *why;
 
-        if (ask(job, i, "stage") != ROV_OK)
-            return fail(job, i, err, err_len);
-        if (stage != ROV_JOB_STATUS && (why = out_of_order(stage, job->ranks[i].stage))) {
+        /* Every rank is asked, so that each line says where it is; the
+         * first failure is the answer. */
+        if (ask(job, i, "stage") != ROV_OK) {
+            if (first == ROV_OK)
+                first = fail(job, i, err, err_len);
+            continue;
+        }
+        if (stage != ROV_JOB_STATUS && first == ROV_OK &&
+            (why = out_of_order(stage, job->ranks[i].stage))) {
             snprintf(err, err_len, "stage out of order: rank %ld is %s; %s",
                      job->ranks[i].rank, job->ranks[i].stage, why);
-            return ROV_ERR_BUSY;
+            first = ROV_ERR_BUSY;
         }
     }
+    if (first != ROV_OK)
+        return first;
     if (stage == ROV_JOB_STATUS)
         return ROV_OK;
     if (stage == ROV_JOB_CHECKPOINT || stage == ROV_JOB_SUSPEND)
