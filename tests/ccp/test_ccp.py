@@ -183,25 +183,33 @@ class Answer:
                                                 self.out, self.err)
 
 
+def job_dirs(wd):
+    """A job's registry (mode 0700) and control run directory in the work
+    directory wd, and the ranks' base environment (no RAILOVER_* of the
+    caller's): (registry, run directory, environment)."""
+    job_base = wd.file("jobs")
+    os.mkdir(job_base, 0o700)
+    run_dir = wd.file("run")
+    if len(run_dir) < nf.RUN_DIR_MAX:
+        os.mkdir(run_dir, 0o700)
+    else:   # a control socket's path must fit sun_path
+        run_dir = tempfile.mkdtemp(prefix="rov-run-")
+        nf.at_cleanup(functools.partial(shutil.rmtree, run_dir, ignore_errors=True))
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RAILOVER_")}
+    base.update(nf.FAULT_ENV)
+    base.update(RAILOVER_RUN_DIR=run_dir, RAILOVER_JOB_DIR=job_base)
+    return job_base, run_dir, base
+
+
 class Job:
     """Four rov_job ranks of one job in the namespace hosts of topo."""
 
     def __init__(self, args, wd, topo, msgs, rate=200, linger=0, timeout=150, compute=False):
         self.args, self.wd, self.topo, self.msgs = args, wd, topo, msgs
         self.jobid = str(uuid.uuid4())
-        self.job_base = wd.file("jobs")
-        os.mkdir(self.job_base, 0o700)
+        self.job_base, run_dir, base = job_dirs(wd)
         self.job_dir = os.path.join(self.job_base, self.jobid)
-        run_dir = wd.file("run")
-        if len(run_dir) < nf.RUN_DIR_MAX:
-            os.mkdir(run_dir, 0o700)
-        else:   # a control socket's path must fit sun_path
-            run_dir = tempfile.mkdtemp(prefix="rov-run-")
-            nf.at_cleanup(functools.partial(shutil.rmtree, run_dir, ignore_errors=True))
         self.run_dir = run_dir
-        base = {k: v for k, v in os.environ.items() if not k.startswith("RAILOVER_")}
-        base.update(nf.FAULT_ENV)
-        base.update(RAILOVER_RUN_DIR=run_dir, RAILOVER_JOB_DIR=self.job_base)
         self.client_env = dict(base)
         # Another user: no run directory of ours (it would refuse it anyway).
         self.other_env = {k: v for k, v in base.items() if k != "RAILOVER_RUN_DIR"}
