@@ -27,6 +27,7 @@
 #include "transport/control.h"
 #include "transport/log.h"
 #include "transport/policy.h"
+#include "transport/states.h"
 
 struct ccp_settings {
     char job_dir[CCP_DIR_MAX];
@@ -47,7 +48,16 @@ enum ckpt_state {
     CKPT_IDLE,
     CKPT_ASKED,     /* asked for; starts at the next tick, the asker gone */
     CKPT_RUNNING,   /* the command runs; no control endpoint meanwhile */
+    CKPT_NSTATES
 };
+
+#define B ROV_STATE_BIT
+static const struct rov_state_info ckpt_states[CKPT_NSTATES] = {
+    [CKPT_IDLE] = {"idle", B(CKPT_ASKED)},
+    [CKPT_ASKED] = {"asked", B(CKPT_RUNNING)},
+    [CKPT_RUNNING] = {"running", B(CKPT_IDLE)},
+};
+#undef B
 
 struct ccp_ctx {
     bool registered;
@@ -55,6 +65,7 @@ struct ccp_ctx {
     enum ckpt_state ckpt;
     bool ckpt_suspend;            /* stop the process once imaged */
     uint64_t ckpt_due_ns, ckpt_start_ns;
+    uint64_t illegal;             /* checkpoint transitions refused (a bug) */
     char jobdir[CCP_DIR_MAX + ROV_JOB_MAX + 2];
     uint8_t key[ROV_KEY_LEN];
     struct ccp_record rec;
@@ -65,6 +76,16 @@ static const struct rov_policy_ops ccp_policy;
 static struct ccp_ctx *C(const rov_context_t *ctx)
 {
     return rov_policy_ctx(ctx, &ccp_policy);
+}
+
+/* The checkpoint's one setter (transport/states.h). */
+static void ckpt_set(struct ccp_ctx *c, enum ckpt_state to, const char *why)
+{
+    char what[32];
+
+    snprintf(what, sizeof(what), "rank %ld", c->rec.rank);
+    if (rov_state_change(ckpt_states, c->ckpt, to, "ccp", what, why, &c->illegal))
+        c->ckpt = to;
 }
 
 /* The job's directory and secret, made if missing. */
@@ -219,7 +240,7 @@ static void ckpt_done(rov_context_t *ctx, long rc, long ms)
     struct ccp_ctx *c = C(ctx);
     const char *net;
 
-    c->ckpt = CKPT_IDLE;
+    ckpt_set(c, CKPT_IDLE, rc == 0 ? "checkpoint taken" : "checkpoint failed");
     /* This may be a copy restored from the images, whose threads CRIU gave
      * credentials of their own: the helper starts again from the
      * application's thread before the rails reopen. */
@@ -274,7 +295,7 @@ static void ckpt_start(rov_context_t *ctx)
     unlink(status);
     c->ckpt_start_ns = mono_ns();
     c->ckpt_due_ns = c->ckpt_start_ns + CKPT_POLL_NS;
-    c->ckpt = CKPT_RUNNING;
+    ckpt_set(c, CKPT_RUNNING, "checkpoint command starts");
     if (!expand(s->ckpt_cmd, c, dir, cmd, sizeof(cmd))) {
         rov_warn("ccp", "checkpoint command too long once expanded: %s", s->ckpt_cmd);
         return ckpt_done(ctx, 127, 0);
@@ -352,7 +373,7 @@ static int cmd_checkpoint(rov_context_t *ctx, int argc, char **argv, FILE *out, 
         fprintf(out, "checkpoint rank=%ld: ready\n", c->rec.rank);
         return 0; /* (a client checks every rank before it asks any) */
     }
-    c->ckpt = CKPT_ASKED;
+    ckpt_set(c, CKPT_ASKED, "checkpoint requested");
     c->ckpt_suspend = argc == 2;
     c->ckpt_due_ns = mono_ns();
     fprintf(out, "checkpoint rank=%ld count=%ld: the control endpoint closes until it is "

@@ -14,7 +14,7 @@
 #   - every state field is assigned in its setter only (states.h): a
 #     connection's state in conn_set_state(), a channel's in
 #     chan_set_state(), a failover rail's in fo_set_state(), a context's
-#     checkpoint stage in stage_set().
+#     checkpoint stage in stage_set(), a rank's checkpoint in ckpt_set().
 # Prints each violation with file and line; exit 1 if any.
 set -u
 cd "$(dirname "$0")/.."
@@ -83,6 +83,7 @@ setter '(conn|c)->state[[:space:]]*=[^=]' conn_set_state transport/*.c
 setter '(chan|base)[.>-]+state[[:space:]]*=[^=]' chan_set_state transport/*.c sockets/*.c verbs/*.c ucx/*.c
 setter 'r->state[[:space:]]*=[^=]' fo_set_state failover/*.c
 setter 'ctx->stage[[:space:]]*=[^=]' stage_set transport/*.c
+setter 'c->ckpt[[:space:]]*=[^=]' ckpt_set ccp/*.c
 
 [ $bad = 0 ] && echo "layering: ok"
 exit $bad

@@ -79,6 +79,7 @@ static struct {
     size_t msg_size;
     double rate;              /* per peer per second; 0: as fast as the window allows */
     const char *compute_file;
+    const char *die_at;       /* --die-at STAGE: end the process as it begins */
     unsigned linger_s, timeout_s;
 
     rov_context_t *ctx;
@@ -703,6 +704,22 @@ static bool verdict(void)
     return ok;
 }
 
+/* --die-at STAGE: the process ends (exit 3) as the stage begins here, in
+ * the middle of the client's request: a rank that dies during a stage. */
+static void die_at_stage(void *arg, rov_context_t *ctx, const char *stage, int after,
+                         rov_status_t status)
+{
+    (void)arg;
+    (void)ctx;
+    (void)status;
+    fprintf(stderr, "rank=%ld t=%.3f event=hook stage=%s %s\n", g.rank, wall_s(), stage,
+            after ? "after" : "before");
+    if (!after && strcmp(stage, g.die_at) == 0) {
+        fprintf(stderr, "[rank %ld]: dying as %s begins (--die-at)\n", g.rank, stage);
+        _exit(3);
+    }
+}
+
 static int setup(void)
 {
     rov_context_params_t params = {.recv_cb = on_recv, .event_cb = on_event};
@@ -730,6 +747,8 @@ static int setup(void)
         fail("rov_endpoint_create: %s", rov_status_str(st));
         return -1;
     }
+    if (g.die_at)
+        rov_context_set_stage_hook(g.ctx, die_at_stage, NULL);
     fprintf(stderr, "[rank %ld]: job %s, %d ranks, %" PRIu64 " messages of %zu bytes to each "
             "peer at %g/s, railover %s, rails:", g.rank, rov_context_jobid(g.ctx), g.size,
             g.msgs, g.msg_size, g.rate, rov_version());
@@ -765,6 +784,8 @@ static void usage(FILE *f)
             "                     the window allows)\n"
             "  --compute-file PATH  while PATH exists, compute: call no rov_* function\n"
             "  --linger S         stay S seconds after the run, progressing\n"
+            "  --die-at STAGE     exit 3 as STAGE (quiesce, close, checkpoint, reopen) begins:\n"
+            "                     its stage hook ends the process inside the client's request\n"
             "  --timeout S        give up after S seconds (exit 1; default 0: never)\n"
             "stdout: rank=R size=N sent=S received=V bad=B lost=L dup=D ooo=O result=ok|FAIL\n"
             "Exit status: 0 result=ok, 1 failure or timeout, 64 usage.\n",
@@ -793,6 +814,7 @@ static void parse_args(int argc, char **argv)
         {"msg-size", required_argument, NULL, 's'},
         {"rate", required_argument, NULL, 'r'},
         {"compute-file", required_argument, NULL, 'c'},
+        {"die-at", required_argument, NULL, 'd'},
         {"linger", required_argument, NULL, 'l'},
         {"timeout", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
@@ -817,6 +839,7 @@ static void parse_args(int argc, char **argv)
             }
             break;
         case 'c': g.compute_file = optarg; break;
+        case 'd': g.die_at = optarg; break;
         case 'l': g.linger_s = (unsigned)parse_u64("--linger", optarg); break;
         case 't': g.timeout_s = (unsigned)parse_u64("--timeout", optarg); break;
         case 'h': usage(stdout); exit(0);

@@ -47,6 +47,10 @@ Each scenario has a job of its own:
     there; images and records as above (ckpt_count=2); after SIGCONT
     `status` says closed, `reopen` running, messages flow, and every rank
     ends with result=ok;
+  - died: rank 3's stage hook ends it as its drain begins (rov_job
+    --die-at quiesce), inside cprclient's request: the drain exits 3 naming
+    rank 3, and ranks 0-2, which had begun to drain, are resumed and
+    exchange again;
   - bad: an unknown job id exits 2; `close` before a drain exits 4 and
     changes nothing; a second client (this test holding the job's lock)
     exits 6; cprclient run as another user (uid 65534) exits 7, with the
@@ -204,8 +208,10 @@ def job_dirs(wd):
 class Job:
     """Four rov_job ranks of one job in the namespace hosts of topo."""
 
-    def __init__(self, args, wd, topo, msgs, rate=200, linger=0, timeout=150, compute=False):
+    def __init__(self, args, wd, topo, msgs, rate=200, linger=0, timeout=150, compute=False,
+                 extra=None):
         self.args, self.wd, self.topo, self.msgs = args, wd, topo, msgs
+        self.extra = extra or {}   # {rank: more rov_job arguments}
         self.jobid = str(uuid.uuid4())
         self.job_base, run_dir, base = job_dirs(wd)
         self.job_dir = os.path.join(self.job_base, self.jobid)
@@ -255,7 +261,7 @@ class Job:
 
     def start(self):
         for r in RANKS:
-            a = list(self.common)
+            a = list(self.common) + list(self.extra.get(r, []))
             if self.compute:
                 a += ["--compute-file", self.compute[r]]
             argv = self.topo.exec_argv(SIDE[r], [self.args.rov_job] + [str(x) for x in a])
@@ -756,6 +762,35 @@ def bad(args, wd, ck):
             job.kill()
 
 
+def died(args, wd, ck):
+    """Rank 3 dies (its stage hook exits) as its drain begins, inside
+    cprclient's request: the drain fails naming rank 3 (exit 3), and the
+    other ranks, which had begun to drain, are resumed and run on."""
+    with nf.Topology() as topo:
+        job = Job(args, wd.sub("died"), topo, msgs=1000000, rate=100, linger=120, timeout=600,
+                  extra={3: ["--die-at", "quiesce"]})
+        try:
+            job.start()
+            job.mark("drain; rank 3 dies as its drain begins")
+            ans = job.client(job.jobid, "drain")
+            if job.expect(ck, ans, 3):
+                ck.check(re.search(r"rank[ =]3\b", ans.err),
+                         "the error does not name rank 3: %s" % ans.err.strip())
+            job.procs[3].wait(5)
+            ck.check(job.procs[3].rc == 3 and job.log_count(3, "dying as quiesce begins") == 1,
+                     "rank 3 did not die in its stage hook (exit %s)" % job.procs[3].rc)
+            ans = job.client(job.jobid, "status")
+            job.expect(ck, ans, 3, "running", ranks=(0, 1, 2))
+            before = {r: job.counters(r) for r in (0, 1, 2)}
+            job.wait_until("ranks 0-2 exchanging again after the undone drain",
+                           lambda: all(job.counters(r).get("received", 0) >
+                                       before[r].get("received", 0) for r in (0, 1)), 20,
+                           ranks=(0, 1, 2))
+            job.check_alive("after the undone drain", ranks=(0, 1, 2))
+        finally:
+            job.kill()
+
+
 def other_user(job, ck):
     """cprclient as uid 65534: the job is not theirs (exit 7), whether or
     not they can reach the registry's directory; nothing changes."""
@@ -1141,7 +1176,7 @@ def proc_state(pid):
 
 
 SCENARIOS = {"traffic": traffic, "computing": computing, "moved": moved,
-             "checkpoint": checkpoint, "bad": bad}
+             "checkpoint": checkpoint, "bad": bad, "died": died}
 
 
 def test():
