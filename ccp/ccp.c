@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -65,6 +66,7 @@ struct ccp_ctx {
     enum ckpt_state ckpt;
     bool ckpt_suspend;            /* stop the process once imaged */
     uint64_t ckpt_due_ns, ckpt_start_ns;
+    uint64_t ckpt_limit_ns;       /* no result after this: the command failed */
     uint64_t illegal;             /* checkpoint transitions refused (a bug) */
     char jobdir[CCP_DIR_MAX + ROV_JOB_MAX + 2];
     uint8_t key[ROV_KEY_LEN];
@@ -226,10 +228,12 @@ static bool expand(const char *tmpl, const struct ccp_ctx *c, const char *dir, c
     return true;
 }
 
-/* The runner: "+ <command>" and its output in the log, then "<status>
- * <milliseconds>" in the status file (written whole, renamed into place). */
+/* The runner: "+ <command>" and its output in the log, then "<checkpoint
+ * number> <status> <milliseconds>" in the status file (written whole,
+ * renamed into place): a runner of an earlier checkpoint that ends late
+ * cannot answer for this one. */
 #define RUNNER "printf '+ %s\\n' \"$1\"; t0=$(date +%s%N); /bin/sh -c \"$1\"; rc=$?; " \
-               "t1=$(date +%s%N); echo \"$rc $(( (t1 - t0) / 1000000 ))\" > \"$2.tmp\" && " \
+               "t1=$(date +%s%N); echo \"$3 $rc $(( (t1 - t0) / 1000000 ))\" > \"$2.tmp\" && " \
                "mv -f \"$2.tmp\" \"$2\""
 
 /* The command is over (or its time is up): reachable again, the result
@@ -269,7 +273,7 @@ static void ckpt_done(rov_context_t *ctx, long rc, long ms)
     else
         rov_warn("ccp", "rank %ld: the checkpoint command failed (%s %ld): the rank runs on",
                  c->rec.rank, rc == -2 ? "no status after" : "exit status",
-                 rc == -2 ? (long)(s->ckpt_timeout_ns / 1000000000ull) : rc);
+                 rc == -2 ? (long)(c->ckpt_limit_ns / 1000000000ull) : rc);
     if (rc == 0 && c->ckpt_suspend) {
         rov_info("ccp", "rank %ld: stopped (checkpoint --suspend); SIGCONT resumes it",
                  c->rec.rank);
@@ -282,7 +286,7 @@ static void ckpt_start(rov_context_t *ctx)
     const struct ccp_settings *s = rov_policy_settings(ctx, &ccp_policy);
     struct ccp_ctx *c = C(ctx);
     char dir[sizeof(c->jobdir) + 32], status[sizeof(c->jobdir) + 32], log[sizeof(status) + 8];
-    char cmd[1024];
+    char cmd[1024], seq[24];
     pid_t pid;
 
     rov_policy_stage_hook(ctx, ROV_STAGE_CHECKPOINT, 0, ROV_OK);
@@ -292,6 +296,7 @@ static void ckpt_start(rov_context_t *ctx)
     mkdir(dir, 0700);
     ckpt_path(c, "ckpt.", status, sizeof(status));
     snprintf(log, sizeof(log), "%s.log", status);
+    snprintf(seq, sizeof(seq), "%ld", c->rec.ckpt_count + 1);
     unlink(status);
     c->ckpt_start_ns = mono_ns();
     c->ckpt_due_ns = c->ckpt_start_ns + CKPT_POLL_NS;
@@ -312,7 +317,8 @@ static void ckpt_start(rov_context_t *ctx)
         if (fd < 0 || nul < 0 || dup2(nul, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
             _exit(127);
         syscall(SYS_close_range, 3u, ~0u, 0u);
-        execl("/bin/sh", "sh", "-c", RUNNER, "railover-checkpoint", cmd, status, (char *)NULL);
+        execl("/bin/sh", "sh", "-c", RUNNER, "railover-checkpoint", cmd, status, seq,
+              (char *)NULL);
         _exit(127);
     }
     if (pid < 0) {
@@ -325,7 +331,6 @@ static void ckpt_start(rov_context_t *ctx)
 
 static void ckpt_poll(rov_context_t *ctx, uint64_t now)
 {
-    const struct ccp_settings *s = rov_policy_settings(ctx, &ccp_policy);
     struct ccp_ctx *c = C(ctx);
     char status[sizeof(c->jobdir) + 32];
     long rc, ms;
@@ -335,26 +340,45 @@ static void ckpt_poll(rov_context_t *ctx, uint64_t now)
     ckpt_path(c, "ckpt.", status, sizeof(status));
     f = fopen(status, "re");
     if (f) {
-        int n = fscanf(f, "%ld %ld", &rc, &ms);
+        long seq;
+        int n = fscanf(f, "%ld %ld %ld", &seq, &rc, &ms);
 
         fclose(f);
-        if (n == 2)
+        if (n == 3 && seq == c->rec.ckpt_count + 1)
             return ckpt_done(ctx, rc < 0 || rc > 255 ? 255 : rc, ms < 0 ? 0 : ms);
     }
-    if (now - c->ckpt_start_ns > s->ckpt_timeout_ns)
+    if (now - c->ckpt_start_ns > c->ckpt_limit_ns)
         ckpt_done(ctx, -2, (long)((now - c->ckpt_start_ns) / 1000000ull));
 }
 
+/* checkpoint [suspend] [limit=SECONDS] | checkpoint check.  limit: the
+ * client's time for the stage (less than its own, so that the rank's
+ * result, a timeout included, reaches the client before it gives up). */
 static int cmd_checkpoint(rov_context_t *ctx, int argc, char **argv, FILE *out, char *err,
                           size_t err_len)
 {
     const struct ccp_settings *s = rov_policy_settings(ctx, &ccp_policy);
     struct ccp_ctx *c = C(ctx);
+    bool suspend = false, check = false;
+    uint64_t limit = s->ckpt_timeout_ns;
 
-    if (argc > 2 || (argc == 2 && strcmp(argv[1], "suspend") != 0 &&
-                     strcmp(argv[1], "check") != 0)) {
-        snprintf(err, err_len, "usage: checkpoint [suspend|check]");
-        return 1;
+    for (int i = 1; i < argc; i++) {
+        char *end;
+        double v;
+
+        if (strcmp(argv[i], "suspend") == 0) {
+            suspend = true;
+        } else if (strcmp(argv[i], "check") == 0) {
+            check = true;
+        } else if (strncmp(argv[i], "limit=", 6) == 0 && (v = strtod(argv[i] + 6, &end)) > 0 &&
+                   !*end && v < 86400) {
+            if ((uint64_t)(v * 1e9) < limit)
+                limit = (uint64_t)(v * 1e9);
+        } else {
+            snprintf(err, err_len, "usage: checkpoint [suspend] [limit=SECONDS] | checkpoint "
+                     "check");
+            return 1;
+        }
     }
     if (!c->registered || !s->ckpt_cmd[0]) {
         snprintf(err, err_len, "checkpoint refused: %s",
@@ -369,20 +393,21 @@ static int cmd_checkpoint(rov_context_t *ctx, int argc, char **argv, FILE *out, 
                                       : ", not closed (drain and close first)");
         return 1;
     }
-    if (argc == 2 && strcmp(argv[1], "check") == 0) {
+    if (check) {
         fprintf(out, "checkpoint rank=%ld: ready\n", c->rec.rank);
         return 0; /* (a client checks every rank before it asks any) */
     }
     ckpt_set(c, CKPT_ASKED, "checkpoint requested");
-    c->ckpt_suspend = argc == 2;
+    c->ckpt_suspend = suspend;
+    c->ckpt_limit_ns = limit;
     c->ckpt_due_ns = mono_ns();
-    fprintf(out, "checkpoint rank=%ld count=%ld: the control endpoint closes until it is "
-            "done\n", c->rec.rank, c->rec.ckpt_count);
+    fprintf(out, "checkpoint rank=%ld count=%ld limit=%.1fs: the control endpoint closes until "
+            "it is done\n", c->rec.rank, c->rec.ckpt_count, (double)limit / 1e9);
     return 0;
 }
 
 static const struct rov_ctl_cmd checkpoint_cmd = {
-    "checkpoint", "checkpoint [suspend|check]",
+    "checkpoint", "checkpoint [suspend] [limit=S] | checkpoint check",
     "closed: run RAILOVER_CHECKPOINT_CMD on this process (ccp/, docs/ccp.md)", cmd_checkpoint,
 };
 

@@ -369,8 +369,13 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
 {
     long *before = calloc(job->n ? job->n : 1, sizeof(*before));
     rov_status_t st = ROV_OK;
-    double t0 = now_s(), deadline = t0 + timeout_s;
+    /* Each rank gives its command a little less than our time, so that its
+     * result, "no result in time" included, is here before we give up: then
+     * every rank is reachable again, and the job can be reopened. */
+    double t0 = now_s(), limit = timeout_s > 1.0 ? timeout_s - 0.5 : timeout_s / 2;
+    double deadline = t0 + timeout_s + 1.5;
     size_t left = job->n;
+    char verb[64];
 
     if (!before)
         return ROV_ERR_NOMEM;
@@ -385,7 +390,8 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
     }
     for (size_t i = 0; i < job->n; i++) {
         before[i] = job->recs[i].ckpt_count;
-        if (ask(job, i, suspend ? "checkpoint suspend" : "checkpoint") != ROV_OK) {
+        snprintf(verb, sizeof(verb), "checkpoint%s limit=%.3f", suspend ? " suspend" : "", limit);
+        if (ask(job, i, verb) != ROV_OK) {
             st = fail(job, i, err, err_len);
             free(before);
             return st;
@@ -417,7 +423,7 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
                 char cmd[400];
 
                 ckpt_command(job, i, cmd, sizeof(cmd));
-                r->status = ROV_ERR_IO;
+                r->status = rec.ckpt_rc == -2 ? ROV_ERR_TIMEDOUT : ROV_ERR_IO;
                 snprintf(r->error, sizeof(r->error), "rank %ld: checkpoint command %s (%.80s)",
                          rec.rank, rec.ckpt_rc == -2 ? "gave no result in time" :
                          "failed", cmd[0] ? cmd : "RAILOVER_CHECKPOINT_CMD");
@@ -427,7 +433,7 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
                              rec.ckpt_rc == -2 ? "gave no result in time" : "failed",
                              rec.ckpt_rc, cmd[0] ? cmd : "RAILOVER_CHECKPOINT_CMD", job->dir,
                              rec.rank);
-                    st = ROV_ERR_IO;
+                    st = r->status;
                 }
             }
         }

@@ -47,9 +47,10 @@ static void usage(FILE *f)
           "The job registry is RAILOVER_JOB_DIR (default: <run dir>/jobs).  --timeout: each\n"
           "stage's limit (default 60 s); a drain not done in time is undone.\n"
           "Exit: 0 done, 2 unknown job, 3 a rank dead or unreachable, 4 stage out of order,\n"
-          "5 timeout (the job runs on), 6 another client drives the job, 7 not the job's\n"
-          "owner, 8 registry record tampered or truncated, 9 a checkpoint command failed\n"
-          "(the job was reopened and runs on), 64 usage, 1 other.\n",
+          "5 timeout (the job runs on: a drain is undone, a checkpoint reopened), 6 another\n"
+          "client drives the job, 7 not the job's owner, 8 registry record tampered or\n"
+          "truncated, 9 a checkpoint command failed (the job was reopened and runs on),\n"
+          "64 usage, 1 other.\n",
           f);
 }
 
@@ -160,10 +161,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "cprclient: %s\n", err);
         return exit_code(st);
     }
-    for (int s = 0; s < nstages && (st == ROV_OK || st == ROV_ERR_IO); s++) {
+    for (int s = 0; s < nstages; s++) {
         rov_status_t failed = st; /* a failed checkpoint: reopen all the same */
         double total = 0;
 
+        if (st != ROV_OK && !(stages[s] == ROV_JOB_REOPEN && s > 0 &&
+                              stages[s - 1] == ROV_JOB_CHECKPOINT &&
+                              (st == ROV_ERR_IO || st == ROV_ERR_TIMEDOUT)))
+            break;
         st = rov_job_run(job, stages[s], timeout, err, sizeof(err));
         print_ranks(job);
         for (size_t i = 0; i < rov_job_size(job); i++)

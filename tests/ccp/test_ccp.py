@@ -913,7 +913,7 @@ def ckpt_failed(job, ck):
             with open(log, errors="replace") as f:
                 first = f.readline().rstrip("\n")
             with open(os.path.join(job.job_dir, "ckpt.%d" % r)) as f:
-                rc = int(f.read().split()[0])
+                rc = int(f.read().split()[1])  # (number, exit status, milliseconds)
             rec = job.record(r)
         except (OSError, ValueError, IndexError) as e:
             ck.check(False, "rank %d: no checkpoint log, status or record: %s" % (r, e))
@@ -1044,8 +1044,9 @@ class Imager:
         except OSError as e:
             first, status = str(e), []
         ck.check(first == want, "%s: first line %r, expected %r" % (log, first, want))
-        ck.check(status[:1] == ["0"], "rank %d: checkpoint status file %s, expected '0 MS'" %
-                 (r, status))
+        ck.check(status[:2] == [str(count), "0"],
+                 "rank %d: checkpoint status file %s, expected '%d 0 MS' (checkpoint number, "
+                 "exit status, milliseconds)" % (r, status, count))
         rec = job.record(r)
         ck.check(rec.get("ckpt_count") == count and rec.get("ckpt_rc") == 0,
                  "rank %d: record ckpt_count=%s ckpt_rc=%s, expected %d and 0" %
