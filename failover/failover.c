@@ -737,9 +737,15 @@ static void fo_tick(rov_context_t *ctx, uint64_t now)
     for (rov_conn_t *c = rov_policy_first(ctx); c; c = rov_policy_next(c)) {
         enum rov_conn_state state = rov_policy_state(c);
 
-        if (state == ROV_CONN_CONNECTING) {
+        if (state == ROV_CONN_CONNECTING ||
+            (ROV_CONN_IS_CLOSING(state) && !rov_policy_peer_id(c))) {
             /* First connect: a rail whose connect hangs (a blackholed
-             * address) gives way to the next rail after the timeout. */
+             * address) gives way to the next rail after the timeout.  So
+             * does one closed before its first connect went through (it
+             * still delivers what was sent on it, rov_conn_close()): the
+             * side that loses a simultaneous connect closes its own, and
+             * until stop 40 that connect then waited for the kernel's SYN
+             * retries (127 s) with the sends queued on it. */
             int tx = rov_policy_tx_rail(c);
 
             if (!has_chan(c, tx))

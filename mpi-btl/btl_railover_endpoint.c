@@ -322,6 +322,7 @@ static void conn_accepted(rov_conn_t *conn)
     mca_btl_base_endpoint_t *ep;
     railover_conn_t *rc;
     const void *data;
+    rov_status_t st;
     size_t len = 0;
 
     data = rov_conn_data(conn, &len);
@@ -350,13 +351,30 @@ static void conn_accepted(rov_conn_t *conn)
     } else if (ep->conn_is_ours && opal_compare_proc(name, OPAL_PROC_MY_NAME) < 0) {
         rov_conn_t *ours = ep->conn;
 
-        opal_output_verbose(20, c->verbose,
-                            "btl railover: %s and this process connected at once; "
-                            "keeping its connection, closing ours",
-                            OPAL_NAME_PRINT(name));
-        conn_close(ours);
+        railover_conn_t *ours_rc = rov_conn_get_user(ours);
+
         ep->conn = conn;
         ep->conn_is_ours = false;
+        /* Ours has not connected yet (its rail may be the one that is
+         * dead): what ob1 sent on it goes out on the peer's at once,
+         * instead of after our connect's timeout. */
+        if (NULL != ours_rc)
+            ours_rc->closing = true;
+        st = rov_conn_hand_over(ours, conn);
+        if (ROV_OK == st)
+            conn_forget(ours_rc, ours); /* ended at once: no CLOSED event comes */
+        if (ROV_OK == st || ROV_INPROGRESS == st) {
+            opal_output_verbose(20, c->verbose,
+                                "btl railover: %s and this process connected at once; "
+                                "keeping its connection, ours (not connected yet) handed "
+                                "its sends over", OPAL_NAME_PRINT(name));
+        } else {
+            opal_output_verbose(20, c->verbose,
+                                "btl railover: %s and this process connected at once; "
+                                "keeping its connection, closing ours",
+                                OPAL_NAME_PRINT(name));
+            conn_close(ours);
+        }
     } else {
         opal_output_verbose(20, c->verbose,
                             "btl railover: %s and this process connected at once; "
@@ -369,7 +387,10 @@ static void conn_failed(const rov_event_t *e)
 {
     railover_conn_t *rc = rov_conn_get_user(e->conn);
 
-    if (NULL != rc && NULL != rc->ep && !rc->closing &&
+    /* Only the connection sends use speaks for the peer: the loser of a
+     * simultaneous connect, receiving until the peer closes it, may fail
+     * while the one kept works. */
+    if (NULL != rc && NULL != rc->ep && !rc->closing && rc->ep->conn == e->conn &&
         !mca_btl_railover_component.finalizing)
         endpoint_fail(rc->ep, e->status, e->reason);
     else if (NULL != rc && NULL != rc->ep)

@@ -888,6 +888,85 @@ rov_status_t rov_conn_close(rov_conn_t *conn)
     return ROV_ERR_BUSY;
 }
 
+/* Whether the peer may have anything of conn's: a first handshake done, or
+ * a message of it transmitted (tx_sync holds every message back until the
+ * first HELLO_ACK, so the second is a net under the first). */
+static bool conn_reached_peer(const struct rov_conn *conn)
+{
+    if (conn->peer_id || conn->held)
+        return true;
+    for (const struct rov_msg *m = conn->tx.head; m; m = m->next)
+        if (m->flags & ROV_MSG_SENT_ONCE)
+            return true;
+    return false;
+}
+
+rov_status_t rov_conn_hand_over(rov_conn_t *from, rov_conn_t *into)
+{
+    ROV_CTX_GUARD(from->ctx);
+    struct rov_msg *m;
+    uint64_t msgs = 0, bytes = 0;
+    bool hold, started = false;
+
+    if (from == into || from->ctx != into->ctx ||
+        memcmp(from->peer.ep_id, into->peer.ep_id, ROV_EP_ID_LEN) != 0)
+        return ROV_ERR_INVAL;
+    if ((from->state != ROV_CONN_CONNECTING && from->state != ROV_CONN_CLOSING) ||
+        conn_reached_peer(from))
+        return ROV_ERR_BUSY;
+    hold = B(into->state) & HOLD_STATES;
+    if ((into->state != ROV_CONN_ESTABLISHED && into->state != ROV_CONN_CONNECTING && !hold) ||
+        into->peer_closed || into->close_pending)
+        return ROV_ERR_CLOSED;
+    /* In order, behind what into has: as if sent there.  They stay in the
+     * context's retained bytes (ctx->tx_bytes); into's window may be
+     * exceeded by them once, as the peer's window is by a resend. */
+    m = rov_retain_drain(&from->tx);
+    while (m) {
+        struct rov_msg *next = m->next;
+
+        m->next = NULL;
+        msgs++;
+        bytes += m->len;
+        if (hold) {
+            if (into->held_tail)
+                into->held_tail->next = m;
+            else
+                into->held = m;
+            into->held_tail = m;
+            into->held_msgs++;
+            into->held_bytes += m->len;
+        } else {
+            rov_retain_push(&into->tx, m);
+        }
+        m = next;
+    }
+    from->stats.msgs_sent -= msgs;
+    from->stats.bytes_sent -= bytes;
+    into->stats.msgs_sent += msgs;
+    into->stats.bytes_sent += bytes;
+    rov_debug("conn", "conn %llu: %llu message(s) handed over to conn %llu before its first "
+              "connect completed", (unsigned long long)from->id, (unsigned long long)msgs,
+              (unsigned long long)into->id);
+    /* No channel of from past its rail's connect: no HELLO went out, so
+     * the peer knows nothing of it and it ends here.  Else the peer may
+     * have accepted it: it closes gracefully, with nothing to deliver. */
+    for (struct rov_chan *c = from->ctx->chans; c && !started; c = c->next)
+        started = c->conn == from && c->state != ROV_CHAN_CONNECTING;
+    if (!started) {
+        rov_conn_abort(from, ROV_ERR_CANCELED);
+        conn_set_state(from, ROV_CONN_DEAD, "handed over before its rail connected");
+    } else if (from->state == ROV_CONN_CONNECTING) {
+        conn_set_state(from, ROV_CONN_CLOSING, "handed over");
+    }
+    /* No callbacks inside this call (railover.h): a failed send waits for
+     * the next progress, as in rov_conn_send(). */
+    into->ctx->in_send = true;
+    conn_push(into);
+    into->ctx->in_send = false;
+    return started ? ROV_INPROGRESS : ROV_OK;
+}
+
 /* A send larger than this side or the peer accepts is refused; said once
  * per connection when it is the peer's limit that refuses it. */
 static ROV_COLD rov_status_t send_too_large(struct rov_conn *conn, size_t len)

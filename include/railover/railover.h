@@ -429,6 +429,25 @@ rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf, size
  * ROV_OK when the handle was freed at once (a failed connection). */
 rov_status_t rov_conn_close(rov_conn_t *conn);
 
+/** Close `from`, a connection of ours whose first connect has not completed,
+ * and hand what was sent on it to `into`, another connection of the same
+ * context to the same peer endpoint: when two processes connect to each
+ * other at once and keep one of the two connections, the loser's sends go
+ * out on the winner at once instead of waiting for the loser's connect (on
+ * a dead path, its rail's connect timeout).  The sends join the end of
+ * into's queue in their order, keep their completions (a zero-copy send's
+ * callback runs when into's peer has it) and may exceed into's window once.
+ * Nothing of `from` has reached the peer, so nothing is delivered twice.
+ * Returns ROV_OK when `from` ended at once (no rail of it had connected, so
+ * the peer knows nothing of it: the handle is freed, no event comes), or
+ * ROV_INPROGRESS when it closes gracefully (its handshake, once complete,
+ * ends with an empty CLOSE) and ROV_EVENT_CONN_CLOSED ends it later;
+ * ROV_ERR_BUSY when the peer may have some of from's messages (it completed
+ * a handshake: rov_conn_close() it instead, which delivers them),
+ * ROV_ERR_CLOSED when `into` takes no more sends, ROV_ERR_INVAL for the same
+ * connection or another peer.  No callback runs inside the call. */
+rov_status_t rov_conn_hand_over(rov_conn_t *from, rov_conn_t *into);
+
 /** Move the connection to rail `rail` (index into RAILOVER_RAILS): connect or
  * reuse that rail, exchange last-received sequence numbers with the peer,
  * resend what it lacks, and continue there.  reason is a static string

@@ -40,6 +40,18 @@ Scenarios (argument):
             answered by every rank; the job completes with every payload
             right, and its all-to-all results equal those of the same job on
             Open MPI's own transports (btl self,vader,tcp, one host).
+  deadstart four ranks, two per host, rails tcp@fab,tcp@eth: host B drops
+            everything arriving on its fabric interface (nftables, `iifname
+            "fab" drop`) before the job starts, and DEADSTART_RUNS short jobs
+            (all-to-all, non-blocking collectives) run one after the other.
+            Ranks connect to each other at once on the first messages; a
+            connect on the fabric gives up after the connect timeout and the
+            connection comes in on eth, and the rank that loses the race
+            hands what it queued on its own connection to the winner
+            (rov_conn_hand_over()) or, if its own had connected, closes it
+            with its connect timed.  Every job must pass well within
+            DEADSTART_BOUND_S: until stop 40 about one job in three hung
+            until the kernel's SYN retries ended (127 s).
   alldown   a single rail, tcp@fab, taken down the same way: no rail is left,
             so the job must end, within a bound (btl_railover_unreachable_timeout
             5s: Railover fails the connection, and Open MPI's abort), with the BTL's message naming the peer
@@ -74,6 +86,8 @@ ALLDOWN_BOUND_S = 30  # alldown: from the fault to the end of the job
 HOSTPATH_DROP_S = 8   # hostpath: the fabric drops this long; then the
                       # exchange goes on until every connection is back
 HOSTPATH_BACK_S = 60  # ... which it must be by then (a hang, not a timing)
+DEADSTART_RUNS = 6    # deadstart: jobs run one after the other (one in three hung)
+DEADSTART_BOUND_S = 40  # ... each over by then (a hang, not a timing: the bug took 127 s)
 
 # The hosts are named by their ethernet addresses (no name lookup, which a
 # namespace without a resolver can stall on); the agent maps them to the
@@ -93,7 +107,8 @@ exec ip netns exec "$ns" unshare --uts /bin/sh -c 'hostname "$0" && exec /bin/sh
 """
 
 
-def mpirun_argv(topo, wd, rails, per_host=1, btl="self,railover", tests=("soak",), mca=()):
+def mpirun_argv(topo, wd, rails, per_host=1, btl="self,railover", tests=("soak",), mca=(),
+                verbose=10):
     hosts = os.path.join(wd, "hosts")
     with open(hosts, "w") as f:
         f.write("%s slots=%d\n%s slots=%d\n" % (nf.ETH_A, per_host, nf.ETH_B, per_host))
@@ -108,7 +123,7 @@ def mpirun_argv(topo, wd, rails, per_host=1, btl="self,railover", tests=("soak",
         "--mca", "plm_rsh_agent", agent, "--mca", "plm_rsh_no_tree_spawn", "1",
         "--mca", "oob_tcp_if_include", nf.ETH_NET,
         "--mca", "pml", "ob1", "--mca", "btl", btl,
-        "--mca", "btl_base_verbose", "10",
+        "--mca", "btl_base_verbose", str(verbose),
         "--mca", "btl_railover_rails", rails,
         "--mca", "btl_railover_failover_timeout", "250ms",
         "--mca", "btl_railover_keepalive", "100ms",
@@ -278,11 +293,47 @@ def wait_all_back(out, t_heal, np, stop):
     return sorted(back.values())
 
 
+def deadstart(env, wd):
+    """deadstart: short jobs started while host B drops all fabric input."""
+    np, handed, took = 4, 0, []
+    with nf.Topology() as topo:
+        topo.nft_add("B", "input", 'iifname "fab" counter drop', "drop all fabric input")
+        for i in range(DEADSTART_RUNS):
+            out = os.path.join(wd, "job%d.out" % i)
+            argv = mpirun_argv(topo, wd, "tcp@fab,tcp@eth", per_host=np // 2,
+                               tests=("alltoall", "nonblocking"), verbose=20)
+            if i == 0:
+                nf.log("$ " + " ".join(argv))
+            t0 = time.monotonic()
+            with open(out, "w") as f:
+                job = subprocess.Popen(argv, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL)
+            try:
+                rc = job.wait(timeout=DEADSTART_BOUND_S)
+            except subprocess.TimeoutExpired:
+                raise nf.Failure("job %d of %d hung: not over %d s after its start (fabric "
+                                 "input dropped on host B since before the start); output "
+                                 "in %s" % (i + 1, DEADSTART_RUNS, DEADSTART_BOUND_S, out))
+            finally:
+                if job.poll() is None:
+                    job.kill()
+                    job.wait()
+            took.append(time.monotonic() - t0)
+            with open(out) as f:
+                text = f.read()
+            if rc != 0 or "PASSED: %d rank(s), 0 failure(s)" % np not in text:
+                raise nf.Failure("job %d failed (exit %d); output in %s" % (i + 1, rc, out))
+            handed += text.count("handed its sends over")
+    nf.log("deadstart: %d jobs passed, %.2f-%.2f s each; %d connection(s) lost the race "
+           "with their connect under way and handed their sends over" %
+           (DEADSTART_RUNS, min(took), max(took), handed))
+
+
 def run(scenario):
     for var in ("ROV_MPI_CHECK", "ROV_BTL_DIR", "ROV_OMPI_PKGLIBDIR", "ROV_RAILOVER"):
         if var not in os.environ:
             raise SystemExit("%s is not set (CTest sets it)" % var)
-    nf.require_netns(nft=scenario == "nftdrop")
+    nf.require_netns(nft=scenario in ("nftdrop", "hostpath", "deadstart"))
     if not shutil.which("mpirun"):
         raise nf.Skip("mpirun not found (apt-get install openmpi-bin)")
     rails = "tcp@fab" if scenario == "alldown" else "tcp@fab,tcp@eth"
@@ -305,6 +356,10 @@ def run(scenario):
         env["ROV_MPI_SOAK_STOP"] = stop
     ok = False
     try:
+        if scenario == "deadstart":
+            deadstart(env, wd)
+            ok = True
+            return
         with nf.Topology() as topo:
             jobs = os.path.join(wd, "jobs")
             mca = ("--mca", "btl_railover_job_dir", jobs, "--mca", "btl_railover_ccp_addr",
@@ -388,14 +443,15 @@ def run(scenario):
         if ok:
             shutil.rmtree(wd, ignore_errors=True)
         else:
-            print("job output kept in %s" % out, flush=True)
+            print("job output kept in %s" % (wd if scenario == "deadstart" else out), flush=True)
 
 
 def main():
     scenario = sys.argv[1] if len(sys.argv) > 1 else ""
-    if scenario not in ("linkdown", "nftdrop", "force", "vader", "ccp", "alldown", "hostpath"):
+    if scenario not in ("linkdown", "nftdrop", "force", "vader", "ccp", "alldown", "hostpath",
+                        "deadstart"):
         raise SystemExit("usage: netns_failover.py "
-                         "linkdown|nftdrop|force|vader|ccp|alldown|hostpath")
+                         "linkdown|nftdrop|force|vader|ccp|alldown|hostpath|deadstart")
     try:
         run(scenario)
     except nf.Skip as e:
