@@ -53,10 +53,13 @@ struct mca_btl_base_endpoint_t {
 typedef struct mca_btl_base_endpoint_t mca_btl_base_endpoint_t;
 OBJ_CLASS_DECLARATION(mca_btl_base_endpoint_t);
 
-/* A send descriptor with its payload buffer (from one of the free lists). */
+/* A send descriptor with its payload buffer (from one of the free lists).
+ * segments[0] is in that buffer (ob1's header, and the data packed behind
+ * it); a fragment sent in place has the data in segments[1], the user's
+ * memory, and goes as one message, segments[0] its prefix. */
 typedef struct mca_btl_railover_frag_t {
     mca_btl_base_descriptor_t base;
-    mca_btl_base_segment_t segment;
+    mca_btl_base_segment_t segments[2];
     mca_btl_base_endpoint_t *endpoint;
     opal_free_list_t *list;  /* the free list it returns to */
     mca_btl_base_tag_t tag;

@@ -491,13 +491,19 @@ static void pending_add(mca_btl_base_endpoint_t *ep, mca_btl_railover_frag_t *fr
 static rov_status_t frag_try(mca_btl_base_endpoint_t *ep, mca_btl_railover_frag_t *frag)
 {
     rov_send_params_t params = {.cb = frag_sent, .arg = frag};
+    const mca_btl_base_segment_t *data = &frag->segments[0];
     rov_status_t st;
 
-    st = rov_conn_send(ep->conn, frag->tag, frag->segment.seg_addr.pval,
-                       frag->segment.seg_len, &params);
+    if (2 == frag->base.des_segment_count) {
+        /* Sent in place: ob1's header first, then the user's data. */
+        params.prefix = frag->segments[0].seg_addr.pval;
+        params.prefix_len = frag->segments[0].seg_len;
+        data = &frag->segments[1];
+    }
+    st = rov_conn_send(ep->conn, frag->tag, data->seg_addr.pval, data->seg_len, &params);
     if (OPAL_UNLIKELY(ROV_OK != st && ROV_INPROGRESS != st && !send_later(st)))
         opal_output(0, "btl railover: send of %zu bytes to %s refused: %s",
-                    (size_t) frag->segment.seg_len, OPAL_NAME_PRINT(ep->name),
+                    (size_t) (params.prefix_len + data->seg_len), OPAL_NAME_PRINT(ep->name),
                     rov_status_str(st));
     return st;
 }

@@ -512,11 +512,12 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
             iov[0].iov_len = ROV_WIRE_HDR_LEN + m->len;
             iovcnt = 1;
         } else {
+            /* hdr and the caller's prefix (if any) are adjacent too */
             iov[0].iov_base = m->hdr;
-            iov[0].iov_len = ROV_WIRE_HDR_LEN;
+            iov[0].iov_len = ROV_WIRE_HDR_LEN + m->prefix_len;
             iov[1].iov_base = (void *)m->data;
-            iov[1].iov_len = m->len;
-            iovcnt = m->len ? 2 : 1;
+            iov[1].iov_len = m->len - m->prefix_len;
+            iovcnt = iov[1].iov_len ? 2 : 1;
         }
         st = chan_send(chan, iov, iovcnt, m);
         if (st == ROV_ERR_AGAIN)
@@ -991,7 +992,13 @@ static ROV_INLINE int send_copies(const struct rov_conn *conn, size_t len,
            (params && (params->flags & ROV_SEND_COPY));
 }
 
-/* What every send checks before it takes the message. */
+/* The message's length: the caller's prefix and buf (rov_send_params_t). */
+static ROV_INLINE size_t send_len(size_t len, const rov_send_params_t *params)
+{
+    return params ? len + params->prefix_len : len;
+}
+
+/* What every send checks before it takes the message (len: send_len()). */
 static ROV_INLINE rov_status_t send_check(struct rov_conn *conn, const void *buf, size_t len,
                                           const rov_send_params_t *params, int copy)
 {
@@ -999,11 +1006,48 @@ static ROV_INLINE rov_status_t send_check(struct rov_conn *conn, const void *buf
 
     if (len > conn->max_send)
         return send_too_large(conn, len);
+    if (__builtin_expect(params && params->prefix_len, 0) &&
+        (params->prefix_len > ROV_SEND_PREFIX_MAX || !params->prefix))
+        return ROV_ERR_INVAL;
     if ((!copy || (flags & ROV_SEND_NOTIFY_DELIVERED)) && (!params || !params->cb))
         return ROV_ERR_INVAL;
-    if (len && !buf)
+    if (len > send_len(0, params) && !buf)
         return ROV_ERR_INVAL;
     return ROV_OK;
+}
+
+/* A message with the caller's prefix (cold: an MPI library's large
+ * fragments, one per 256 KiB or so): copied whole, or the prefix copied
+ * and buf referenced (conn_push() sends the header and the prefix as one
+ * piece, buf as the next). */
+static ROV_COLD struct rov_msg *msg_prefixed(struct rov_conn *conn, const void *buf, size_t len,
+                                             const rov_send_params_t *params, int copy)
+{
+    size_t plen = params->prefix_len;
+    struct rov_msg *m = rov_msg_cache_take(&conn->ctx->msg_cache, copy ? plen + len : plen);
+
+    if (!m)
+        return NULL;
+    rov_msg_init(m, params->prefix, plen, 1);
+    if (copy) {
+        if (len)
+            memcpy(m->payload + plen, buf, len);
+    } else {
+        m->flags &= ~ROV_MSG_COPIED;
+        m->data = buf;
+        m->prefix_len = (uint32_t)plen;
+    }
+    m->len = plen + len;
+    return m;
+}
+
+/* The message of a send: buf copied or referenced (send_copies()). */
+static ROV_INLINE struct rov_msg *msg_new(struct rov_conn *conn, const void *buf, size_t len,
+                                          const rov_send_params_t *params, int copy)
+{
+    if (__builtin_expect(params && params->prefix_len, 0))
+        return msg_prefixed(conn, buf, len, params, copy);
+    return rov_msg_cache_alloc(&conn->ctx->msg_cache, buf, len, copy);
 }
 
 /* The message's completion fields (rov_conn_send()). */
@@ -1024,8 +1068,9 @@ static ROV_INLINE void msg_params(struct rov_msg *m, uint32_t tag,
  * "Checkpoint stages"), within the window the retained and held messages
  * share; refused otherwise. */
 static ROV_COLD rov_status_t send_held(struct rov_conn *conn, uint32_t tag, const void *buf,
-                                       size_t len, const rov_send_params_t *params)
+                                       size_t blen, const rov_send_params_t *params)
 {
+    size_t len = send_len(blen, params);
     int copy = send_copies(conn, len, params);
     struct rov_msg *m;
     rov_status_t st;
@@ -1044,7 +1089,7 @@ static ROV_COLD rov_status_t send_held(struct rov_conn *conn, uint32_t tag, cons
         conn->stats.window_full++;
         return ROV_ERR_AGAIN;
     }
-    m = rov_msg_cache_alloc(&conn->ctx->msg_cache, buf, len, copy);
+    m = msg_new(conn, buf, blen, params, copy);
     if (!m)
         return ROV_ERR_NOMEM;
     msg_params(m, tag, params);
@@ -1080,16 +1125,17 @@ static void release_held(struct rov_conn *conn)
 }
 
 ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf,
-                                         size_t len, const rov_send_params_t *params)
+                                         size_t blen, const rov_send_params_t *params)
 {
     ROV_CTX_GUARD(conn->ctx);
+    size_t len = send_len(blen, params);
     int copy = send_copies(conn, len, params);
     struct rov_msg *m;
     rov_status_t st;
 
     if (__builtin_expect((conn->state != ROV_CONN_ESTABLISHED &&
                           conn->state != ROV_CONN_CONNECTING) || conn->peer_closed, 0))
-        return send_held(conn, tag, buf, len, params);
+        return send_held(conn, tag, buf, blen, params);
     st = send_check(conn, buf, len, params, copy);
     if (__builtin_expect(st != ROV_OK, 0))
         return st;
@@ -1103,7 +1149,7 @@ ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const v
         conn->stats.window_full++;
         return ROV_ERR_AGAIN;
     }
-    m = rov_msg_cache_alloc(&conn->ctx->msg_cache, buf, len, copy);
+    m = msg_new(conn, buf, blen, params, copy);
     if (!m)
         return ROV_ERR_NOMEM;
     msg_params(m, tag, params);

@@ -37,6 +37,8 @@ struct rov_msg {
     const void *data;
     rov_send_cb_t cb;
     void *arg;
+    uint32_t prefix_len;                /* not COPIED: the first len bytes are
+                                         * payload[0..prefix_len) then data */
     unsigned rail_refs;                 /* rail sends still referencing it */
     rov_status_t status;                /* completion status once ACKED */
     uint64_t queued_serial;             /* channel whose rail last took a reference */
@@ -95,6 +97,7 @@ static inline void rov_msg_init(struct rov_msg *m, const void *data, size_t len,
     m->len = len;
     m->cb = NULL;
     m->arg = NULL;
+    m->prefix_len = 0;
     m->rail_refs = 0;
     m->queued_serial = 0;
     if (copy) {
@@ -106,11 +109,9 @@ static inline void rov_msg_init(struct rov_msg *m, const void *data, size_t len,
     }
 }
 
-/** Like rov_retain_msg_alloc(), from cache. */
-static inline struct rov_msg *rov_msg_cache_alloc(struct rov_msg_cache *cache, const void *data,
-                                                  size_t len, int copy)
+/** A buffer from cache with room for need payload bytes, not initialized. */
+static inline struct rov_msg *rov_msg_cache_take(struct rov_msg_cache *cache, size_t need)
 {
-    size_t need = copy ? len : 0;
     unsigned cls = need == 0 ? 0 : need <= ROV_MSG_CLASS1_LEN ? 1 : need <= ROV_MSG_CLASS2_LEN ? 2
                  : need <= ROV_MSG_CLASS3_LEN ? 3 : ROV_MSG_CLASSES;
     struct rov_msg *m;
@@ -118,10 +119,19 @@ static inline struct rov_msg *rov_msg_cache_alloc(struct rov_msg_cache *cache, c
     if (cls < ROV_MSG_CLASSES && (m = cache->free[cls]) != NULL) {
         cache->free[cls] = m->next;
         cache->nfree[cls]--;
-    } else if ((m = rov_msg_cache_refill(cache, cls, len, copy)) == NULL) {
-        return NULL;
+        return m;
     }
-    rov_msg_init(m, data, len, copy);
+    return rov_msg_cache_refill(cache, cls, need, need != 0);
+}
+
+/** Like rov_retain_msg_alloc(), from cache. */
+static inline struct rov_msg *rov_msg_cache_alloc(struct rov_msg_cache *cache, const void *data,
+                                                  size_t len, int copy)
+{
+    struct rov_msg *m = rov_msg_cache_take(cache, copy ? len : 0);
+
+    if (m)
+        rov_msg_init(m, data, len, copy);
     return m;
 }
 

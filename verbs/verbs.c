@@ -270,7 +270,7 @@ static rov_status_t send_big(struct vb_chan *c, const struct iovec *iov, int iov
                              void *cookie)
 {
     struct vb_big *b = calloc(1, sizeof(*b));
-    uint8_t msg[sizeof(struct vb_rts) + ROV_WIRE_HDR_LEN];
+    uint8_t msg[sizeof(struct vb_rts) + ROV_WIRE_HDR_LEN + ROV_SEND_PREFIX_MAX];
     struct vb_rts rts;
     size_t inl = 0;
     struct iovec one;
@@ -278,8 +278,8 @@ static rov_status_t send_big(struct vb_chan *c, const struct iovec *iov, int iov
 
     if (!b)
         return ROV_ERR_NOMEM;
-    if (cookie && iovcnt == 2 && iov[0].iov_len <= ROV_WIRE_HDR_LEN) {
-        inl = iov[0].iov_len;       /* header inline, payload written in place */
+    if (cookie && iovcnt == 2 && iov[0].iov_len <= ROV_WIRE_HDR_LEN + ROV_SEND_PREFIX_MAX) {
+        inl = iov[0].iov_len;       /* header (and prefix) inline, payload written in place */
         b->base = iov[1].iov_base;
         b->len = iov[1].iov_len;
     } else if (cookie && iovcnt == 1) {
@@ -490,7 +490,9 @@ static rov_status_t try_send(struct vb_chan *c, enum vb_msg type, const struct i
     if (!can_send(c, type))
         return ROV_ERR_AGAIN;
     if (type == VB_MSG_FRAME && len > c->eager_max) {
-        if (c->nfree == 0 && sizeof(struct vb_rts) + ROV_WIRE_HDR_LEN > c->rail->max_inline)
+        /* The RTS carries the header (and a prefix) of a two-piece frame. */
+        if (c->nfree == 0 &&
+            sizeof(struct vb_rts) + (iovcnt == 2 ? iov[0].iov_len : 0) > c->rail->max_inline)
             return ROV_ERR_AGAIN;
         return send_big(c, iov, iovcnt, cookie);
     }

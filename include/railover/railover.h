@@ -399,10 +399,20 @@ enum {
     ROV_SEND_COPY = 1u << 1,
 };
 
+/* The longest prefix a send may carry (rov_send_params_t.prefix_len). */
+#define ROV_SEND_PREFIX_MAX 256
+
 typedef struct rov_send_params {
     unsigned flags;    /* ROV_SEND_* */
     rov_send_cb_t cb;  /* required when the send may return ROV_INPROGRESS */
     void *arg;
+    /* Bytes that go before buf in the same message (a header of the
+     * caller's, as an MPI library puts before the user's data), copied at
+     * once, so that buf itself can be sent without copying it: the message
+     * is prefix_len + len bytes, and whether it is copied goes by that
+     * length.  At most ROV_SEND_PREFIX_MAX (else ROV_ERR_INVAL); 0: none. */
+    const void *prefix;
+    size_t prefix_len;
 } rov_send_params_t;
 
 /**

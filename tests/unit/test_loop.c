@@ -23,6 +23,13 @@
  *   hooks                 the stage hook: before and once after quiesce,
  *                         close, reopen (and a resume), in order, with the
  *                         stage's status; none after a hook is removed
+ *   prefix                sends with a prefix (rov_send_params_t), copied
+ *                         and zero-copy, across a switch: in order, whole;
+ *                         a prefix too long or missing is refused
+ *   hand over             a second connection's sends, made before it
+ *                         connected, handed to the first: delivered there
+ *                         after the first's, once; an established one is
+ *                         refused (it may have reached the peer)
  *   tables                every transition of every machine: allowed ones
  *                         pass, every other one is refused and counted
  */
@@ -430,6 +437,78 @@ START_TEST(test_refused)
 }
 END_TEST
 
+static unsigned prefixed_done;
+
+static void prefixed_sent(void *arg, rov_status_t status)
+{
+    (void)arg;
+    ck_assert_int_eq(status, ROV_OK);
+    prefixed_done++;
+}
+
+/* A's messages carry their number as a prefix and a body of 100 bytes
+ * (copied) or 20 KiB (referenced, above the 8 KiB eager limit). */
+static rov_status_t send_prefixed(const uint8_t *body, uint64_t n)
+{
+    rov_send_params_t p = {.cb = prefixed_sent, .prefix = &n, .prefix_len = sizeof(n),
+                           .flags = ROV_SEND_NOTIFY_DELIVERED};
+
+    return rov_conn_send(A.conn, (uint32_t)n, body, n % 3 ? 100 : 20 * 1024, &p);
+}
+
+START_TEST(test_prefix)
+{
+    static uint8_t body[20 * 1024];
+    rov_send_params_t bad = {.cb = prefixed_sent, .prefix = body,
+                             .prefix_len = ROV_SEND_PREFIX_MAX + 1};
+
+    memset(body, 0x5a, sizeof(body));
+    ck_assert_int_eq(rov_conn_send(A.conn, 0, body, 100, &bad), ROV_ERR_INVAL);
+    bad.prefix = NULL;
+    bad.prefix_len = 8;
+    ck_assert_int_eq(rov_conn_send(A.conn, 0, body, 100, &bad), ROV_ERR_INVAL);
+    for (uint64_t n = 0; n < 300; n++) {
+        if (n == 150)
+            ck_assert_int_eq(rov_conn_switch(A.conn, 1, "test"), ROV_INPROGRESS);
+        ck_assert_int_ge(send_prefixed(body, n), ROV_OK);
+        A.sent++;
+        spin(1);
+    }
+    SPIN_UNTIL(B.rcvd == 300 && prefixed_done == 300);
+    ck_assert_int_eq(B.bad, 0);
+    ck_assert_uint_eq(stats(&A).bytes_sent, 100 * 200 + 20 * 1024 * 100 + 8 * 300);
+    ck_assert_int_eq(rov_conn_rail(A.conn), 1);
+}
+END_TEST
+
+START_TEST(test_hand_over)
+{
+    uint8_t addr[512];
+    size_t len = sizeof(addr);
+    rov_conn_t *second, *b_first;
+
+    stream(100);
+    b_first = B.conn;
+    ck_assert_int_eq(rov_endpoint_address(B.ep, addr, &len), ROV_OK);
+    ck_assert_int_eq(rov_conn_connect(A.ep, addr, len, &second), ROV_OK);
+    /* Sent on the second before it connected: messages 100..149. */
+    for (; A.sent < 150; A.sent++) {
+        uint8_t buf[64];
+
+        memset(buf, 0, sizeof(buf));
+        memcpy(buf, &A.sent, sizeof(A.sent));
+        ck_assert_int_eq(rov_conn_send(second, (uint32_t)A.sent, buf, sizeof(buf), NULL), ROV_OK);
+    }
+    ck_assert_int_eq(rov_conn_hand_over(A.conn, second), ROV_ERR_BUSY); /* established */
+    ck_assert_int_eq(rov_conn_hand_over(second, second), ROV_ERR_INVAL);
+    ck_assert_int_ge(rov_conn_hand_over(second, A.conn), ROV_OK);
+    SPIN_UNTIL(B.rcvd == 150);
+    B.conn = b_first; /* (an accept of the second, if its HELLO went out) */
+    stream(200);
+    ck_assert_int_eq(A.errors + B.errors + B.bad, 0);
+}
+END_TEST
+
 /* Every (from, to) pair of a machine: the table's answer, and a refusal
  * counted for each pair it does not allow. */
 static void every_transition(const struct rov_state_info *table, int n)
@@ -484,6 +563,8 @@ int main(void)
     tcase_add_test(tc, test_close_handshake);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_hooks);
+    tcase_add_test(tc, test_prefix);
+    tcase_add_test(tc, test_hand_over);
     tcase_add_test(tc, test_tables);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
