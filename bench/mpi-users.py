@@ -56,6 +56,7 @@ ip/netns, no mpirun/mpicc/ompi_info, no component in --build).
 """
 
 import argparse
+import csv
 import datetime
 import importlib.util
 import os
@@ -181,7 +182,14 @@ def parse_args():
     ap.add_argument("--smoke", action="store_true",
                     help="1 round, unpinned, scale 0.05, all selections: proves the benchmark "
                     "works; explicit options still win")
+    ap.add_argument("--summarize", metavar="RUNS_CSV", default=None,
+                    help="only print the tables of a runs.csv (this script's, or "
+                    "bench/mpi-users-vm.sh's), ratios against --base")
+    ap.add_argument("--base", default="tcp",
+                    help="the selection the others are compared with (default tcp)")
     args = ap.parse_args()
+    if args.summarize:
+        return args
     if args.rounds is None:
         args.rounds = 1 if args.smoke else 5
     if args.pin is None:
@@ -436,11 +444,12 @@ def summarize(args, runs):
             for mode in args.modes:
                 v = [val[k] for k in ((r, pin, mode, kind, size) for r in rounds) if k in val]
                 med[mode] = statistics.median(v) if v else None
-                if mode == "tcp" or "tcp" not in args.modes:
+                base = args.base
+                if mode == base or base not in args.modes:
                     continue
-                ratios[mode] = [val[(r, pin, mode, kind, size)] / val[(r, pin, "tcp", kind, size)]
+                ratios[mode] = [val[(r, pin, mode, kind, size)] / val[(r, pin, base, kind, size)]
                                 for r in rounds if (r, pin, mode, kind, size) in val and
-                                val.get((r, pin, "tcp", kind, size))]
+                                val.get((r, pin, base, kind, size))]
             if any(v is not None for v in med.values()):
                 out.append((pin, kind, size, KINDS[kind], med, ratios))
     return out
@@ -456,11 +465,13 @@ def ratio_cell(v, unit):
 
 def markdown(args, summary, bench):
     nrounds = len({r["round"] for r in bench.runs})
-    others = [m for m in args.modes if m != "tcp"] if "tcp" in args.modes else []
+    base = args.base
+    others = [m for m in args.modes if m != base] if base in args.modes else []
     lines = ["Medians of %d paired round(s); ratio = median of the per-round ratios "
-             "selection/tcp (min-max over the rounds): `ok` when better than or equal to btl "
-             "tcp (>= 1 for MB/s and msg/s, <= 1 for times), **WORSE** otherwise." % nrounds, ""]
-    head = ["pin", "figure", "unit"] + args.modes + ["%s/tcp" % m for m in others]
+             "selection/%s (min-max over the rounds): `ok` when better than or equal to %s "
+             "(>= 1 for MB/s and msg/s, <= 1 for times), **WORSE** otherwise." %
+             (nrounds, base, base), ""]
+    head = ["pin", "figure", "unit"] + args.modes + ["%s/%s" % (m, base) for m in others]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("| --- " * len(head) + "|")
     for pin, kind, size, unit, med, ratios in summary:
@@ -469,6 +480,8 @@ def markdown(args, summary, bench):
         cells += [ratio_cell(ratios.get(m), unit) for m in others]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
+    if args.summarize:
+        return "\n".join(lines)
     lines.append("Binding: " + binding_text(args, bench))
     if bench.bad_binding:
         lines.append("Binding NOT as planned in %d job(s): %s" % (
@@ -491,8 +504,26 @@ def binding_text(args, bench):
                                "network namespace")
 
 
+def summarize_only(args):
+    """--summarize: the tables of an earlier run's runs.csv."""
+    with open(args.summarize, newline="") as f:
+        runs = list(csv.DictReader(f))
+    for r in runs:
+        r["round"], r["size"], r["exit"] = int(r["round"]), int(r["size"]), int(r["exit"])
+        r["value"] = float(r["value"]) if r["value"] else None
+    seen = lambda key: list(dict.fromkeys(r[key] for r in runs))  # noqa: E731
+    args.modes, args.pins = seen("mode"), seen("pin")
+    args.p2p = list(dict.fromkeys((r["kind"], r["size"]) for r in runs))
+    args.coll = []
+    bench = argparse.Namespace(runs=runs)
+    print(markdown(args, summarize(args, runs), bench), flush=True)
+    return 0
+
+
 def main():
     args = parse_args()
+    if args.summarize:
+        return summarize_only(args)
     try:
         component_path = prerequisites(args)
     except nf.Skip as e:

@@ -8,6 +8,14 @@
  * (referenced when the transport gives a cookie, copied otherwise) and
  * flushed on EPOLLOUT.
  *
+ * One-sided reads (ops.get) go by message: a READ frame names a range of
+ * the peer's registration, whose rail answers with a READ_DATA frame sent
+ * from that memory (no copy), and the reader receives its payload straight
+ * into its own memory (no copy): an MPI library's RDMA-get protocol then
+ * moves a large message with the two kernel copies of a plain socket, where
+ * its send protocol packs and unpacks it on top.  Neither frame reaches the
+ * transport.
+ *
  * Address format (ROV_RAIL_ADDR_MAX bytes at most): u8 family (4 or 6),
  * u16 port (network order), then 4 or 16 address bytes (network order).
  */
@@ -30,6 +38,7 @@
 #include <linux/sockios.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -73,16 +82,46 @@ static struct rov_settings tcp_settings = {
 #define TCP_READS_PER_POLL 16
 #define TCP_FLUSH_IOV 64
 #define TCP_PAGE 4096 /* large frames: payload alignment */
+/* The largest read (ops.get), at most the reader's RAILOVER_MAX_MSG
+ * (tcp_get()): an MPI library reads a larger message in pieces of this. */
+#define TCP_GET_MAX (4u << 20)
+/* Answers to a peer's reads queued on a channel (not yet taken by the
+ * socket) at most; more reads are refused (the peer sends instead): a peer
+ * that asks without reading costs a bounded queue. */
+#define TCP_ANSWERS_MAX 1024
 /* Staging buffer of a channel whose peer has not authenticated: one whole
  * handshake frame, the largest it may send (rov_chan_rx_max_payload()). */
 #define TCP_PREAUTH_BUF (ROV_WIRE_HDR_LEN + ROV_WIRE_HELLO_MAX)
+
+struct tcp_reg;
 
 struct tcp_txq {
     struct tcp_txq *next;
     struct iovec iov[ROV_RAIL_MAX_IOV];
     int iovcnt;
     void *cookie;    /* transport's, or NULL when copied */
-    uint8_t copy[];  /* the copied frame remainder */
+    struct tcp_reg *reg; /* a READ_DATA frame: references this registration */
+    bool answer;     /* a READ_DATA frame (counted in tcp_chan.answers) */
+    void *owned;     /* its rest, copied when the registration went first */
+    uint8_t copy[];  /* the copied frame remainder (READ_DATA: its header) */
+};
+
+/* A registration (ops.mem_reg): what a peer's READ may name. */
+struct tcp_reg {
+    struct tcp_reg *next;   /* the rail's */
+    uintptr_t base;
+    size_t len;
+    uint32_t key;
+    unsigned queued;        /* READ_DATA frames of it in a channel's txq */
+};
+
+/* A read of ours in flight on a channel (ops.get), in the order asked. */
+struct tcp_read {
+    struct tcp_read *next;
+    uint8_t *local;
+    size_t len;
+    uint32_t id;
+    void *cookie;           /* the transport's (rov_rail_get_done()) */
 };
 
 /* What a poll and a message touch first, in two cache lines after the base
@@ -106,6 +145,10 @@ struct tcp_chan {
     void *big_mem;          /* starts on a page, so big's payload does too */
     size_t big_cap, big_len;
     struct tcp_txq *txq_ctrl;   /* last queued control frame, if any */
+    struct tcp_read *reads, *reads_tail; /* our reads not answered yet */
+    struct tcp_read *rd_in;     /* the one whose READ_DATA payload is being read */
+    size_t rd_got;              /* ... bytes of it in rd_in->local so far */
+    unsigned answers;           /* READ_DATA frames of ours in txq */
 };
 
 /* The fields a poll reads first: in the cache line of the ops it calls
@@ -129,6 +172,8 @@ struct tcp_rail {
     size_t rxbuf;
     uint64_t keepalive_ns; /* TCP keepalive idle time (RAILOVER_KEEPALIVE) */
     struct rov_net_links links; /* the interface with our address comes back */
+    struct tcp_reg *regs;   /* registrations, newest first */
+    uint32_t next_key, next_read;
 };
 
 static const char *errno_why(int err)
@@ -253,18 +298,48 @@ static struct tcp_chan *chan_new(struct tcp_rail *r, int fd, bool connecting)
     return c;
 }
 
+/* A queued frame is written or dropped. */
+static void txq_free(struct tcp_chan *c, struct tcp_txq *q)
+{
+    if (q->cookie)
+        rov_rail_send_done(&c->base, q->cookie);
+    if (q->reg)
+        q->reg->queued--;
+    if (q->answer)
+        c->answers--;
+    free(q->owned);
+    free(q);
+}
+
 static void txq_release(struct tcp_chan *c)
 {
     while (c->txq_head) {
         struct tcp_txq *q = c->txq_head;
 
         c->txq_head = q->next;
-        if (q->cookie)
-            rov_rail_send_done(&c->base, q->cookie);
-        free(q);
+        txq_free(c, q);
     }
     c->txq_tail = NULL;
     c->txq_ctrl = NULL;
+}
+
+/* Our reads on a channel that ends: each ends with status, the one whose
+ * answer was arriving first. */
+static void reads_end(struct tcp_chan *c, rov_status_t status)
+{
+    if (c->rd_in) {
+        rov_rail_get_done(&c->base, c->rd_in->cookie, status);
+        free(c->rd_in);
+        c->rd_in = NULL;
+    }
+    while (c->reads) {
+        struct tcp_read *rd = c->reads;
+
+        c->reads = rd->next;
+        rov_rail_get_done(&c->base, rd->cookie, status);
+        free(rd);
+    }
+    c->reads_tail = NULL;
 }
 
 static void tcp_chan_close(struct rov_chan *chan)
@@ -290,6 +365,7 @@ static void tcp_chan_close(struct rov_chan *chan)
     }
     r->nchans--;
     txq_release(c);
+    reads_end(c, ROV_ERR_CANCELED);
     /* Freed later: an epoll batch or a read loop may still point at it. */
     c->next = r->graveyard;
     r->graveyard = c;
@@ -360,6 +436,9 @@ static rov_status_t enqueue(struct tcp_chan *c, const struct iovec *iov, int iov
         return ROV_ERR_NOMEM;
     q->next = NULL;
     q->cookie = cookie;
+    q->reg = NULL;
+    q->answer = false;
+    q->owned = NULL;
     memcpy(q->iov, iov, (size_t)iovcnt * sizeof(*iov));
     q->iovcnt = iovcnt;
     iov_advance(q->iov, &q->iovcnt, skip);
@@ -492,9 +571,7 @@ static void flush_txq(struct tcp_chan *c)
                 c->txq_tail = NULL;
             if (c->txq_ctrl == q)
                 c->txq_ctrl = NULL;
-            if (q->cookie)
-                rov_rail_send_done(&c->base, q->cookie);
-            free(q);
+            txq_free(c, q);
             if (c->dead)
                 return;
         }
@@ -544,6 +621,253 @@ static ROV_COLD bool rx_grow(struct tcp_chan *c)
     return true;
 }
 
+/* One-sided reads by message -------------------------------------------- */
+
+static struct tcp_reg *reg_find(struct tcp_rail *r, uint32_t key)
+{
+    for (struct tcp_reg *g = r->regs; g; g = g->next)
+        if (g->key == key)
+            return g;
+    return NULL;
+}
+
+/* Answer a peer's READ: the bytes from our registration's memory, not
+ * copied (the txq references it; the registration's release copies what
+ * is still queued, tcp_mem_dereg()); a READ that names no registration or
+ * a range outside it gets an empty answer. */
+static ROV_COLD void serve_read(struct tcp_chan *c, const uint8_t *frame, uint32_t id)
+{
+    const uint8_t *p = frame + ROV_WIRE_HDR_LEN;
+    uint64_t addr = rov_get64(p), len = rov_get64(p + 8);
+    struct tcp_reg *g = rov_get32(p + 20) == 0 ? reg_find(c->rail, rov_get32(p + 16)) : NULL;
+    struct rov_wire_hdr hdr = {.type = ROV_FT_READ_DATA, .tag = id};
+    uint8_t h[ROV_WIRE_HDR_LEN];
+    struct iovec iov[2];
+    struct tcp_txq *q;
+    int iovcnt = 1;
+    ssize_t n = 0;
+
+    if (c->txq_head && c->answers >= TCP_ANSWERS_MAX) {
+        rov_log_ratelimited(ROV_LOG_WARN, "tcp", "refused a read: %u answers wait for the "
+                            "peer to read them", c->answers);
+        g = NULL;
+    } else if (g && len > 0 && len <= UINT32_MAX && addr >= g->base && len <= g->len &&
+               addr - g->base <= g->len - len) {
+        hdr.len = (uint32_t)len;
+        iov[1].iov_base = (void *)(uintptr_t)addr;
+        iov[1].iov_len = len;
+        iovcnt = 2;
+    } else {
+        rov_log_ratelimited(ROV_LOG_WARN, "tcp", "refused a read of %llu bytes at %#llx "
+                            "(key %#x): no such registration or range",
+                            (unsigned long long)len, (unsigned long long)addr,
+                            rov_get32(p + 16));
+        g = NULL;
+    }
+    rov_wire_encode(h, &hdr);
+    iov[0].iov_base = h;
+    iov[0].iov_len = sizeof(h);
+    if (!c->txq_head) {
+        n = write_iov(c->watch.fd, iov, iovcnt);
+        if (n == (ssize_t)(sizeof(h) + hdr.len))
+            return;
+        if (n < 0 && errno != EAGAIN) {
+            fail(c, rov_net_errno_status(errno), errno_why(errno));
+            return;
+        }
+        n = n < 0 ? 0 : n;
+    }
+    q = malloc(sizeof(*q) + sizeof(h));
+    if (!q) {
+        fail(c, ROV_ERR_NOMEM, "tcp: no memory to answer a read");
+        return;
+    }
+    memcpy(q->copy, h, sizeof(h));
+    iov[0].iov_base = q->copy;
+    q->next = NULL;
+    q->cookie = NULL;
+    q->owned = NULL;
+    q->reg = g;
+    q->answer = true;
+    c->answers++;
+    memcpy(q->iov, iov, (size_t)iovcnt * sizeof(*iov));
+    q->iovcnt = iovcnt;
+    iov_advance(q->iov, &q->iovcnt, (size_t)n);
+    if (g)
+        g->queued++;
+    if (c->txq_tail)
+        c->txq_tail->next = q;
+    else
+        c->txq_head = q;
+    c->txq_tail = q;
+    set_events(c, c->events | EPOLLOUT);
+}
+
+static ROV_COLD void read_done(struct tcp_chan *c, struct tcp_read *rd, rov_status_t status)
+{
+    c->rd_in = NULL;
+    rov_rail_get_done(&c->base, rd->cookie, status);
+    free(rd);
+}
+
+/* A frame of ours (READ, READ_DATA) at c->off, its header whole: 1 taken
+ * (off moved past what it used), 0 not whole yet, -1 the channel failed.
+ * A READ_DATA payload not here yet is read straight into the reader's
+ * memory (read_dst()). */
+static ROV_COLD int rail_frame(struct tcp_chan *c)
+{
+    const uint8_t *p = c->buf + c->off;
+    size_t avail = c->len - c->off, have;
+    struct rov_wire_hdr hdr;
+    const char *why = "";
+    struct tcp_read *rd;
+
+    if (rov_wire_decode(p, avail, rov_chan_rx_max_payload(&c->base), &hdr, &why) != ROV_OK ||
+        !c->base.authed) {
+        fail(c, ROV_ERR_PROTO, c->base.authed ? why : "tcp: a read frame before the handshake");
+        return -1;
+    }
+    if (hdr.type == ROV_FT_READ) {
+        if (avail < ROV_WIRE_HDR_LEN + ROV_WIRE_READ_LEN)
+            return 0;
+        serve_read(c, p, hdr.tag);
+        c->off += ROV_WIRE_HDR_LEN + ROV_WIRE_READ_LEN;
+        return c->dead ? -1 : 1;
+    }
+    rd = c->reads;
+    if (!rd || hdr.tag != rd->id || (hdr.len != rd->len && hdr.len != 0)) {
+        fail(c, ROV_ERR_PROTO, "tcp: a read answer that matches no read of ours");
+        return -1;
+    }
+    c->reads = rd->next;
+    if (!c->reads)
+        c->reads_tail = NULL;
+    c->off += ROV_WIRE_HDR_LEN;
+    if (hdr.len == 0) {
+        read_done(c, rd, ROV_ERR_INVAL); /* refused: the caller sends instead */
+        return 1;
+    }
+    have = avail - ROV_WIRE_HDR_LEN < rd->len ? avail - ROV_WIRE_HDR_LEN : rd->len;
+    memcpy(rd->local, p + ROV_WIRE_HDR_LEN, have);
+    c->off += have;
+    if (have == rd->len) {
+        read_done(c, rd, ROV_OK);
+        return 1;
+    }
+    c->rd_in = rd;
+    c->rd_got = have;
+    return 1;
+}
+
+static rov_status_t tcp_get(struct rov_chan *chan, void *local, void *handle, uint64_t raddr,
+                            uint32_t key, size_t len, void *cookie)
+{
+    struct tcp_chan *c = (struct tcp_chan *)chan;
+    struct rov_wire_hdr hdr = {.type = ROV_FT_READ, .len = ROV_WIRE_READ_LEN};
+    uint8_t frame[ROV_WIRE_HDR_LEN + ROV_WIRE_READ_LEN];
+    struct iovec iov = {.iov_base = frame, .iov_len = sizeof(frame)};
+    struct tcp_read *rd;
+    rov_status_t st;
+
+    (void)handle;
+    if (c->dead)
+        return ROV_ERR_RESET;
+    if (len == 0 || len > rov_chan_rx_max_payload(chan))
+        return ROV_ERR_MSGSIZE;
+    rd = malloc(sizeof(*rd));
+    if (!rd)
+        return ROV_ERR_NOMEM;
+    rd->next = NULL;
+    rd->local = local;
+    rd->len = len;
+    rd->id = ++c->rail->next_read;
+    rd->cookie = cookie;
+    hdr.tag = rd->id;
+    rov_wire_encode(frame, &hdr);
+    rov_put64(frame + ROV_WIRE_HDR_LEN, raddr);
+    rov_put64(frame + ROV_WIRE_HDR_LEN + 8, len);
+    rov_put32(frame + ROV_WIRE_HDR_LEN + 16, key);
+    rov_put32(frame + ROV_WIRE_HDR_LEN + 20, 0);
+    st = tcp_send(chan, &iov, 1, NULL); /* sent, or queued as a control frame */
+    if (st != ROV_OK) {
+        free(rd);
+        return st;
+    }
+    if (c->reads_tail)
+        c->reads_tail->next = rd;
+    else
+        c->reads = rd;
+    c->reads_tail = rd;
+    return ROV_INPROGRESS;
+}
+
+static rov_status_t tcp_mem_reg(struct rov_rail *rail, void *addr, size_t len, void **handle_p,
+                                uint32_t *key_p)
+{
+    struct tcp_rail *r = (struct tcp_rail *)rail;
+    struct tcp_reg *g = malloc(sizeof(*g));
+
+    if (!g)
+        return ROV_ERR_NOMEM;
+    do
+        g->key = r->next_key++;
+    while (g->key == 0 || reg_find(r, g->key));
+    g->base = (uintptr_t)addr;
+    g->len = len;
+    g->queued = 0;
+    g->next = r->regs;
+    r->regs = g;
+    *handle_p = g;
+    *key_p = g->key;
+    return ROV_OK;
+}
+
+/* The memory may be gone after this (an MPI library releases it once the
+ * reader said it has the data, so normally nothing of it is queued): a
+ * READ_DATA frame of it still queued becomes a refusal (header alone, length
+ * 0: the reader sends instead), but the one the socket may be half-way
+ * through, which keeps a copy of what it has left. */
+static void tcp_mem_dereg(struct rov_rail *rail, void *handle)
+{
+    struct tcp_rail *r = (struct tcp_rail *)rail;
+    struct tcp_reg *g = handle;
+
+    for (struct tcp_chan *c = r->chans; c && g->queued; c = c->next) {
+        for (struct tcp_txq *q = c->txq_head; q; q = q->next) {
+            size_t rest = iov_total(q->iov, q->iovcnt), off = 0;
+
+            if (q->reg != g)
+                continue;
+            q->reg = NULL;
+            g->queued--;
+            if (q != c->txq_head) {
+                rov_put32(q->copy + 4, 0); /* (q->iov[0] is all of q->copy) */
+                q->iovcnt = 1;
+                continue;
+            }
+            q->owned = malloc(rest ? rest : 1);
+            if (!q->owned) {
+                fail(c, ROV_ERR_NOMEM, "tcp: no memory to keep a read's answer");
+                break;
+            }
+            for (int i = 0; i < q->iovcnt; i++) {
+                memcpy((uint8_t *)q->owned + off, q->iov[i].iov_base, q->iov[i].iov_len);
+                off += q->iov[i].iov_len;
+            }
+            q->iov[0].iov_base = q->owned;
+            q->iov[0].iov_len = rest;
+            q->iovcnt = 1;
+        }
+    }
+    for (struct tcp_reg **pp = &r->regs; *pp; pp = &(*pp)->next) {
+        if (*pp == g) {
+            *pp = g->next;
+            break;
+        }
+    }
+    free(g);
+}
+
 /* Hand up every whole frame in [off, len).  Returns false if the channel
  * died (protocol error or closed by the transport during an upcall). */
 static ROV_HOT bool parse_frames(struct tcp_chan *c)
@@ -556,6 +880,16 @@ static ROV_HOT bool parse_frames(struct tcp_chan *c)
         /* A whole frame is checked once, by rov_rail_recv(); the full peek
          * is for a frame still arriving, so garbage is caught on its first
          * bytes and no absurd length is allocated for. */
+        if (__builtin_expect(avail >= ROV_WIRE_HDR_LEN &&
+                             c->buf[c->off + 3] >= ROV_FT_RAIL_FIRST_, 0)) {
+            int taken = rail_frame(c);
+
+            if (taken < 0)
+                return false;
+            if (taken == 0 || c->rd_in)
+                break; /* more to read (into the reader's memory) */
+            continue;
+        }
         if (avail >= ROV_WIRE_HDR_LEN &&
             (flen = rov_wire_frame_len(c->buf + c->off)) <= avail) {
             c->expect_big = false;
@@ -605,14 +939,19 @@ static ROV_HOT bool parse_frames(struct tcp_chan *c)
  * or the rest of a large frame's payload. */
 static ROV_INLINE uint8_t *read_dst(struct tcp_chan *c, size_t *want_p)
 {
-    if (__builtin_expect(c->big_need != 0, 0)) {
+    if (__builtin_expect(c->big_need != 0 || c->rd_in, 0)) {
+        if (c->rd_in) {
+            *want_p = c->rd_in->len - c->rd_got;
+            return c->rd_in->local + c->rd_got;
+        }
         *want_p = c->big_need - c->big_len;
         return c->big + c->big_len;
     }
     *want_p = c->cap - c->len;
-    /* After a large frame, another is likely: read its header alone so its
-     * payload lands in the frame buffer without a copy. */
-    if (__builtin_expect(c->expect_big, 0) && c->len - c->off < ROV_WIRE_HDR_LEN &&
+    /* After a large frame, another is likely, and so is a read's answer
+     * while one is awaited: read its header alone so its payload lands in
+     * the frame buffer (the reader's memory) without a copy. */
+    if (__builtin_expect(c->expect_big || c->reads, 0) && c->len - c->off < ROV_WIRE_HDR_LEN &&
         *want_p > ROV_WIRE_HDR_LEN - (c->len - c->off))
         *want_p = ROV_WIRE_HDR_LEN - (c->len - c->off);
     return c->buf + c->len;
@@ -626,7 +965,7 @@ static ROV_INLINE int read_chan(struct tcp_chan *c)
     int got = 0;
 
     for (int i = 0; i < TCP_READS_PER_POLL && !c->dead; i++) {
-        bool big = c->big_need != 0;
+        bool big = c->big_need != 0 || c->rd_in;
         size_t want;
         uint8_t *dst = read_dst(c, &want);
         ssize_t n = recv(c->watch.fd, dst, want, MSG_DONTWAIT);
@@ -652,7 +991,14 @@ static ROV_INLINE int read_chan(struct tcp_chan *c)
             break;
         }
         got++;
-        if (big) {
+        if (__builtin_expect(c->rd_in != NULL, 0)) {
+            c->rd_got += (size_t)n;
+            if (c->rd_got == c->rd_in->len) {
+                read_done(c, c->rd_in, ROV_OK);
+                if (c->len > c->off && !parse_frames(c)) /* (frames behind its header) */
+                    break;
+            }
+        } else if (big) {
             c->big_len += (size_t)n;
             if (c->big_len == c->big_need) {
                 c->big_need = 0;
@@ -727,6 +1073,9 @@ static rov_status_t tcp_open(rov_context_t *ctx, const struct rov_rail_spec *spe
     r->spare_fd = -1;
     r->rxbuf = set->rxbuf;
     r->keepalive_ns = env->keepalive_ns;
+    r->base.get_max = TCP_GET_MAX;
+    if (getrandom(&r->next_key, sizeof(r->next_key), 0) != sizeof(r->next_key))
+        r->next_key = (uint32_t)rov_now_ns();
     rov_net_links_open(&r->links, &r->base, &r->local);
     *rail_p = &r->base;
     return ROV_OK;
@@ -1103,6 +1452,8 @@ static void tcp_close(struct rov_rail *rail)
 
     while (r->chans)
         tcp_chan_close(&r->chans->base);
+    while (r->regs) /* (the transport releases its registrations first) */
+        tcp_mem_dereg(rail, r->regs);
     tcp_unlisten(rail);
     rov_net_links_close(&r->links);
     bury(r);
@@ -1236,6 +1587,9 @@ static const struct rov_rail_ops tcp_ops = {
     .arm = tcp_arm,
     .ready = tcp_ready,
     .chan_health = tcp_chan_health,
+    .mem_reg = tcp_mem_reg,
+    .mem_dereg = tcp_mem_dereg,
+    .get = tcp_get,
     .chan_flush = tcp_chan_flush,
     .chan_str = tcp_chan_str,
     .addr_str = tcp_addr_str,

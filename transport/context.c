@@ -1048,8 +1048,11 @@ ROV_HOT void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len)
     ctx->frames++;
     if (!rov_wire_decode_data(frame, len, max_payload, &hdr) &&
         (rov_wire_decode(frame, len, max_payload, &hdr, &why) != ROV_OK ||
-         ROV_WIRE_HDR_LEN + (size_t)hdr.len != len)) {
-        rov_conn_chan_failed(chan, ROV_ERR_PROTO, why[0] ? why : "frame length mismatch");
+         ROV_WIRE_HDR_LEN + (size_t)hdr.len != len || hdr.type >= ROV_FT_RAIL_FIRST_)) {
+        rov_conn_chan_failed(chan, ROV_ERR_PROTO, why[0] ? why
+                             : hdr.type >= ROV_FT_RAIL_FIRST_ ? "a read frame on a rail that "
+                                                                "does not read by message"
+                             : "frame length mismatch");
         return;
     }
     rov_conn_on_frame(chan, &hdr, (const uint8_t *)frame + ROV_WIRE_HDR_LEN);

@@ -44,8 +44,13 @@ rov_status_t rov_wire_decode(const void *buf, size_t avail, size_t max_payload,
             *why_p = "end-of-channel marker of the wrong size";
             return ROV_ERR_PROTO;
         }
+    } else if (hdr->type == ROV_FT_READ) {
+        if (hdr->len != ROV_WIRE_READ_LEN) {
+            *why_p = "read request of the wrong size";
+            return ROV_ERR_PROTO;
+        }
     } else if (hdr->type != ROV_FT_DATA && hdr->type != ROV_FT_HELLO &&
-               hdr->type != ROV_FT_HELLO_ACK && hdr->len != 0) {
+               hdr->type != ROV_FT_HELLO_ACK && hdr->type != ROV_FT_READ_DATA && hdr->len != 0) {
         *why_p = "payload on a control frame";
         return ROV_ERR_PROTO;
     }

@@ -14,8 +14,8 @@
  *                    (ROV_HF_*), 8-15 switch reason (rov_reason_t), 16-23
  *                    with ROV_HF_FAILED the rail index that failed;
  *                    CLOSE: 0, or ROV_CLOSE_ACKED; QUIESCE: 0, or
- *                    ROV_QUIESCE_RESUME; ACK, RESEND: 0
- *                    (not checked)
+ *                    ROV_QUIESCE_RESUME; READ, READ_DATA: the read's id;
+ *                    ACK, RESEND: 0 (not checked)
  *  28  u32 reserved  must be zero
  *
  * Stream rails (TCP) find frame boundaries with rov_wire_peek(), which also
@@ -52,8 +52,18 @@ enum rov_ft {
     ROV_FT_QUIESCE = 8,   /* end of channel: "I send nothing after my message
                              <payload: u64 seq> until I resume"; with
                              ROV_QUIESCE_RESUME: "I send again" */
-    ROV_FT_MAX_ = 8,
+    /* A rail's own frames, for a rail that reads remote memory by message
+     * (the TCP rail's ops.get); never handed to the transport. */
+    ROV_FT_READ = 9,      /* "send me len bytes at addr of your registration
+                             key": payload ROV_WIRE_READ_LEN bytes, u64 addr,
+                             u64 len, u32 key, u32 zero; tag: the read's id */
+    ROV_FT_READ_DATA = 10, /* the answer, in the order asked: tag the read's
+                              id, payload the bytes (len as asked), or none
+                              when refused (no such registration or range) */
+    ROV_FT_MAX_ = 10,
 };
+#define ROV_WIRE_READ_LEN 24
+#define ROV_FT_RAIL_FIRST_ ROV_FT_READ /* types from here are a rail's own */
 
 /* QUIESCE flags, in the tag field. */
 enum {

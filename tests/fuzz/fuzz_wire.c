@@ -179,7 +179,10 @@ static void check_frame(const uint8_t *data, size_t size, size_t max_payload)
     CHECK((hdr.type == ROV_FT_DATA) == (hdr.seq != 0));
     if (hdr.type == ROV_FT_QUIESCE)
         CHECK(hdr.len == ((hdr.tag & ROV_QUIESCE_RESUME) ? 0 : ROV_QUIESCE_PAYLOAD));
-    else if (hdr.type != ROV_FT_DATA && hdr.type != ROV_FT_HELLO && hdr.type != ROV_FT_HELLO_ACK)
+    else if (hdr.type == ROV_FT_READ)
+        CHECK(hdr.len == ROV_WIRE_READ_LEN);
+    else if (hdr.type != ROV_FT_DATA && hdr.type != ROV_FT_HELLO &&
+             hdr.type != ROV_FT_HELLO_ACK && hdr.type != ROV_FT_READ_DATA)
         CHECK(hdr.len == 0);
     if (hdr.type == ROV_FT_HELLO || hdr.type == ROV_FT_HELLO_ACK || hdr.type == ROV_FT_SWITCH)
         CHECK((hdr.tag & ~(uint32_t)ROV_HF_MASK_) == 0 &&

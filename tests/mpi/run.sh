@@ -132,7 +132,7 @@ fault)
     # progress also counts, so nothing waits for the 1 s default.
     run_mpi 2 --mca btl self,railover --mca btl_base_verbose 10 \
         --mca btl_railover_rails tcp@127.0.0.1,tcp@127.0.0.2 \
-        --mca btl_railover_fault rail=0,mode=error,after=300 \
+        --mca btl_railover_fault rail=0,mode=error,after=100 \
         --mca btl_railover_failover_timeout 200ms -- "$ROV_MPI_CHECK" "$@"
     [ "$rc" -eq 0 ] || fail "the job exited with $rc"
     expect "PASSED: 2 rank(s), 0 failure(s)"

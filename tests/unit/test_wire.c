@@ -22,6 +22,10 @@ static struct rov_wire_hdr valid_hdr(uint8_t type)
         h.len = ROV_WIRE_HELLO_FIXED;
     if (type == ROV_FT_QUIESCE)
         h.len = ROV_QUIESCE_PAYLOAD;
+    if (type == ROV_FT_READ)
+        h.len = ROV_WIRE_READ_LEN;
+    if (type == ROV_FT_READ_DATA)
+        h.len = 4096;
     h.ack = 3;
     return h;
 }
@@ -249,6 +253,42 @@ START_TEST(test_quiesce_sizes)
                       why ? why : "accepted");
         if (cases[i].want != ROV_OK)
             ck_assert_str_eq(why, "end-of-channel marker of the wrong size");
+    }
+}
+END_TEST
+
+/* A rail's read request is exactly ROV_WIRE_READ_LEN bytes; its answer
+ * carries any length (0: refused); neither has a sequence number. */
+START_TEST(test_read_frames)
+{
+    static const struct {
+        uint8_t type;
+        uint32_t len;
+        uint64_t seq;
+        rov_status_t want;
+        const char *why;
+    } cases[] = {
+        {ROV_FT_READ, ROV_WIRE_READ_LEN, 0, ROV_OK, NULL},
+        {ROV_FT_READ, ROV_WIRE_READ_LEN - 1, 0, ROV_ERR_PROTO, "read request of the wrong size"},
+        {ROV_FT_READ, ROV_WIRE_READ_LEN + 1, 0, ROV_ERR_PROTO, "read request of the wrong size"},
+        {ROV_FT_READ, 0, 0, ROV_ERR_PROTO, "read request of the wrong size"},
+        {ROV_FT_READ_DATA, 0, 0, ROV_OK, NULL},
+        {ROV_FT_READ_DATA, 1u << 20, 0, ROV_OK, NULL},
+        {ROV_FT_READ_DATA, 64, 5, ROV_ERR_PROTO, "sequence number on a control frame"},
+    };
+    uint8_t buf[ROV_WIRE_HDR_LEN];
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct rov_wire_hdr h = valid_hdr(cases[i].type), out;
+        const char *why = NULL;
+
+        h.len = cases[i].len;
+        h.seq = cases[i].seq;
+        rov_wire_encode(buf, &h);
+        ck_assert_msg(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &out, &why) == cases[i].want,
+                      "case %zu: %s", i, why ? why : "accepted");
+        if (cases[i].why)
+            ck_assert_str_eq(why, cases[i].why);
     }
 }
 END_TEST
@@ -1017,6 +1057,7 @@ static Suite *wire_suite(void)
     tcase_add_test(tc, test_bad_version);
     tcase_add_test(tc, test_bad_type);
     tcase_add_test(tc, test_quiesce_sizes);
+    tcase_add_test(tc, test_read_frames);
     tcase_add_test(tc, test_truncated_header);
     tcase_add_test(tc, test_reserved_bits);
     tcase_add_test(tc, test_payload_limit);
