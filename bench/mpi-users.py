@@ -94,12 +94,14 @@ HIGHER_BETTER = ("MB/s", "msg/s")
 P2P_KINDS = ("lat", "bw", "rate")
 COLL_NP = 4
 
-MODES = ("tcp", "rov1", "rov2")
+MODES = ("tcp", "rov1", "rov2", "rov1-base")
 SELECTION = {
     "tcp": ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", nf.FAB_NET],
     "rov1": ["--mca", "btl", "self,railover", "--mca", "btl_railover_rails", "tcp@fab"],
     "rov2": ["--mca", "btl", "self,railover", "--mca", "btl_railover_rails", "tcp@fab,tcp@eth"],
 }
+# rov1-base: rov1 with the component (and so the library) of --base-build.
+SELECTION["rov1-base"] = SELECTION["rov1"]
 
 # Where each rank should run: (side, cpus) per rank; cpus None = not pinned
 # (all cpus allowed).
@@ -182,6 +184,9 @@ def parse_args():
     ap.add_argument("--smoke", action="store_true",
                     help="1 round, unpinned, scale 0.05, all selections: proves the benchmark "
                     "works; explicit options still win")
+    ap.add_argument("--base-build", default=None, metavar="DIR",
+                    help="another build directory (an older commit, say): adds the "
+                    "selection rov1-base, rov1 with that build's component, side by side")
     ap.add_argument("--summarize", metavar="RUNS_CSV", default=None,
                     help="only print the tables of a runs.csv (this script's, or "
                     "bench/mpi-users-vm.sh's), ratios against --base")
@@ -202,10 +207,12 @@ def parse_args():
         ap.error("--rounds must be at least 1")
     if not args.scale > 0:
         ap.error("--scale must be positive")
-    args.modes = [m.strip() for m in (args.modes or ",".join(MODES)).split(",") if m.strip()]
-    bad = [m for m in args.modes if m not in MODES]
+    default_modes = MODES if args.base_build else MODES[:3]
+    args.modes = [m.strip() for m in (args.modes or ",".join(default_modes)).split(",")
+                  if m.strip()]
+    bad = [m for m in args.modes if m not in default_modes]
     if bad or not args.modes or len(set(args.modes)) != len(args.modes):
-        ap.error("--modes: a subset of %s" % ",".join(MODES))
+        ap.error("--modes: a subset of %s" % ",".join(default_modes))
     args.modes = [m for m in MODES if m in args.modes]
     try:
         args.p2p = parse_figures(args.p2p, P2P_KINDS)
@@ -241,6 +248,11 @@ def prerequisites(args):
     pkglibdir = p.stdout.split(":", 1)[1].strip() if ":" in p.stdout else ""
     if p.returncode != 0 or not os.path.isdir(pkglibdir):
         raise nf.Skip("ompi_info --path pkglibdir gave no directory: %r" % p.stdout.strip())
+    if args.base_build:
+        base = os.path.join(os.path.abspath(args.base_build), "mpi-btl")
+        if not os.path.isfile(os.path.join(base, "mca_btl_railover.so")):
+            raise nf.Skip("no railover BTL component in %s (--base-build)" % base)
+        args.base_path = "%s:%s" % (pkglibdir, base)
     return "%s:%s" % (pkglibdir, btl_dir)
 
 
@@ -280,6 +292,8 @@ class Bench:
         self.env = dict(os.environ, OMPI_MCA_mca_base_component_path=component_path,
                         RAILOVER_LOG="warn", ROV_MPIU_SCALE=repr(args.scale),
                         ROV_MPIU_AFFINITY="1")
+        self.env_base = dict(self.env, OMPI_MCA_mca_base_component_path=getattr(
+            args, "base_path", component_path))
         self.runs = []       # one dict per figure and job
         self.jobs = []       # one dict per job
         self.bad_binding = []
@@ -340,7 +354,8 @@ class Bench:
         before = tx_bytes(self.topo)
         t0 = time.monotonic()
         with open(jobout, "w") as f:
-            job = subprocess.Popen(argv, env=self.env, stdout=f, stderr=subprocess.STDOUT,
+            job = subprocess.Popen(argv, env=self.env_base if mode.endswith("-base") else
+                                   self.env, stdout=f, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL)
             try:
                 rc = job.wait(timeout=self.args.job_timeout)
