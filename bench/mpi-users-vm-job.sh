@@ -6,14 +6,16 @@
 # `tests/vm/vmrun --two`; VM b's mailbox agent starts the remote orted
 # (tests/mpi/vm_mpi_lib.sh).
 #
-#   mpi-users-vm-job.sh PROG BTL_DIR OMPI_PKGLIBDIR ROUNDS FIGURES
+#   mpi-users-vm-job.sh PROG BTL_DIR OMPI_PKGLIBDIR ROUNDS FIGURES SCALE [BASE_BTL_DIR]
 #     PROG            the mpi-users program (built on the host)
 #     BTL_DIR         the directory of mca_btl_railover.so
 #     OMPI_PKGLIBDIR  Open MPI's own component directory
 #     ROUNDS          paired rounds
 #     FIGURES         KIND:SIZE,... (bench/mpi-users.c)
-#   ROV_MPIU_SCALE    iteration scale (default 0.05: TCG is some 20 times
-#                     slower than the host)
+#     SCALE           ROV_MPIU_SCALE, the iteration scale (0.05: TCG is some
+#                     20 times slower than the host)
+#     BASE_BTL_DIR    another build's component: adds the mode rov-base,
+#                     rov with that component, side by side
 #
 # Modes (the same as bench/mpi-perf-vm-job.sh, which explains the UCX
 # settings): ucx (pml ucx, rc_verbs on rxe0), rov (ob1 + btl railover,
@@ -25,9 +27,9 @@
 # figures, 1 otherwise, 77 without mpirun.
 set -u
 [ "$ME" = b ] && exit 0 # b serves a's rexec calls (tests/vm/guest-run.sh)
-usage="usage: mpi-users-vm-job.sh PROG BTL_DIR OMPI_PKGLIBDIR ROUNDS FIGURES"
+usage="usage: mpi-users-vm-job.sh PROG BTL_DIR OMPI_PKGLIBDIR ROUNDS FIGURES SCALE [BASE_BTL_DIR]"
 prog=${1:?$usage} btl_dir=${2:?$usage} pkglibdir=${3:?$usage} rounds=${4:?$usage}
-figures=${5:?$usage}
+figures=${5:?$usage} scale=${6:?$usage} base_dir=${7:-}
 command -v mpirun > /dev/null || { log "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 77; }
 here=${VM_JOB%/*} # (VM_JOB: this script, absolute)
 # shellcheck source-path=SCRIPTDIR source=../tests/mpi/vm_mpi_lib.sh
@@ -38,7 +40,7 @@ wd=$VMOUT/mpi-users-vm
 rm -rf "$wd"
 vm_mpi_setup "$wd" "$pkglibdir" "$btl_dir" || fail "cannot set up $wd"
 cd "$wd" || fail "no $wd"
-export ROV_MPIU_SCALE=${ROV_MPIU_SCALE:-0.05}
+export ROV_MPIU_SCALE=$scale
 
 rails="verbs@$RDMA_DEV:$RDMA_PORT,tcp@$ETH_IF"
 # shellcheck disable=SC2054 # (the commas are in option values)
@@ -51,6 +53,8 @@ sel_rov=(--mca pml ob1 --mca btl self,railover --mca btl_railover_rails "$rails"
 # shellcheck disable=SC2054
 sel_tcp=(--mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include "$FAB_IF" -x ROV_MPIU_SCALE)
 modes=(ucx rov tcp)
+[[ -n $base_dir ]] && modes+=(rov-base)
+nmodes=${#modes[@]}
 
 IFS=, read -r -a figs <<< "$figures"
 csv=$VMOUT/runs.csv
@@ -60,12 +64,17 @@ failed=0 shown=
 for ((rnd = 1; rnd <= rounds; rnd++)); do
     # Rotate the order from round to round, reversed every other one.
     order=()
-    for ((i = 0; i < 3; i++)); do order+=("${modes[(i + rnd) % 3]}"); done
-    ((rnd % 2)) && order=("${order[2]}" "${order[1]}" "${order[0]}")
+    for ((i = 0; i < nmodes; i++)); do order+=("${modes[(i + rnd) % nmodes]}"); done
+    if ((rnd % 2)); then
+        rev=()
+        for ((i = nmodes - 1; i >= 0; i--)); do rev+=("${order[i]}"); done
+        order=("${rev[@]}")
+    fi
     for mode in "${order[@]}"; do
         case $mode in
         ucx) sel=("${sel_ucx[@]}") ;;
         rov) sel=("${sel_rov[@]}") ;;
+        rov-base) sel=(--mca mca_base_component_path "$pkglibdir:$base_dir" "${sel_rov[@]}") ;;
         tcp) sel=("${sel_tcp[@]}") ;;
         esac
         argv=("${vm_mpirun[@]}" "${sel[@]}" "$prog" "${figs[@]}")
@@ -97,4 +106,4 @@ if ((failed)); then
     log "FAIL: $failed job(s) gave no figures"
     exit 1
 fi
-log "done: $rounds round(s), 3 modes; $csv"
+log "done: $rounds round(s), $nmodes modes; $csv"

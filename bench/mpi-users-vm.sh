@@ -6,34 +6,38 @@
 # (verbs@rxe0,tcp@eth) and btl tcp on the fabric NIC.  Issue 34.
 #
 #   bench/mpi-users-vm.sh BUILD_DIR [--rounds N] [--figures LIST] [--out DIR]
+#                         [--scale S] [--base-build DIR]
 #
 #   BUILD_DIR     the build directory (mpi-btl/mca_btl_railover.so)
+#   --base-build  another build: adds rov-base, rov with its component
+#   --scale S     iteration scale (default 0.05: TCG is some 20 times slower
+#                 than the host)
 #   --rounds N    paired rounds (default 5), the order rotating
 #   --figures L   KIND:SIZE,... (default lat:8,lat:65536,lat:1048576,
 #                 bw:65536,bw:1048576,rate:8)
 #   --out DIR     results (default ./mpi-users-vm-YYYYmmdd-HHMMSS): vm/runs.csv,
 #                 summary.md (ratios against pml ucx), meta.txt, vm/ (logs)
 #
-# ROV_MPIU_SCALE (default 0.05) scales the iteration counts: TCG is some 20
-# times slower than the host.  Exit: 0 every job gave its figures; 77
+# Exit: 0 every job gave its figures; 77
 # skipped (no qemu, usable kernel, mpirun, mpicc or component).
 set -u -o pipefail
 here=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
 repo=$(dirname "$here")
-usage() { sed -n '8,14{s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '8,18{s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"; }
 skip() { echo "mpi-users-vm: SKIP: $*"; exit 77; }
 
 if (($# < 1)) || [[ $1 == -* ]]; then usage >&2; exit 2; fi
 argv=("$0" "$@")
 build=$(readlink -f -- "$1")
 shift
-rounds=5 figures=lat:8,lat:65536,lat:1048576,bw:65536,bw:1048576,rate:8 out=''
+rounds=5 figures=lat:8,lat:65536,lat:1048576,bw:65536,bw:1048576,rate:8 out='' base='' scale=0.05
 while (($#)); do
     case $1 in
-    --rounds | --figures | --out)
+    --rounds | --figures | --out | --base-build | --scale)
         (($# >= 2)) || { usage >&2; exit 2; }
         case $1 in
         --rounds) rounds=$2 ;; --figures) figures=$2 ;; --out) out=$2 ;;
+        --base-build) base=$(readlink -f -- "$2")/mpi-btl ;; --scale) scale=$2 ;;
         esac
         shift
         ;;
@@ -46,6 +50,7 @@ done
 
 btl_dir=$build/mpi-btl
 [[ -f $btl_dir/mca_btl_railover.so ]] || skip "no railover BTL component in $btl_dir"
+[[ -z $base || -f $base/mca_btl_railover.so ]] || skip "no railover BTL component in $base"
 for p in mpirun mpicc ompi_info; do
     command -v $p > /dev/null || skip "$p not found (apt-get install openmpi-bin libopenmpi-dev)"
 done
@@ -57,13 +62,14 @@ mkdir -p -- "$out" || exit 1
 out=$(cd -- "$out" && pwd -P)
 mpicc -O2 -o "$out/mpi-users" "$here/mpi-users.c" || { echo "mpi-users-vm: FAIL: mpicc"; exit 1; }
 nfig=$(tr ',' '\n' <<< "$figures" | grep -c .)
-tmo=$((rounds * 3 * (60 + 30 * nfig) + 180))
+tmo=$((rounds * 4 * (60 + 30 * nfig) + 180))
 echo "mpi-users-vm: $rounds round(s), figures $figures; results in $out"
 started=$(date -u +%FT%TZ)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$(date +%s)
 "$repo/tests/vm/vmrun" --two --timeout "$tmo" --out "$out/vm" -- \
-    "$here/mpi-users-vm-job.sh" "$out/mpi-users" "$btl_dir" "$pkglibdir" "$rounds" "$figures"
+    "$here/mpi-users-vm-job.sh" "$out/mpi-users" "$btl_dir" "$pkglibdir" "$rounds" "$figures" "$scale" \
+    ${base:+"$base"}
 rc=$?
 t1=$(date +%s)
 {
@@ -73,7 +79,7 @@ t1=$(date +%s)
     echo "commit: $(git -C "$repo" rev-parse --short HEAD 2> /dev/null)"
     echo "host: $(uname -r), $(nproc) cpu"
     echo "load before: $load0; after: $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "rounds: $rounds; figures: $figures; scale: ${ROV_MPIU_SCALE:-0.05}"
+    echo "rounds: $rounds; figures: $figures; scale: $scale; base: ${base:--}"
     echo "Open MPI: $(ompi_info --version 2> /dev/null | head -n 1); UCX: $(ucx_info -v 2> /dev/null | sed -n 's/^# Version //p')"
 } > "$out/meta.txt"
 ((rc == 77)) && skip "vmrun skipped (see above)"

@@ -889,6 +889,19 @@ rov_status_t rov_conn_close(rov_conn_t *conn)
     return ROV_ERR_BUSY;
 }
 
+/* m joins the connection's held sends, last. */
+static void held_append(struct rov_conn *conn, struct rov_msg *m)
+{
+    m->next = NULL;
+    if (conn->held_tail)
+        conn->held_tail->next = m;
+    else
+        conn->held = m;
+    conn->held_tail = m;
+    conn->held_msgs++;
+    conn->held_bytes += m->len;
+}
+
 /* Whether the peer may have anything of conn's: a first handshake done, or
  * a message of it transmitted (tx_sync holds every message back until the
  * first HELLO_ACK, so the second is a net under the first). */
@@ -929,17 +942,10 @@ rov_status_t rov_conn_hand_over(rov_conn_t *from, rov_conn_t *into)
         m->next = NULL;
         msgs++;
         bytes += m->len;
-        if (hold) {
-            if (into->held_tail)
-                into->held_tail->next = m;
-            else
-                into->held = m;
-            into->held_tail = m;
-            into->held_msgs++;
-            into->held_bytes += m->len;
-        } else {
+        if (hold)
+            held_append(into, m);
+        else
             rov_retain_push(&into->tx, m);
-        }
         m = next;
     }
     from->stats.msgs_sent -= msgs;
@@ -1093,14 +1099,7 @@ static ROV_COLD rov_status_t send_held(struct rov_conn *conn, uint32_t tag, cons
     if (!m)
         return ROV_ERR_NOMEM;
     msg_params(m, tag, params);
-    m->next = NULL;
-    if (conn->held_tail)
-        conn->held_tail->next = m;
-    else
-        conn->held = m;
-    conn->held_tail = m;
-    conn->held_msgs++;
-    conn->held_bytes += len;
+    held_append(conn, m);
     conn->ctx->tx_bytes += len;
     conn->stats.msgs_sent++;
     conn->stats.bytes_sent += len;

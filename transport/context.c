@@ -646,6 +646,10 @@ rov_status_t rov_ctx_open_rails(rov_context_t *ctx)
         rail->spec = spec;
         rail->index = (int)i;
         rail->max_frame = ROV_WIRE_HDR_LEN + ctx->config.max_msg;
+        /* A read is no larger than a message (a rail that reads by
+         * message receives it as one frame). */
+        if (rail->get_max > ctx->config.max_msg)
+            rail->get_max = ctx->config.max_msg;
         ctx->rails[ctx->nrails++] = rail;
         rov_debug("core", "rail %u: %s open", i, spec->name);
     }

@@ -321,8 +321,9 @@ typedef struct rov_limits {
     size_t max_msg;
     size_t eager_limit;
     size_t conn_data_max; /* rov_connect_params_t.data_len, at most */
-    size_t get_max;       /* the largest rov_conn_get(); 0: no rail reads
-                           * a peer's memory (only verbs does) */
+    size_t get_max;       /* the largest rov_conn_get() (at most max_msg);
+                           * 0: no rail reads a peer's memory (verbs and
+                           * tcp do) */
 } rov_limits_t;
 
 void rov_context_limits(const rov_context_t *context, rov_limits_t *limits_p);
@@ -517,11 +518,14 @@ void rov_conn_stats(const rov_conn_t *conn, rov_conn_stats_t *stats_p);
 /*
  * A process registers memory that its peers may read, and gives each peer
  * the registration's key (rov_mem_key(), out of band or in a message); a
- * peer reads it with rov_conn_get() on its connection to the process, with
- * no work on the process's CPU.  Only a rail that reads remote memory in
- * hardware does this (verbs: RDMA READ); on any other rail, and after a
- * failover to one, rov_conn_get() answers ROV_ERR_UNSUPPORTED and the
- * caller moves the data with messages instead, which fail over like any.
+ * peer reads it with rov_conn_get() on its connection to the process.  A
+ * rail that reads remote memory does this: verbs in hardware (RDMA READ,
+ * no work on the owner's CPU), tcp by message (the owner's progress
+ * answers from the registered memory, the reader receives straight into
+ * its own: no copy on either side).  On any other rail (ucx, loop), and
+ * after a failover to one, rov_conn_get() answers ROV_ERR_UNSUPPORTED and
+ * the caller moves the data with messages instead, which fail over like
+ * any.
  * A read that its rail cannot finish (the rail failed under it) completes
  * with an error status and may be asked for again by message: a read has
  * no effect at the owner, so doing it twice is harmless.
