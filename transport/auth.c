@@ -60,12 +60,13 @@ void rov_auth_hello_mac(const uint8_t key[ROV_KEY_LEN], const uint8_t *answered,
                         uint8_t out[ROV_MAC_LEN])
 {
     struct rov_auth_piece pieces[3] = {
-        {answered, answered ? ROV_NONCE_LEN : 0},
+        {answered, ROV_NONCE_LEN},
         {hdrbuf, ROV_WIRE_HDR_LEN},
         {payload, len >= ROV_MAC_LEN ? len - ROV_MAC_LEN : 0},
     };
 
-    rov_auth_mac(key, answered ? "railover hello-ack" : "railover hello", pieces, 3, out);
+    rov_auth_mac(key, hdrbuf[3] == ROV_FT_HELLO_ACK ? "railover hello-ack" : "railover hello",
+                 pieces, 3, out);
 }
 
 bool rov_auth_mac_equal(const uint8_t a[ROV_MAC_LEN], const uint8_t b[ROV_MAC_LEN])

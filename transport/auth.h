@@ -44,11 +44,12 @@ struct rov_auth_piece {
 void rov_auth_mac(const uint8_t key[ROV_KEY_LEN], const char *label,
                   const struct rov_auth_piece *pieces, int n, uint8_t out[ROV_MAC_LEN]);
 
-/** The MAC of a HELLO or HELLO_ACK (wire.h): over its encoded header
- * (hdrbuf, ROV_WIRE_HDR_LEN bytes) and its payload of len bytes but the
- * MAC at its end; a HELLO_ACK's (answered: the nonce of the HELLO it
- * answers; NULL for a HELLO) also over that nonce, so that it cannot be
- * replayed as the answer to another. */
+/** The MAC of a HELLO or HELLO_ACK (wire.h): over the nonce it answers
+ * (answered, ROV_NONCE_LEN bytes: for a HELLO the channel's CHALLENGE, for
+ * a HELLO_ACK the HELLO's nonce), so that it cannot be replayed on another
+ * channel or as the answer to another, its encoded header (hdrbuf,
+ * ROV_WIRE_HDR_LEN bytes, which names the frame type) and its payload of
+ * len bytes but the MAC at its end. */
 void rov_auth_hello_mac(const uint8_t key[ROV_KEY_LEN], const uint8_t *answered,
                         const uint8_t *hdrbuf, const uint8_t *payload, size_t len,
                         uint8_t out[ROV_MAC_LEN]);

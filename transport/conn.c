@@ -298,12 +298,14 @@ static void derive_secret(const uint8_t *listener_key, const uint8_t *nonce_c,
     rov_auth_mac(listener_key, "railover connection secret", pieces, 5, out);
 }
 
-/* Send a HELLO or a HELLO_ACK with its proof.  A HELLO's nonce is kept in
- * chan->nonce (the answer's MAC covers it); a first HELLO goes under the
+/* Send a HELLO or a HELLO_ACK with its proof, which covers the nonce it
+ * answers (chan->nonce: the acceptor's CHALLENGE for a HELLO, the HELLO's
+ * nonce for a HELLO_ACK).  A HELLO's own nonce then replaces the challenge
+ * in chan->nonce (the answer's MAC covers it); a first HELLO goes under the
  * peer's endpoint key, with our public address, any other under the
- * connection's secret with the next counter.  A HELLO_ACK answers the HELLO
- * whose nonce chan->nonce holds and carries `nonce` (the listener's half of
- * the secret, on a first answer; otherwise fresh bytes). */
+ * connection's secret with the next counter.  A HELLO_ACK carries `nonce`
+ * (the listener's half of the secret, on a first answer; otherwise fresh
+ * bytes). */
 static void send_hello(struct rov_chan *chan, uint8_t type, uint32_t flags, const uint8_t *nonce)
 {
     struct rov_conn *conn = chan->conn;
@@ -327,7 +329,6 @@ static void send_hello(struct rov_chan *chan, uint8_t type, uint32_t flags, cons
         memcpy(h.nonce, nonce, ROV_NONCE_LEN);
     }
     if (type == ROV_FT_HELLO) {
-        memcpy(chan->nonce, h.nonce, ROV_NONCE_LEN);
         if (!first) {
             h.ctr = ++conn->hello_tx_ctr;
             /* After a reopen our ports (or host) changed: the peer learns
@@ -346,9 +347,10 @@ static void send_hello(struct rov_chan *chan, uint8_t type, uint32_t flags, cons
     }
     len = rov_wire_hello_encode(buf, &h);
     ctrl_hdr(chan, type, flags, len, hdrbuf);
-    rov_auth_hello_mac(first ? conn->peer.key : conn->secret,
-                       type == ROV_FT_HELLO_ACK ? chan->nonce : NULL, hdrbuf, buf, len,
+    rov_auth_hello_mac(first ? conn->peer.key : conn->secret, chan->nonce, hdrbuf, buf, len,
                        buf + len - ROV_MAC_LEN);
+    if (type == ROV_FT_HELLO)
+        memcpy(chan->nonce, h.nonce, ROV_NONCE_LEN);
     ctrl_send(chan, hdrbuf, buf, len);
 }
 
@@ -638,6 +640,15 @@ void rov_conn_free(struct rov_conn *conn)
 {
     rov_context_t *ctx = conn->ctx;
 
+    if (conn->has_secret && conn->peer_id) {
+        struct rov_ended *e = &ctx->ended[ctx->ended_next++ % ROV_ENDED_MAX];
+
+        e->id = conn->id;
+        e->peer_id = conn->peer_id;
+        memcpy(e->peer_ep, conn->peer.ep_id, ROV_EP_ID_LEN);
+        memcpy(e->secret, conn->secret, ROV_KEY_LEN);
+    }
+    explicit_bzero(conn->secret, ROV_KEY_LEN);
     ctx->conn_now[conn->state]--;
     rov_conn_abort(conn, ROV_ERR_CANCELED);
     if (conn->push_more)
@@ -1466,6 +1477,32 @@ static ROV_COLD void peer_aborted(struct rov_conn *conn, uint32_t tag)
     conn_fail(conn, st, why);
 }
 
+/* A HELLO for a connection no longer here (freed, rov_conn_free()): the
+ * peer, closing too, lost our answer to its CLOSE, or did not learn of a
+ * failure.  It is answered (CLOSE|ABORT, and the peer stops reconnecting)
+ * only when it proves that connection's secret, which the context keeps
+ * for its last ROV_ENDED_MAX connections; anything else is closed
+ * unanswered, like a HELLO for an id never used, so that nobody without
+ * the secret learns which connection ids existed. */
+static ROV_COLD void hello_for_ended(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
+                                     const uint8_t *payload, const struct rov_wire_hello *h)
+{
+    rov_context_t *ctx = chan->rail->ctx;
+
+    for (int i = 0; i < ROV_ENDED_MAX; i++) {
+        const struct rov_ended *e = &ctx->ended[i];
+
+        if (e->id != h->peer_conn_id || e->id == 0 || e->peer_id != h->conn_id ||
+            memcmp(e->peer_ep, h->ep_id, ROV_EP_ID_LEN) != 0 ||
+            !hello_authentic(e->secret, chan->nonce, hdr, payload, h))
+            continue;
+        rov_info("conn", "hello on %s for connection %llu, which has ended here: answered and "
+                 "closed", chan->rail->spec->name, (unsigned long long)h->peer_conn_id);
+        return abort_hello(chan, ROV_ERR_CLOSED);
+    }
+    protocol_error(chan, "hello for a connection not here, or not authenticated");
+}
+
 /* HELLO on an accepted channel: a new connection, or a new channel (switch,
  * reconnect) of an existing one. */
 static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
@@ -1487,7 +1524,7 @@ static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_h
 
         if (!h.addr)
             return protocol_error(chan, "first hello without an address");
-        if (!hello_authentic(ctx->ep_key, NULL, hdr, payload, &h))
+        if (!hello_authentic(ctx->ep_key, chan->nonce, hdr, payload, &h))
             return protocol_error(chan, "hello not authenticated: the peer does not hold this "
                                         "endpoint's address key");
         if (rov_auth_random(nonce_l, sizeof(nonce_l)) != ROV_OK) {
@@ -1529,23 +1566,23 @@ static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_h
         return;
     }
     conn = find_conn(ctx, h.peer_conn_id);
-    if (!conn && h.peer_conn_id >= ctx->next_conn_id)
-        return protocol_error(chan, "hello for a connection never made here");
-    if (!conn || conn->state == ROV_CONN_FAILED || conn->state == ROV_CONN_DEAD) {
+    if (!conn)
+        return hello_for_ended(chan, hdr, payload, &h);
+    if (conn->peer_id != h.conn_id || memcmp(conn->peer.ep_id, h.ep_id, ROV_EP_ID_LEN) != 0)
+        return protocol_error(chan, "hello for a connection of another peer");
+    if (!conn->has_secret || !hello_authentic(conn->secret, chan->nonce, hdr, payload, &h))
+        return protocol_error(chan, "hello not authenticated: the peer does not hold the "
+                                    "connection's secret");
+    if (conn->state == ROV_CONN_FAILED || conn->state == ROV_CONN_DEAD) {
         /* A connection that ended here: the peer, closing too, lost our
          * answer to its CLOSE and sends it again, or it did not learn of
          * the failure (not a protocol error). */
         rov_info("conn", "hello on %s for connection %llu, which has %s here: answered and "
                  "closed", chan->rail->spec->name, (unsigned long long)h.peer_conn_id,
-                 conn && conn->state == ROV_CONN_FAILED ? "failed" : "ended");
-        return abort_hello(chan, conn && conn->state == ROV_CONN_FAILED ? conn->fail_status
-                                                                         : ROV_ERR_CLOSED);
+                 conn->state == ROV_CONN_FAILED ? "failed" : "ended");
+        return abort_hello(chan, conn->state == ROV_CONN_FAILED ? conn->fail_status
+                                                                 : ROV_ERR_CLOSED);
     }
-    if (conn->peer_id != h.conn_id || memcmp(conn->peer.ep_id, h.ep_id, ROV_EP_ID_LEN) != 0)
-        return protocol_error(chan, "hello for a connection of another peer");
-    if (!conn->has_secret || !hello_authentic(conn->secret, NULL, hdr, payload, &h))
-        return protocol_error(chan, "hello not authenticated: the peer does not hold the "
-                                    "connection's secret");
     if (!rov_replay_fresh(&conn->hello_rx, h.ctr))
         return protocol_error(chan, "hello replayed: its counter was used before");
     rov_replay_accept(&conn->hello_rx, h.ctr);
@@ -1579,8 +1616,9 @@ static ROV_COLD void handle_hello_ack(struct rov_conn *conn, struct rov_chan *ch
     int rail = chan->rail->index;
     struct rov_wire_hello h;
     const char *why = "";
+    bool first;
 
-    if (!chan->outbound || chan->handshaken)
+    if (!chan->outbound || chan->handshaken || !chan->challenged)
         return protocol_error(chan, "unexpected hello ack");
     if (rov_wire_hello_decode(payload, hdr->len, &h, &why) != ROV_OK)
         return protocol_error(chan, why);
@@ -1602,12 +1640,15 @@ static ROV_COLD void handle_hello_ack(struct rov_conn *conn, struct rov_chan *ch
                                     "connection's secret");
     }
     rov_ctx_chan_authed(chan);
+    first = !conn->peer_id;
+    /* Known before anything can fail the connection: the peer's HELLO for
+     * it is then answered (handle_hello()). */
+    conn->peer_id = h.conn_id;
     if (!learn_peer_max(conn, h.max_msg))
         return;
     chan->handshaken = 1;
-    if (!conn->peer_id) {
+    if (first) {
         /* First handshake (the connection may already be closing). */
-        conn->peer_id = h.conn_id;
         conn->tx_sync = false;
         conn->tx_chan_serial = chan->serial;
         if (conn->state == ROV_CONN_CONNECTING) {
@@ -1919,6 +1960,48 @@ static ROV_COLD void handle_quiesce(struct rov_conn *conn, struct rov_chan *chan
     rov_conn_push(conn);
 }
 
+/* Our HELLO on a channel we connected, once it is both open and
+ * challenged (in either order, early_frame() in context.c). */
+static void chan_hello(struct rov_chan *chan)
+{
+    struct rov_conn *conn = chan->conn;
+
+    send_hello(chan, ROV_FT_HELLO,
+               conn->peer_id && conn->tx_rail == chan->rail->index
+                   ? conn->switch_tag | hold_flag(conn) : 0,
+               NULL);
+}
+
+void rov_conn_chan_connected(struct rov_chan *chan)
+{
+    if (chan->conn && chan->challenged)
+        chan_hello(chan);
+}
+
+/* The acceptor's CHALLENGE: the nonce our HELLO's MAC must cover. */
+static ROV_COLD void handle_challenge(struct rov_chan *chan, const uint8_t *payload)
+{
+    if (!chan->outbound || chan->challenged)
+        return protocol_error(chan, "unexpected challenge");
+    memcpy(chan->nonce, payload, ROV_NONCE_LEN);
+    chan->challenged = 1;
+    if (chan->state == ROV_CHAN_OPEN)
+        chan_hello(chan);
+}
+
+/* An accepted channel: challenge the connector at once (wire.h).  Its HELLO
+ * must prove the key (or the connection's secret) over this nonce, so a
+ * HELLO recorded on another channel opens nothing. */
+void rov_conn_chan_accepted(struct rov_chan *chan)
+{
+    if (rov_auth_random(chan->nonce, ROV_NONCE_LEN) != ROV_OK) {
+        rov_log_ratelimited(ROV_LOG_WARN, "conn", "no random bytes for a handshake challenge");
+        rov_ctx_chan_close(chan);
+        return;
+    }
+    send_ctrl(chan, ROV_FT_CHALLENGE, 0, chan->nonce, ROV_NONCE_LEN);
+}
+
 ROV_HOT void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
                                const uint8_t *payload)
 {
@@ -1935,6 +2018,8 @@ ROV_HOT void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr 
         return;
     if (hdr->type == ROV_FT_HELLO)
         return protocol_error(chan, "second hello on a channel");
+    if (__builtin_expect(hdr->type == ROV_FT_CHALLENGE, 0))
+        return handle_challenge(chan, payload);
     if (__builtin_expect(hdr->type == ROV_FT_CLOSE && (hdr->tag & ROV_CLOSE_ABORT), 0) &&
         (chan->handshaken || chan->outbound))
         return peer_aborted(conn, hdr->tag); /* also the answer to our HELLO */
@@ -1973,18 +2058,6 @@ ROV_HOT void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr 
     }
     if (conn->tx.next_tx || conn->state != ROV_CONN_ESTABLISHED)
         rov_conn_push(conn);
-}
-
-void rov_conn_chan_connected(struct rov_chan *chan)
-{
-    struct rov_conn *conn = chan->conn;
-
-    if (!conn)
-        return;
-    send_hello(chan, ROV_FT_HELLO,
-               conn->peer_id && conn->tx_rail == chan->rail->index
-                   ? conn->switch_tag | hold_flag(conn) : 0,
-               NULL);
 }
 
 void rov_conn_chan_failed(struct rov_chan *chan, rov_status_t status, const char *why)

@@ -769,6 +769,8 @@ void rov_context_destroy(rov_context_t *ctx)
     close(ctx->timer.fd);
     close(ctx->epfd);
     rov_msg_cache_fini(&ctx->msg_cache);
+    explicit_bzero(ctx->ended, sizeof(ctx->ended));
+    explicit_bzero(ctx->ep_key, sizeof(ctx->ep_key));
     free(ctx);
 }
 
@@ -903,12 +905,25 @@ static bool chan_set_state(struct rov_chan *chan, enum rov_chan_state state, con
     return true;
 }
 
-/* A channel the rail just made joins the context, in its first state. */
-static void chan_track(rov_context_t *ctx, struct rov_chan *chan, enum rov_chan_state state,
-                       const char *why)
+/* A channel the rail just made (connected, or accepted) joins the
+ * context, in its first state, with the transport's part of it fresh. */
+static void chan_track(struct rov_rail *rail, struct rov_chan *chan, bool outbound)
 {
+    rov_context_t *ctx = rail->ctx;
+
+    chan->rail = rail;
+    chan->conn = NULL;
+    chan->outbound = outbound;
+    chan->handshaken = 0;
+    chan->parked = 0;
+    chan->authed = 0;
+    chan->awaiting_hello = 0;
+    chan->silent = 0;
+    chan->challenged = 0;
+    chan->born_ns = rov_now_ns();
     chan->serial = ++ctx->next_chan_serial;
-    chan_set_state(chan, state, why, true);
+    chan_set_state(chan, outbound ? ROV_CHAN_CONNECTING : ROV_CHAN_OPEN,
+                   outbound ? "connecting" : "accepted", true);
     chan->send_error = ROV_OK;
     chan->send_reason = ROV_REASON_NONE;
     chan->next = ctx->chans;
@@ -945,16 +960,7 @@ struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, s
     *st_p = rail->ops.connect(rail, addr, len, &chan);
     if (*st_p != ROV_OK)
         return NULL;
-    chan->rail = rail;
-    chan->conn = NULL;
-    chan->outbound = 1;
-    chan->awaiting_hello = 0;
-    chan->authed = 0;
-    chan->born_ns = rov_now_ns();
-    chan->handshaken = 0;
-    chan->parked = 0;
-    chan->silent = 0;
-    chan_track(rail->ctx, chan, ROV_CHAN_CONNECTING, "connecting");
+    chan_track(rail, chan, true);
     return chan;
 }
 
@@ -1016,20 +1022,13 @@ void rov_rail_accepted(struct rov_rail *rail, struct rov_chan *chan)
 {
     rov_context_t *ctx = rail->ctx;
 
-    chan->rail = rail;
-    chan->conn = NULL;
-    chan->outbound = 0;
-    chan->authed = 0;
-    chan->born_ns = rov_now_ns();
-    chan->handshaken = 0;
-    chan->parked = 0;
-    chan->silent = 0;
     if (ctx->awaiting_hello == HELLO_PENDING_MAX)
         drop_oldest_unauthed(ctx);
-    chan_track(ctx, chan, ROV_CHAN_OPEN, "accepted");
+    chan_track(rail, chan, false);
     chan->awaiting_hello = 1;
     if (ctx->awaiting_hello++ == 0)
         ctx->hello_due_ns = chan->born_ns + hello_timeout_ns(ctx);
+    rov_conn_chan_accepted(chan);
 }
 
 void rov_rail_connected(struct rov_chan *chan)
@@ -1040,6 +1039,24 @@ void rov_rail_connected(struct rov_chan *chan)
     rov_conn_chan_connected(chan);
 }
 
+/* A frame on a channel we connected that its rail has not yet reported
+ * connected: the acceptor speaks first (its CHALLENGE, wire.h), and on
+ * some rails (UCX) its frame can overtake the connect's completion.  The
+ * CHALLENGE is taken (the HELLO waits for the connect); nothing else may
+ * come before our HELLO. */
+static ROV_COLD void early_frame(struct rov_chan *chan, const void *frame, size_t len)
+{
+    struct rov_wire_hdr hdr;
+    const char *why = "a frame other than the challenge before our hello";
+
+    if (rov_wire_decode(frame, len, ROV_WIRE_HELLO_MAX, &hdr, &why) == ROV_OK &&
+        ROV_WIRE_HDR_LEN + (size_t)hdr.len == len && hdr.type == ROV_FT_CHALLENGE) {
+        rov_conn_on_frame(chan, &hdr, (const uint8_t *)frame + ROV_WIRE_HDR_LEN);
+        return;
+    }
+    rov_conn_chan_failed(chan, ROV_ERR_PROTO, why);
+}
+
 ROV_HOT void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len)
 {
     rov_context_t *ctx = chan->rail->ctx;
@@ -1047,8 +1064,11 @@ ROV_HOT void rov_rail_recv(struct rov_chan *chan, const void *frame, size_t len)
     struct rov_wire_hdr hdr;
     const char *why = "";
 
-    if (chan->state != ROV_CHAN_OPEN || __builtin_expect(chan->silent, 0))
+    if (__builtin_expect(chan->state != ROV_CHAN_OPEN || chan->silent, 0)) {
+        if (chan->state == ROV_CHAN_CONNECTING && !chan->silent)
+            early_frame(chan, frame, len);
         return;
+    }
     ctx->frames++;
     if (!rov_wire_decode_data(frame, len, max_payload, &hdr) &&
         (rov_wire_decode(frame, len, max_payload, &hdr, &why) != ROV_OK ||

@@ -82,6 +82,16 @@ struct rov_conn {
     uint64_t reopen_backoff_ns;       /* its next try after a failed one waits this */
 };
 
+/* A connection freed here, remembered so that its peer's late HELLO (it
+ * missed how the connection ended) gets an answer once it proves the
+ * connection's secret (conn.c, hello_for_ended()). */
+#define ROV_ENDED_MAX 64
+struct rov_ended {
+    uint64_t id, peer_id;
+    uint8_t peer_ep[ROV_EP_ID_LEN];
+    uint8_t secret[ROV_KEY_LEN];
+};
+
 /* Hot fields first (the progress call, the per-message paths).  Allocated
  * on a cache line (rov_zalloc_lines()): what an idle rov_progress() reads is
  * in the first line, through rails[1]. */
@@ -129,6 +139,8 @@ struct rov_context {
     struct rov_chan *chans;           /* every channel not yet closed */
     uint64_t next_conn_id;
     uint64_t next_chan_serial;
+    struct rov_ended ended[ROV_ENDED_MAX]; /* the last connections freed */
+    unsigned ended_next;
     bool hold_all;                    /* an operator holds every connection, present and future */
     struct rov_fault fault;           /* RAILOVER_FAULT */
     struct rov_ctl *ctl;              /* control endpoint (control.c), NULL: none */
@@ -220,6 +232,7 @@ struct rov_conn *rov_conn_new(rov_context_t *ctx);
 void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
                        const uint8_t *payload);
 void rov_conn_chan_connected(struct rov_chan *chan);
+void rov_conn_chan_accepted(struct rov_chan *chan);
 void rov_conn_chan_flushed(struct rov_chan *chan);
 ROV_COLD
 void rov_conn_chan_failed(struct rov_chan *chan, rov_status_t status, const char *why);

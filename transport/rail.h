@@ -55,6 +55,8 @@ struct rov_chan {
     unsigned awaiting_hello : 1; /* accepted, peer not yet authenticated
                                   * (handshake timeout and cap: context.c) */
     unsigned silent : 1;       /* RAILOVER_FAULT: drops every frame both ways */
+    unsigned challenged : 1;   /* outbound: the acceptor's CHALLENGE came (our
+                                * HELLO goes once the channel is also open) */
     rov_status_t send_error;   /* a send failed (or RAILOVER_FAULT fired) inside
                                 * rov_conn_send(): the channel fails at the
                                 * next progress, with send_reason */
@@ -63,7 +65,10 @@ struct rov_chan {
     uint32_t hello_flags;      /* parked: the HELLO that came on it */
     uint64_t hello_ack;
     uint64_t born_ns;          /* accepted or connected at (handshake timeout) */
-    uint8_t nonce[ROV_NONCE_LEN]; /* outbound: our HELLO's; accepted: the peer's */
+    uint8_t nonce[ROV_NONCE_LEN]; /* outbound: the acceptor's CHALLENGE until our
+                                   * HELLO goes, then that HELLO's nonce;
+                                   * accepted: our CHALLENGE until the HELLO,
+                                   * then the HELLO's nonce */
     struct rov_chan *next;     /* context's list of channels */
 };
 

@@ -44,6 +44,11 @@ rov_status_t rov_wire_decode(const void *buf, size_t avail, size_t max_payload,
             *why_p = "end-of-channel marker of the wrong size";
             return ROV_ERR_PROTO;
         }
+    } else if (hdr->type == ROV_FT_CHALLENGE) {
+        if (hdr->len != ROV_NONCE_LEN || hdr->tag != 0) {
+            *why_p = "challenge of the wrong size";
+            return ROV_ERR_PROTO;
+        }
     } else if (hdr->type == ROV_FT_READ) {
         if (hdr->len != ROV_WIRE_READ_LEN) {
             *why_p = "read request of the wrong size";

@@ -36,7 +36,7 @@
 #include "transport/auth.h"
 
 #define ROV_WIRE_MAGIC 0x5652u
-#define ROV_WIRE_VERSION 4
+#define ROV_WIRE_VERSION 5
 #define ROV_WIRE_HDR_LEN 32
 #define ROV_EP_ID_LEN 16
 
@@ -52,15 +52,19 @@ enum rov_ft {
     ROV_FT_QUIESCE = 8,   /* end of channel: "I send nothing after my message
                              <payload: u64 seq> until I resume"; with
                              ROV_QUIESCE_RESUME: "I send again" */
+    ROV_FT_CHALLENGE = 9, /* the acceptor's first frame on every channel:
+                             payload ROV_NONCE_LEN fresh random bytes that
+                             the connector's HELLO MAC must cover, so a
+                             recorded HELLO opens nothing */
     /* A rail's own frames, for a rail that reads remote memory by message
      * (the TCP rail's ops.get); never handed to the transport. */
-    ROV_FT_READ = 9,      /* "send me len bytes at addr of your registration
+    ROV_FT_READ = 10,     /* "send me len bytes at addr of your registration
                              key": payload ROV_WIRE_READ_LEN bytes, u64 addr,
                              u64 len, u32 key, u32 zero; tag: the read's id */
-    ROV_FT_READ_DATA = 10, /* the answer, in the order asked: tag the read's
+    ROV_FT_READ_DATA = 11, /* the answer, in the order asked: tag the read's
                               id, payload the bytes (len as asked), or none
                               when refused (no such registration or range) */
-    ROV_FT_MAX_ = 10,
+    ROV_FT_MAX_ = 11,
 };
 #define ROV_WIRE_READ_LEN 24
 #define ROV_FT_RAIL_FIRST_ ROV_FT_READ /* types from here are a rail's own */
@@ -136,11 +140,18 @@ struct rov_wire_hdr {
  *                       else 0
  *  70 addr[addr_len]
  *  .. data[data_len]
- *  .. mac[32]           HMAC-SHA256 (auth.h) over a label, for a HELLO_ACK
- *                       the nonce of the HELLO it answers, the 32-byte
- *                       header and the payload before the MAC: under the
+ *  .. mac[32]           HMAC-SHA256 (auth.h) over a label, the nonce it
+ *                       answers (a HELLO: the channel's CHALLENGE; a
+ *                       HELLO_ACK: the HELLO's nonce), the 32-byte header
+ *                       and the payload before the MAC: under the
  *                       listener's endpoint key for a first HELLO, under
- *                       the connection's secret for everything else. */
+ *                       the connection's secret for everything else.
+ *
+ * A channel's handshake: the acceptor sends CHALLENGE (its nonce) at
+ * once; the connector answers with HELLO, whose MAC covers that nonce; the
+ * acceptor answers with HELLO_ACK, whose MAC covers the HELLO's nonce.
+ * Each side's proof is bound to the other's fresh nonce: no recorded
+ * HELLO or HELLO_ACK is accepted on another channel. */
 struct rov_wire_hello {
     uint8_t ep_id[ROV_EP_ID_LEN];
     uint64_t conn_id;

@@ -32,6 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* The key of the corpus's authentic HELLO (make_corpus.py). */
 static const uint8_t FUZZ_KEY[ROV_KEY_LEN] = "railover fuzz endpoint key 0123";
+/* The challenge that HELLO answers (make_corpus.py). */
+static const uint8_t FUZZ_CHALLENGE[ROV_NONCE_LEN] = "railover fuzz c";
 
 static bool authentic(const uint8_t *key, const uint8_t *answered, const uint8_t *hdr,
                       const uint8_t *payload, size_t len, const uint8_t *mac)
@@ -57,20 +59,21 @@ static void check_auth(const uint8_t *hdr, const uint8_t *payload, size_t len,
     memcpy(other, FUZZ_KEY, sizeof(other));
     other[0] ^= 1;
     /* The MAC as it came: another key never accepts what FUZZ_KEY does. */
-    if (authentic(FUZZ_KEY, NULL, hdr, payload, len, h->mac))
-        CHECK(!authentic(other, NULL, hdr, payload, len, h->mac));
+    if (authentic(FUZZ_KEY, FUZZ_CHALLENGE, hdr, payload, len, h->mac))
+        CHECK(!authentic(other, FUZZ_CHALLENGE, hdr, payload, len, h->mac));
     /* Sealed with FUZZ_KEY: passes; a flipped covered byte or another key
      * or an answered nonce does not. */
     sealed = malloc(len);
     CHECK(sealed != NULL);
     memcpy(sealed, payload, len);
-    rov_auth_hello_mac(FUZZ_KEY, NULL, hdr, sealed, len, sealed + len - ROV_MAC_LEN);
-    CHECK(authentic(FUZZ_KEY, NULL, hdr, sealed, len, sealed + len - ROV_MAC_LEN));
-    CHECK(!authentic(other, NULL, hdr, sealed, len, sealed + len - ROV_MAC_LEN));
-    CHECK(!authentic(FUZZ_KEY, h->nonce, hdr, sealed, len, sealed + len - ROV_MAC_LEN));
+    rov_auth_hello_mac(FUZZ_KEY, FUZZ_CHALLENGE, hdr, sealed, len, sealed + len - ROV_MAC_LEN);
+    CHECK(authentic(FUZZ_KEY, FUZZ_CHALLENGE, hdr, sealed, len, sealed + len - ROV_MAC_LEN));
+    CHECK(!authentic(other, FUZZ_CHALLENGE, hdr, sealed, len, sealed + len - ROV_MAC_LEN));
+    if (memcmp(h->nonce, FUZZ_CHALLENGE, ROV_NONCE_LEN) != 0)
+        CHECK(!authentic(FUZZ_KEY, h->nonce, hdr, sealed, len, sealed + len - ROV_MAC_LEN));
     flip = (h->conn_id ^ h->ctr) % (len - ROV_MAC_LEN);
     sealed[flip] ^= 0x80;
-    CHECK(!authentic(FUZZ_KEY, NULL, hdr, sealed, len, sealed + len - ROV_MAC_LEN));
+    CHECK(!authentic(FUZZ_KEY, FUZZ_CHALLENGE, hdr, sealed, len, sealed + len - ROV_MAC_LEN));
     free(sealed);
     /* The replay window: each counter accepted once, 0 never. */
     CHECK(!rov_replay_fresh(&r, 0));

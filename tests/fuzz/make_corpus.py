@@ -12,13 +12,15 @@ import struct
 import sys
 
 WIRE_MAGIC = 0x5652
-WIRE_VERSION = 4
+WIRE_VERSION = 5
 ADDR_MAGIC = 0x41564F52
-FT_DATA, FT_ACK, FT_HELLO, FT_HELLO_ACK, FT_SWITCH, FT_RESEND, FT_CLOSE, FT_QUIESCE = range(1, 9)
+(FT_DATA, FT_ACK, FT_HELLO, FT_HELLO_ACK, FT_SWITCH, FT_RESEND, FT_CLOSE, FT_QUIESCE,
+ FT_CHALLENGE) = range(1, 10)
 HF_SWITCH, HF_REPLY = 1, 2
 EP_ID = bytes(range(0x10, 0x20))
 KEY = bytes(range(0x40, 0x60))      # an address blob's endpoint key
 FUZZ_KEY = b"railover fuzz endpoint key 0123\0"  # fuzz_wire.c's FUZZ_KEY
+FUZZ_CHALLENGE = b"railover fuzz c\0"  # fuzz_wire.c's FUZZ_CHALLENGE
 MAC_LEN = 32
 
 
@@ -36,9 +38,11 @@ def hello(conn_id, peer_conn_id=0, rail=0, addr=b"", max_msg=1 << 20, ctr=0,
 
 
 def sealed_hello_frame(key, payload, tag=0):
-    """A HELLO frame whose MAC is key's (auth.c: rov_auth_hello_mac)."""
+    """A HELLO frame whose MAC is key's over FUZZ_CHALLENGE (auth.c:
+    rov_auth_hello_mac)."""
     hdr = frame(FT_HELLO, payload, tag=tag)[:32]
-    mac = hmac.new(key, b"railover hello\0" + hdr + payload[:-MAC_LEN], hashlib.sha256).digest()
+    mac = hmac.new(key, b"railover hello\0" + FUZZ_CHALLENGE + hdr + payload[:-MAC_LEN],
+                   hashlib.sha256).digest()
     return hdr + payload[:-MAC_LEN] + mac
 
 
@@ -70,6 +74,7 @@ def main():
         "frame-resend": frame(FT_RESEND, ack=5),
         "frame-close": frame(FT_CLOSE, ack=2**64 - 1),
         "frame-quiesce": frame(FT_QUIESCE, struct.pack("<Q", 12), ack=4),
+        "frame-challenge": frame(FT_CHALLENGE, bytes(range(0xA0, 0xB0))),
         "stream-data-ack": frame(FT_DATA, b"x" * 40, seq=2, ack=1) + frame(FT_ACK, ack=2),
         "hello-payload": hello(0x0102030405060708, 77, 3, one_rail),
         "frame-hello-authentic": sealed_hello_frame(FUZZ_KEY, hello(5, 3, 0, ctr=9),

@@ -463,15 +463,50 @@ static void random_bytes(uint8_t *buf, size_t len)
         buf[i] = (uint8_t)it_rand(&g.rng);
 }
 
-/* A HELLO frame into b (header and payload, MAC under key); returns its
- * length. */
-static size_t hello_frame(uint8_t *b, const struct rov_wire_hello *h, uint32_t tag,
+/* The library's first frame on a socket it accepted: its CHALLENGE, whose
+ * nonce a HELLO must answer (wire.h).  Zeros (and a failure) if it does not
+ * come. */
+static void raw_challenge(int fd, uint8_t challenge[ROV_NONCE_LEN])
+{
+    uint8_t in[ROV_WIRE_HDR_LEN + ROV_NONCE_LEN];
+    size_t len = 0;
+    struct rov_wire_hdr h;
+    const char *why = "";
+    uint64_t t0 = it_now_ns();
+
+    memset(challenge, 0, ROV_NONCE_LEN);
+    while (len < sizeof(in)) {
+        if (raw_poll(fd, in, sizeof(in), &len) != RAW_OPEN) {
+            failf("the library closed a raw socket before its challenge");
+            return;
+        }
+        if (it_now_ns() - t0 > CASE_TIMEOUT_NS) {
+            failf("no challenge within %.0f s of a connect", (double)CASE_TIMEOUT_NS / 1e9);
+            return;
+        }
+        if (len < sizeof(in))
+            spin(fd);
+    }
+    if (rov_wire_decode(in, len, ROV_WIRE_HELLO_MAX, &h, &why) != ROV_OK ||
+        h.type != ROV_FT_CHALLENGE || h.len != ROV_NONCE_LEN) {
+        failf("the first frame on an accepted socket is not a challenge (%s, type %u)", why,
+              in[3]);
+        return;
+    }
+    memcpy(challenge, in + ROV_WIRE_HDR_LEN, ROV_NONCE_LEN);
+}
+
+/* A HELLO frame into b (header and payload, MAC under key over the
+ * challenge the library sent on fd); returns its length. */
+static size_t hello_frame(int fd, uint8_t *b, const struct rov_wire_hello *h, uint32_t tag,
                           const uint8_t *key)
 {
     size_t hl = rov_wire_hello_encode(b + ROV_WIRE_HDR_LEN, h);
+    uint8_t challenge[ROV_NONCE_LEN];
 
+    raw_challenge(fd, challenge);
     header(b, ROV_FT_HELLO, (uint32_t)hl, 0, 0, tag);
-    rov_auth_hello_mac(key, NULL, b, b + ROV_WIRE_HDR_LEN, hl, b + ROV_WIRE_HDR_LEN + hl -
+    rov_auth_hello_mac(key, challenge, b, b + ROV_WIRE_HDR_LEN, hl, b + ROV_WIRE_HDR_LEN + hl -
                        ROV_MAC_LEN);
     return ROV_WIRE_HDR_LEN + hl;
 }
@@ -560,7 +595,7 @@ static void send_hello_without_address(int fd)
     struct rov_wire_hello h = {.conn_id = 77, .peer_conn_id = 0, .rail = 0, .max_msg = 1 << 20};
 
     random_bytes(h.ep_id, sizeof(h.ep_id));
-    raw_send(fd, b, hello_frame(b, &h, 0, g.a_key));
+    raw_send(fd, b, hello_frame(fd, b, &h, 0, g.a_key));
 }
 
 static void send_hello_unknown_conn(int fd)
@@ -569,7 +604,7 @@ static void send_hello_unknown_conn(int fd)
     struct rov_wire_hello h = {.conn_id = 78, .peer_conn_id = 0x7fffffffffffull, .rail = 0, .max_msg = 1 << 20};
 
     random_bytes(h.ep_id, sizeof(h.ep_id));
-    raw_send(fd, b, hello_frame(b, &h, 0, g.a_key));
+    raw_send(fd, b, hello_frame(fd, b, &h, 0, g.a_key));
 }
 
 /* A HELLO naming connection 1 of the listener (its first accepted, one of
@@ -581,7 +616,7 @@ static void send_hello_live_conn_other_peer(int fd)
     struct rov_wire_hello h = {.conn_id = 79, .peer_conn_id = 1, .rail = 0, .max_msg = 1 << 20};
 
     random_bytes(h.ep_id, sizeof(h.ep_id));
-    raw_send(fd, b, hello_frame(b, &h, ROV_HF_SWITCH, g.a_key));
+    raw_send(fd, b, hello_frame(fd, b, &h, ROV_HF_SWITCH, g.a_key));
 }
 
 /* A first HELLO, well formed, with a valid address, under a key that is not
@@ -602,7 +637,7 @@ static void send_hello_wrong_key(int fd)
     h.addr = blob;
     h.addr_len = rov_wire_addr_encode(blob, sizeof(blob), &wa);
     random_bytes(key, sizeof(key));
-    raw_send(fd, b, hello_frame(b, &h, 0, key));
+    raw_send(fd, b, hello_frame(fd, b, &h, 0, key));
 }
 
 struct raw_case {
@@ -781,13 +816,12 @@ static int raw_establish(int rail_index)
     h.addr = blob;
     h.addr_len = blob_len;
     h.max_msg = 1 << 20;
-    hl = hello_frame(frame, &h, 0, g.a_key) - ROV_WIRE_HDR_LEN;
-
     memset(&g.raw, 0, sizeof(g.raw));
     g.expect_raw_accept = true;
     fd = raw_connect();
     if (fd < 0)
         return -1;
+    hl = hello_frame(fd, frame, &h, 0, g.a_key) - ROV_WIRE_HDR_LEN;
     raw_send(fd, frame, ROV_WIRE_HDR_LEN + hl);
 
     /* HELLO_ACK back, ACCEPTED here */
@@ -1273,7 +1307,7 @@ static void run_hijack_case(void)
             fd = raw_connect();
             if (fd < 0)
                 continue;
-            raw_send(fd, b, hello_frame(b, &h, ROV_HF_SWITCH | ROV_HF_REPLY, g.a_key));
+            raw_send(fd, b, hello_frame(fd, b, &h, ROV_HF_SWITCH | ROV_HF_REPLY, g.a_key));
             wait_raw_closed(fd, g.case_name);
             close(fd);
         }

@@ -22,6 +22,8 @@ static struct rov_wire_hdr valid_hdr(uint8_t type)
         h.len = ROV_WIRE_HELLO_FIXED;
     if (type == ROV_FT_QUIESCE)
         h.len = ROV_QUIESCE_PAYLOAD;
+    if (type == ROV_FT_CHALLENGE)
+        h.len = ROV_NONCE_LEN;
     if (type == ROV_FT_READ)
         h.len = ROV_WIRE_READ_LEN;
     if (type == ROV_FT_READ_DATA)
@@ -257,8 +259,9 @@ START_TEST(test_quiesce_sizes)
 }
 END_TEST
 
-/* A rail's read request is exactly ROV_WIRE_READ_LEN bytes; its answer
- * carries any length (0: refused); neither has a sequence number. */
+/* A challenge is exactly ROV_NONCE_LEN bytes; a rail's read request is
+ * exactly ROV_WIRE_READ_LEN bytes, its answer carries any length (0:
+ * refused); none has a sequence number. */
 START_TEST(test_read_frames)
 {
     static const struct {
@@ -268,6 +271,10 @@ START_TEST(test_read_frames)
         rov_status_t want;
         const char *why;
     } cases[] = {
+        {ROV_FT_CHALLENGE, ROV_NONCE_LEN, 0, ROV_OK, NULL},
+        {ROV_FT_CHALLENGE, ROV_NONCE_LEN - 1, 0, ROV_ERR_PROTO, "challenge of the wrong size"},
+        {ROV_FT_CHALLENGE, 0, 0, ROV_ERR_PROTO, "challenge of the wrong size"},
+        {ROV_FT_CHALLENGE, ROV_NONCE_LEN, 1, ROV_ERR_PROTO, "sequence number on a control frame"},
         {ROV_FT_READ, ROV_WIRE_READ_LEN, 0, ROV_OK, NULL},
         {ROV_FT_READ, ROV_WIRE_READ_LEN - 1, 0, ROV_ERR_PROTO, "read request of the wrong size"},
         {ROV_FT_READ, ROV_WIRE_READ_LEN + 1, 0, ROV_ERR_PROTO, "read request of the wrong size"},
@@ -641,12 +648,13 @@ START_TEST(test_hello_max_msg_range)
 }
 END_TEST
 
-/* The handshake MAC (auth.c): a HELLO's and a HELLO_ACK's differ, every
- * byte of header and payload counts, the MAC itself does not, and another
- * key gives another MAC. */
+/* The handshake MAC (auth.c): it depends on the nonce it answers (the
+ * channel's challenge), every byte of header and payload counts, the MAC
+ * itself does not, and another key gives another MAC. */
 START_TEST(test_hello_mac)
 {
     uint8_t key[ROV_KEY_LEN], other[ROV_KEY_LEN], nonce[ROV_NONCE_LEN] = {7};
+    uint8_t challenge[ROV_NONCE_LEN] = {9};
     uint8_t hdr[ROV_WIRE_HDR_LEN], payload[ROV_WIRE_HELLO_FIXED];
     uint8_t mac[ROV_MAC_LEN], mac2[ROV_MAC_LEN];
     struct rov_wire_hello in = sample_hello(NULL, 0);
@@ -658,25 +666,25 @@ START_TEST(test_hello_mac)
     }
     rov_wire_encode(hdr, &h);
     rov_wire_hello_encode(payload, &in);
-    rov_auth_hello_mac(key, NULL, hdr, payload, sizeof(payload), mac);
-    rov_auth_hello_mac(key, NULL, hdr, payload, sizeof(payload), mac2);
+    rov_auth_hello_mac(key, challenge, hdr, payload, sizeof(payload), mac);
+    rov_auth_hello_mac(key, challenge, hdr, payload, sizeof(payload), mac2);
     ck_assert(rov_auth_mac_equal(mac, mac2));
-    rov_auth_hello_mac(other, NULL, hdr, payload, sizeof(payload), mac2);
+    rov_auth_hello_mac(other, challenge, hdr, payload, sizeof(payload), mac2);
     ck_assert(!rov_auth_mac_equal(mac, mac2));
     rov_auth_hello_mac(key, nonce, hdr, payload, sizeof(payload), mac2);
     ck_assert(!rov_auth_mac_equal(mac, mac2));
     payload[sizeof(payload) - 1] ^= 1; /* in the MAC field: not covered */
-    rov_auth_hello_mac(key, NULL, hdr, payload, sizeof(payload), mac2);
+    rov_auth_hello_mac(key, challenge, hdr, payload, sizeof(payload), mac2);
     ck_assert(rov_auth_mac_equal(mac, mac2));
     for (size_t i = 0; i < sizeof(payload) - ROV_MAC_LEN; i += 7) {
         payload[i] ^= 0x40;
-        rov_auth_hello_mac(key, NULL, hdr, payload, sizeof(payload), mac2);
+        rov_auth_hello_mac(key, challenge, hdr, payload, sizeof(payload), mac2);
         ck_assert_msg(!rov_auth_mac_equal(mac, mac2), "payload byte %zu not covered", i);
         payload[i] ^= 0x40;
     }
     for (size_t i = 0; i < sizeof(hdr); i++) {
         hdr[i] ^= 0x01;
-        rov_auth_hello_mac(key, NULL, hdr, payload, sizeof(payload), mac2);
+        rov_auth_hello_mac(key, challenge, hdr, payload, sizeof(payload), mac2);
         ck_assert_msg(!rov_auth_mac_equal(mac, mac2), "header byte %zu not covered", i);
         hdr[i] ^= 0x01;
     }
