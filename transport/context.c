@@ -126,6 +126,14 @@ static uint64_t hello_timeout_ns(const rov_context_t *ctx)
     return t > HELLO_TIMEOUT_NS ? t : HELLO_TIMEOUT_NS;
 }
 
+static void preauth_drop(struct rov_preauth *p, const char *why)
+{
+    rov_log_ratelimited(ROV_LOG_WARN, "core", "dropping a peer of %s before its channel: %s",
+                        p->rail->spec->name, why);
+    rov_rail_preauth_end(p);
+    p->expire(p, why);
+}
+
 /* Close chan, which has not authenticated its peer; why names the bound. */
 static void drop_unauthed(struct rov_chan *chan, const char *why)
 {
@@ -145,17 +153,26 @@ static void sweep_unauthed(rov_context_t *ctx, uint64_t now)
     uint64_t timeout = ctx->accept_paused ? HELLO_GRACE_NS : hello_timeout_ns(ctx), due = 0;
     struct rov_chan *c = ctx->chans, *next;
 
+    const char *why = ctx->accept_paused ? "no authenticated hello within 1 s while others "
+                                           "wait to connect"
+                                         : "no authenticated hello within the handshake timeout";
+    struct rov_preauth *p = ctx->preauth, *pnext;
+
     for (; c && ctx->awaiting_hello; c = next) {
         next = c->next;
         if (!c->awaiting_hello)
             continue;
         if (now - c->born_ns >= timeout)
-            drop_unauthed(c, ctx->accept_paused ? "no authenticated hello within 1 s while "
-                                                  "others wait to connect"
-                                                : "no authenticated hello within the "
-                                                  "handshake timeout");
+            drop_unauthed(c, why);
         else if (due == 0 || c->born_ns + timeout < due)
             due = c->born_ns + timeout;
+    }
+    for (; p; p = pnext) {
+        pnext = p->next;
+        if (now - p->born_ns >= timeout)
+            preauth_drop(p, why);
+        else if (due == 0 || p->born_ns + timeout < due)
+            due = p->born_ns + timeout;
     }
     ctx->hello_due_ns = due;
 }
@@ -985,26 +1002,102 @@ static struct rov_chan *oldest_unauthed(rov_context_t *ctx)
     return oldest;
 }
 
+/* The rails' peer before its channel that has waited longest. */
+static struct rov_preauth *oldest_preauth(rov_context_t *ctx)
+{
+    struct rov_preauth *p = ctx->preauth;
+
+    while (p && p->next)
+        p = p->next;
+    return p;
+}
+
+/* When the oldest of them all began waiting (UINT64_MAX: none waits). */
+static uint64_t oldest_unauthed_ns(rov_context_t *ctx)
+{
+    struct rov_chan *c = oldest_unauthed(ctx);
+    struct rov_preauth *p = oldest_preauth(ctx);
+    uint64_t t = c ? c->born_ns : UINT64_MAX;
+
+    return p && p->born_ns < t ? p->born_ns : t;
+}
+
 static void drop_oldest_unauthed(rov_context_t *ctx)
 {
-    struct rov_chan *oldest = oldest_unauthed(ctx);
+    static const char why[] = "too many peers waiting for their handshake (the oldest is "
+                              "closed)";
+    struct rov_chan *c = oldest_unauthed(ctx);
+    struct rov_preauth *p = oldest_preauth(ctx);
 
-    if (oldest)
-        drop_unauthed(oldest, "too many channels waiting for their handshake (the oldest "
-                              "is closed)");
+    if (p && (!c || p->born_ns < c->born_ns))
+        preauth_drop(p, why);
+    else if (c)
+        drop_unauthed(c, why);
+}
+
+void rov_rail_preauth_begin(struct rov_rail *rail, struct rov_preauth *p)
+{
+    rov_context_t *ctx = rail->ctx;
+
+    if (ctx->awaiting_hello >= HELLO_PENDING_MAX)
+        drop_oldest_unauthed(ctx);
+    p->rail = rail;
+    p->born_ns = rov_now_ns();
+    p->prev = NULL;
+    p->next = ctx->preauth;
+    if (p->next)
+        p->next->prev = p;
+    ctx->preauth = p;
+    p->live = true;
+    if (ctx->awaiting_hello++ == 0)
+        ctx->hello_due_ns = p->born_ns + hello_timeout_ns(ctx);
+}
+
+void rov_rail_preauth_end(struct rov_preauth *p)
+{
+    rov_context_t *ctx;
+
+    if (!p->live)
+        return;
+    ctx = p->rail->ctx;
+    p->live = false;
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        ctx->preauth = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    unauthed_gone(ctx);
+}
+
+void rov_rail_preauth_prove(const struct rov_chan *chan, const uint8_t *challenge,
+                            const void *msg, size_t len, uint8_t mac[ROV_MAC_LEN])
+{
+    struct rov_auth_piece pieces[2] = {{challenge, ROV_NONCE_LEN}, {msg, len}};
+
+    rov_auth_mac(chan->conn->peer.key, "railover rail setup", pieces, 2, mac);
+}
+
+bool rov_rail_preauth_check(struct rov_rail *rail, const uint8_t *challenge, const void *msg,
+                            size_t len, const uint8_t *mac)
+{
+    uint8_t want[ROV_MAC_LEN];
+    struct rov_auth_piece pieces[2] = {{challenge, ROV_NONCE_LEN}, {msg, len}};
+
+    rov_auth_mac(rail->ctx->ep_key, "railover rail setup", pieces, 2, want);
+    return rov_auth_mac_equal(want, mac);
 }
 
 bool rov_rail_accept_ok(struct rov_rail *rail)
 {
     rov_context_t *ctx = rail->ctx;
-    struct rov_chan *oldest;
-    uint64_t now;
+    uint64_t oldest, now;
 
     if (ctx->awaiting_hello < HELLO_PENDING_MAX)
         return true;
-    oldest = oldest_unauthed(ctx);
+    oldest = oldest_unauthed_ns(ctx);
     now = rov_now_ns();
-    if (oldest && now - oldest->born_ns >= HELLO_GRACE_NS) {
+    if (oldest != UINT64_MAX && now - oldest >= HELLO_GRACE_NS) {
         drop_oldest_unauthed(ctx);
         return true;
     }
@@ -1013,8 +1106,8 @@ bool rov_rail_accept_ok(struct rov_rail *rail)
                             "handshake: new connections wait in the backlog",
                             rail->spec->name, HELLO_PENDING_MAX);
     ctx->accept_paused |= 1u << rail->index;
-    if (oldest && oldest->born_ns + HELLO_GRACE_NS < ctx->hello_due_ns)
-        ctx->hello_due_ns = oldest->born_ns + HELLO_GRACE_NS;
+    if (oldest != UINT64_MAX && oldest + HELLO_GRACE_NS < ctx->hello_due_ns)
+        ctx->hello_due_ns = oldest + HELLO_GRACE_NS;
     return false;
 }
 

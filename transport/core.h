@@ -144,7 +144,9 @@ struct rov_context {
     bool hold_all;                    /* an operator holds every connection, present and future */
     struct rov_fault fault;           /* RAILOVER_FAULT */
     struct rov_ctl *ctl;              /* control endpoint (control.c), NULL: none */
-    unsigned awaiting_hello;          /* accepted channels not yet authenticated */
+    unsigned awaiting_hello;          /* accepted channels (and rails' pre-channel peers,
+                                       * preauth) not yet authenticated */
+    struct rov_preauth *preauth;      /* rails' peers before their channel, newest first */
     uint64_t hello_due_ns;            /* check them for the timeout then */
     uint64_t connect_again_ns;        /* earliest conn->connect_again_ns, 0: none */
     uint32_t accept_paused;           /* rails whose listener waits for a slot */

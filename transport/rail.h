@@ -309,6 +309,34 @@ void rov_rail_accepted(struct rov_rail *rail, struct rov_chan *chan);
  * listener until its accept_resume op is called.  (A rail that does not
  * ask has the oldest waiting channel closed for each one it accepts.) */
 bool rov_rail_accept_ok(struct rov_rail *rail);
+/* A peer that a rail's listener talks to before it becomes a channel (the
+ * verbs rail's out-of-band setup, before any QP or registered memory is
+ * made for it).  It is admitted, timed and shed together with the
+ * accepted channels still waiting for their HELLO (context.c): one budget,
+ * one deadline, one oldest-first shedding for every listener.  The rail
+ * embeds the record and fills rail and expire; the rest is the
+ * transport's. */
+struct rov_preauth {
+    struct rov_rail *rail;
+    /** The transport drops the peer (past the handshake timeout, or the
+     * oldest when the budget is full), already untracked; why is static.
+     * The rail closes what it holds for the peer. */
+    void (*expire)(struct rov_preauth *p, const char *why);
+    uint64_t born_ns;
+    struct rov_preauth *next, *prev;
+    bool live;
+};
+/** Track p from now (call it after rov_rail_accept_ok() said yes). */
+void rov_rail_preauth_begin(struct rov_rail *rail, struct rov_preauth *p);
+/** Stop tracking p (it proved the key, failed or was expired).  Idempotent. */
+void rov_rail_preauth_end(struct rov_preauth *p);
+/** Connector: the proof, over the listener's challenge and msg, that we hold
+ * the address key of the endpoint chan connects to (HMAC-SHA256, auth.h). */
+void rov_rail_preauth_prove(const struct rov_chan *chan, const uint8_t *challenge,
+                            const void *msg, size_t len, uint8_t mac[ROV_MAC_LEN]);
+/** Listener: whether mac proves our own address key over challenge and msg. */
+bool rov_rail_preauth_check(struct rov_rail *rail, const uint8_t *challenge, const void *msg,
+                            size_t len, const uint8_t *mac);
 /** Outbound connect completed. */
 void rov_rail_connected(struct rov_chan *chan);
 /** One whole frame (header + payload), valid during the call.  The frame has

@@ -3,11 +3,16 @@
  *
  * Connection setup (RAILOVER_VERBS_CM=oob, the default): the rail address is
  * a small TCP listener on the IP address of the RDMA port (the IPv4 address
- * in its RoCE GID; RAILOVER_TCP_IF otherwise).  The connector creates its QP,
- * connects to that listener and sends its QP number, PSN, GID, LID, receive
- * depth and keepalive target; the acceptor creates its QP, brings it to RTS
- * and answers with the same; the connector brings its QP to RTS and confirms;
- * both close the socket.  Nothing of librdmacm is touched, so after the rail
+ * in its RoCE GID; RAILOVER_TCP_IF otherwise).  The acceptor sends a random
+ * challenge at once; the connector, its QP made, answers with its QP number,
+ * PSN, GID, LID, receive depth and keepalive target and a MAC over them and
+ * the challenge under the listener's address key (rov_rail_preauth_prove());
+ * only then does the acceptor create its QP, CQ and registered rings (a
+ * stranger without the key gets none), bring the QP to RTS and answer with
+ * the same; the connector brings its QP to RTS and confirms; both close the
+ * socket.  Until it is established, an accepted peer counts against the
+ * transport's budget and deadline for unauthenticated peers
+ * (rov_rail_preauth_begin(), rov_rail_accept_ok()).  Nothing of librdmacm is touched, so after the rail
  * is closed the process holds no /dev/infiniband descriptor and CRIU can dump
  * it (librdmacm keeps its device context open for the life of the process).
  *
@@ -1021,6 +1026,7 @@ static void vb_chan_close(struct rov_chan *chan)
 #endif
     release_sends(c);
     oob_close(c);
+    rov_rail_preauth_end(&c->preauth);
     unlink_chan(c);
     /* Freed later, outside any callback that may still hold c. */
     c->next = c->rail->graveyard;
@@ -1037,10 +1043,11 @@ void vb_bury(struct vb_rail *r)
     }
 }
 
-struct vb_chan *vb_chan_alloc(struct vb_rail *r, bool outbound)
+/* A channel with nothing of the device yet (an acceptor's before the peer
+ * proved its key). */
+static struct vb_chan *chan_shell(struct vb_rail *r, bool outbound)
 {
     struct vb_chan *c = calloc(1, sizeof(*c));
-    uint32_t ring;
 
     if (!c)
         return NULL;
@@ -1049,6 +1056,16 @@ struct vb_chan *vb_chan_alloc(struct vb_rail *r, bool outbound)
     c->base.rail = &r->base;
     c->base.outbound = outbound;
     c->oob_fd = -1;
+    return c;
+}
+
+/* Its CQ, rings and their registrations; false (logged) when they cannot
+ * be had. */
+static bool chan_buffers(struct vb_chan *c)
+{
+    struct vb_rail *r = c->rail;
+    uint32_t ring;
+
     c->nrecv = r->nrecv;
     c->nsend = r->nrecv + VB_NCTRL;
     ring = c->nrecv + VB_NCTRL;
@@ -1058,7 +1075,7 @@ struct vb_chan *vb_chan_alloc(struct vb_rail *r, bool outbound)
     c->ka_local = aligned_alloc(64, 64);
     c->sfree = calloc(c->nsend, sizeof(*c->sfree));
     if (!c->rbufs || !c->sbufs || !c->ka_local || !c->sfree)
-        goto fail;
+        return false;
     memset(c->ka_local, 0, 64);
     c->ka_src = c->ka_local + 1;
     c->rmr = ibv_reg_mr(r->pd, c->rbufs, (size_t)ring * r->eager, IBV_ACCESS_LOCAL_WRITE);
@@ -1067,19 +1084,27 @@ struct vb_chan *vb_chan_alloc(struct vb_rail *r, bool outbound)
                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (!c->rmr || !c->smr || !c->ka_mr) {
         rov_error(VB, "ibv_reg_mr on %s: %m", r->dev_name);
-        goto fail;
+        return false;
     }
     for (uint32_t i = 0; i < c->nsend; i++)
         c->sfree[c->nfree++] = c->nsend - 1 - i;
     c->cq = ibv_create_cq(r->ctx, (int)(ring + c->sq_max), c, r->cc, 0);
     if (!c->cq) {
         rov_error(VB, "ibv_create_cq on %s: %m", r->dev_name);
-        goto fail;
+        return false;
     }
-    return c; /* (its CQ is armed by vb_arm(), before the application sleeps) */
-fail:
-    chan_free(c);
-    return NULL;
+    return true; /* (its CQ is armed by vb_arm(), before the application sleeps) */
+}
+
+struct vb_chan *vb_chan_alloc(struct vb_rail *r, bool outbound)
+{
+    struct vb_chan *c = chan_shell(r, outbound);
+
+    if (c && !chan_buffers(c)) {
+        chan_free(c);
+        return NULL;
+    }
+    return c;
 }
 
 void vb_qp_init_attr(struct vb_chan *c, struct ibv_qp_init_attr *qia)
@@ -1131,22 +1156,20 @@ void vb_chan_discard(struct vb_chan *c)
     chan_free(c);
 }
 
-/* Out-of-band mode: our own QP, brought to INIT here. */
-static struct vb_chan *chan_new(struct vb_rail *r, bool outbound)
+/* Out-of-band mode: the channel's own QP, brought to INIT here.  False
+ * (logged) when it cannot be made. */
+static bool chan_qp(struct vb_chan *c)
 {
-    struct vb_chan *c = vb_chan_alloc(r, outbound);
+    struct vb_rail *r = c->rail;
     struct ibv_qp_init_attr qia;
     struct ibv_qp_attr attr = {0};
     struct ibv_qp *qp;
 
-    if (!c)
-        return NULL;
     vb_qp_init_attr(c, &qia);
     qp = ibv_create_qp(r->pd, &qia);
     if (!qp) {
         rov_error(VB, "ibv_create_qp on %s: %m", r->dev_name);
-        chan_free(c);
-        return NULL;
+        return false;
     }
     c->qp = qp;
     attr.qp_state = IBV_QPS_INIT;
@@ -1159,14 +1182,9 @@ static struct vb_chan *chan_new(struct vb_rail *r, bool outbound)
     if (ibv_modify_qp(qp, &attr,
                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
         rov_error(VB, "QP to INIT on %s: %m", r->dev_name);
-        chan_free(c);
-        return NULL;
+        return false;
     }
-    if (vb_chan_use_qp(c, qp)) {
-        chan_free(c);
-        return NULL;
-    }
-    return c;
+    return vb_chan_use_qp(c, qp) == 0;
 }
 
 void vb_fill_info(struct vb_chan *c, struct vb_oob *m)
@@ -1287,6 +1305,7 @@ void vb_chan_ended(struct vb_chan *c, rov_status_t st, const char *why)
 void vb_chan_established(struct vb_chan *c)
 {
     oob_close(c);
+    rov_rail_preauth_end(&c->preauth);
     if (c->base.outbound) {
         rov_rail_connected(&c->base);
         return;
@@ -1347,6 +1366,36 @@ static bool take_peer_half(struct vb_chan *c)
     return true;
 }
 
+/* Acceptor: the connector's half and its proof of our address key; only
+ * then the QP, CQ and rings, brought to RTS.  False while it is still
+ * arriving, or when the setup failed (reported). */
+static bool take_proven_half(struct vb_chan *c)
+{
+    struct vb_rail *r = c->rail;
+
+    if (oob_read(c, sizeof(struct vb_oob) + ROV_MAC_LEN) <= 0)
+        return false;
+    if (!rov_rail_preauth_check(&r->base, c->oob_challenge, c->oob_buf, sizeof(struct vb_oob),
+                                c->oob_buf + sizeof(struct vb_oob))) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        char peer[64] = "?";
+
+        memset(&ss, 0, sizeof(ss));
+        if (getpeername(c->oob_fd, (struct sockaddr *)&ss, &sl) == 0)
+            rov_net_sockaddr_str(&ss, peer, sizeof(peer));
+        rov_log_ratelimited(ROV_LOG_WARN, VB, "%s: connection setup from %s without proof of "
+                            "this endpoint's address key: closed", r->dev_name, peer);
+        vb_setup_failed(c, ROV_ERR_PROTO, "verbs: connection setup without proof of the key");
+        return false;
+    }
+    if (!chan_buffers(c) || !chan_qp(c)) {
+        vb_setup_failed(c, ROV_ERR_NOMEM, "verbs: no resources for an inbound connection");
+        return false;
+    }
+    return take_peer_half(c);
+}
+
 static void oob_cb(struct rov_watch *w, uint32_t events)
 {
     struct vb_chan *c = rov_container_of(w, struct vb_chan, oob_watch);
@@ -1364,11 +1413,23 @@ static void oob_cb(struct rov_watch *w, uint32_t events)
             vb_setup_failed(c, rov_net_errno_status(err), "verbs: cannot reach the peer's handshake listener");
             return;
         }
+        c->oob = OOB_WAIT_CHALLENGE;
+        c->oob_have = 0;
+        rov_ctx_watch_mod(c->rail->base.ctx, &c->oob_watch, EPOLLIN);
+        return;
+    }
+    case OOB_WAIT_CHALLENGE: {
+        uint8_t msg[sizeof(struct vb_oob) + ROV_MAC_LEN];
+
+        if (oob_read(c, ROV_NONCE_LEN) <= 0)
+            return;
         vb_fill_info(c, &mine);
-        if (!oob_write(c, &mine, sizeof(mine)))
+        memcpy(msg, &mine, sizeof(mine));
+        rov_rail_preauth_prove(&c->base, c->oob_buf, &mine, sizeof(mine), msg + sizeof(mine));
+        if (!oob_write(c, msg, sizeof(msg)))
             return;
         c->oob = OOB_WAIT_INFO;
-        rov_ctx_watch_mod(c->rail->base.ctx, &c->oob_watch, EPOLLIN);
+        c->oob_have = 0;
         return;
     }
     case OOB_WAIT_INFO:
@@ -1379,7 +1440,7 @@ static void oob_cb(struct rov_watch *w, uint32_t events)
         vb_chan_established(c);
         return;
     case OOB_ACCEPTED:
-        if (!take_peer_half(c))
+        if (!take_proven_half(c))
             return;
         vb_fill_info(c, &mine);
         if (!oob_write(c, &mine, sizeof(mine)))
@@ -1419,13 +1480,49 @@ static bool oob_watch(struct vb_chan *c, int fd, uint32_t events)
     return true;
 }
 
+/* The transport drops an accepted peer still in its setup. */
+static void preauth_expire(struct rov_preauth *p, const char *why)
+{
+    struct vb_chan *c = rov_container_of(p, struct vb_chan, preauth);
+
+    (void)why;
+    vb_setup_failed(c, ROV_ERR_TIMEDOUT, "verbs: connection setup not completed in time");
+}
+
+/* An accepted peer, before its setup: admitted (and timed) with the
+ * transport's unauthenticated channels. */
+void vb_preauth_begin(struct vb_chan *c)
+{
+    c->preauth.rail = &c->rail->base;
+    c->preauth.expire = preauth_expire;
+    vb_chan_link(c);
+    rov_rail_preauth_begin(&c->rail->base, &c->preauth);
+}
+
+static void vb_accept_resume(struct rov_rail *rail)
+{
+    struct vb_rail *r = (struct vb_rail *)rail;
+
+    if (r->accept_paused && r->listen_fd >= 0 &&
+        rov_ctx_watch(rail->ctx, &r->listen_watch, EPOLLIN) == ROV_OK)
+        r->accept_paused = false;
+}
+
 static void listen_cb(struct rov_watch *w, uint32_t events)
 {
     struct vb_rail *r = rov_container_of(w, struct vb_rail, listen_watch);
 
     for (;;) {
-        int fd = accept4(r->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         struct vb_chan *c;
+        int fd;
+
+        if (!rov_rail_accept_ok(&r->base)) {
+            /* Connections wait in the listen queue until a slot frees. */
+            rov_ctx_unwatch(r->base.ctx, &r->listen_watch);
+            r->accept_paused = true;
+            return;
+        }
+        fd = accept4(r->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
@@ -1438,15 +1535,21 @@ static void listen_cb(struct rov_watch *w, uint32_t events)
             close(fd); /* the connector sees EOF and fails over */
             continue;
         }
-        c = chan_new(r, false);
-        if (!c) {
-            rov_log_ratelimited(ROV_LOG_WARN, VB, "cannot create a QP for an inbound connection");
+        c = chan_shell(r, false);
+        if (!c || getentropy(c->oob_challenge, sizeof(c->oob_challenge)) != 0) {
+            rov_log_ratelimited(ROV_LOG_WARN, VB, "no memory or random bytes for an inbound "
+                                "connection");
+            free(c);
             close(fd);
             continue;
         }
         c->oob = OOB_ACCEPTED;
-        if (!oob_watch(c, fd, EPOLLIN))
-            vb_chan_close(&c->base);
+        if (!oob_watch(c, fd, EPOLLIN)) {
+            free(c);
+            continue;
+        }
+        vb_preauth_begin(c);
+        oob_write(c, c->oob_challenge, sizeof(c->oob_challenge));
     }
 }
 
@@ -1932,7 +2035,9 @@ static void vb_unlisten(struct rov_rail *rail)
     struct vb_rail *r = (struct vb_rail *)rail;
 
     if (r->listen_fd >= 0) {
-        rov_ctx_unwatch(rail->ctx, &r->listen_watch);
+        if (!r->accept_paused)
+            rov_ctx_unwatch(rail->ctx, &r->listen_watch);
+        r->accept_paused = false;
         close(r->listen_fd);
         r->listen_fd = -1;
     }
@@ -1962,7 +2067,11 @@ static rov_status_t vb_connect(struct rov_rail *rail, const void *addr, size_t l
         return st;
     }
 #endif
-    c = chan_new(r, true);
+    c = vb_chan_alloc(r, true);
+    if (c && !chan_qp(c)) {
+        chan_free(c);
+        c = NULL;
+    }
     if (!c)
         return ROV_ERR_NOMEM;
     fd = socket(peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -2103,6 +2212,7 @@ static const struct rov_rail_ops vb_ops = {
     .close = vb_close,
     .listen = vb_listen,
     .unlisten = vb_unlisten,
+    .accept_resume = vb_accept_resume,
     .connect = vb_connect,
     .send = vb_send,
     .chan_close = vb_chan_close,

@@ -23,7 +23,7 @@ struct rdma_event_channel;
 #define VB_POLL_BATCH 16
 #define VB_MAX_RD_ATOMIC 4
 #define VB_OOB_MAGIC 0x52564230u /* "RVB0" */
-#define VB_OOB_VERSION 1
+#define VB_OOB_VERSION 2
 #define VB_OOB_READY 0x52545321u /* "RTS!" */
 
 /* Message types (immediate data bits 24-31).  FRAME: a whole frame.  RTS:
@@ -130,8 +130,11 @@ struct vb_stage {
 enum vb_oob_state {
     OOB_NONE,          /* handshake over (or never: chan is OPEN) */
     OOB_CONNECTING,    /* connector: TCP connect in progress */
-    OOB_WAIT_INFO,     /* connector: sent ours, waiting for the peer's */
-    OOB_ACCEPTED,      /* acceptor: waiting for the connector's info */
+    OOB_WAIT_CHALLENGE, /* connector: connected, waiting for the acceptor's challenge */
+    OOB_WAIT_INFO,     /* connector: sent ours with its proof, waiting for the peer's */
+    OOB_ACCEPTED,      /* acceptor: challenge sent, waiting for the connector's info
+                        * and proof; no QP or registered memory yet (the RDMA CM
+                        * path: QP made, waiting for ESTABLISHED) */
     OOB_WAIT_READY,    /* acceptor: sent ours, waiting for READY */
 };
 
@@ -149,8 +152,11 @@ struct vb_chan {
     enum vb_oob_state oob;
     int oob_fd;
     struct rov_watch oob_watch;
-    uint8_t oob_buf[sizeof(struct vb_oob)];
+    uint8_t oob_buf[sizeof(struct vb_oob) + ROV_MAC_LEN]; /* info and its proof */
     size_t oob_have;
+    uint8_t oob_challenge[ROV_NONCE_LEN]; /* acceptor: what the proof must cover */
+    struct rov_preauth preauth; /* acceptor: admitted with the transport's
+                                 * unauthenticated channels until established */
 
     struct rdma_cm_id *cm_id;  /* RAILOVER_VERBS_CM=rdmacm (cm.c) */
 
@@ -207,6 +213,7 @@ struct vb_rail {
     enum ibv_mtu mtu;
     uint32_t max_inline;
     bool port_down, device_dead;
+    bool accept_paused;        /* listener out of epoll: the transport's budget is full */
     const char *down_why;
 
     /* settings */
@@ -252,6 +259,7 @@ void vb_fill_info(struct vb_chan *c, struct vb_oob *m);
 rov_status_t vb_take_info(struct vb_chan *c, const struct vb_oob *m, const char **why);
 /** The QP is connected: tell the transport (connected / accepted). */
 void vb_chan_established(struct vb_chan *c);
+void vb_preauth_begin(struct vb_chan *c);
 /** The peer ended the connection (rdma_cm DISCONNECTED): first hand up
  * what completed before (the peer's last CLOSE may be among it: the peer
  * finishes when its CLOSE completed here), then fail the channel. */
