@@ -197,30 +197,67 @@ static void ckpt_path(const struct ccp_ctx *c, const char *what, char *buf, size
     snprintf(buf, len, "%s/%s%ld", c->jobdir, what, c->rec.rank);
 }
 
+/* value quoted for /bin/sh: in single quotes, each ' as '\'' (nothing in
+ * single quotes is special to the shell, so a value with a space, a quote or
+ * "$(...)" stays one word and runs nothing).  false when it does not fit. */
+static bool sh_quote(const char *value, char *out, size_t len)
+{
+    size_t n = 0;
+
+    if (len < 3)
+        return false;
+    out[n++] = '\'';
+    for (const char *p = value; *p; p++) {
+        if (*p == '\'') {
+            if (n + 4 >= len)
+                return false;
+            memcpy(out + n, "'\\''", 4);
+            n += 4;
+        } else {
+            if (n + 1 >= len)
+                return false;
+            out[n++] = *p;
+        }
+    }
+    if (n + 2 > len)
+        return false;
+    out[n++] = '\'';
+    out[n] = '\0';
+    return true;
+}
+
 /* The command with %p (pid), %r (rank), %j (job id), %d (image directory)
- * and %% replaced; false when it does not fit. */
+ * replaced, each quoted for the shell (sh_quote()), and %% by %; false when
+ * it does not fit. */
 static bool expand(const char *tmpl, const struct ccp_ctx *c, const char *dir, char *out,
                    size_t len)
 {
     size_t n = 0;
 
     for (const char *p = tmpl; *p; p++) {
-        char v[sizeof(c->jobdir) + 64];
+        char raw[sizeof(c->jobdir) + 64], v[4 * sizeof(raw) + 3];
+        const char *val = raw;
         int k;
 
+        raw[0] = '\0';
         if (*p != '%' || !p[1]) {
-            v[0] = *p;
-            v[1] = '\0';
+            raw[0] = *p;
+            raw[1] = '\0';
         } else {
             switch (*++p) {
-            case 'p': snprintf(v, sizeof(v), "%d", (int)getpid()); break;
-            case 'r': snprintf(v, sizeof(v), "%ld", c->rec.rank); break;
-            case 'j': snprintf(v, sizeof(v), "%s", c->rec.job); break;
-            case 'd': snprintf(v, sizeof(v), "%s", dir); break;
-            default: snprintf(v, sizeof(v), "%c", *p); break;
+            case 'p': snprintf(raw, sizeof(raw), "%d", (int)getpid()); break;
+            case 'r': snprintf(raw, sizeof(raw), "%ld", c->rec.rank); break;
+            case 'j': snprintf(raw, sizeof(raw), "%s", c->rec.job); break;
+            case 'd': snprintf(raw, sizeof(raw), "%s", dir); break;
+            default: snprintf(raw, sizeof(raw), "%c", *p); break;
+            }
+            if (strchr("prjd", *p)) {
+                if (!sh_quote(raw, v, sizeof(v)))
+                    return false;
+                val = v;
             }
         }
-        k = snprintf(out + n, len - n, "%s", v);
+        k = snprintf(out + n, len - n, "%s", val);
         if (k < 0 || (size_t)k >= len - n)
             return false;
         n += (size_t)k;
@@ -231,10 +268,12 @@ static bool expand(const char *tmpl, const struct ccp_ctx *c, const char *dir, c
 /* The runner: "+ <command>" and its output in the log, then "<checkpoint
  * number> <status> <milliseconds>" in the status file (written whole,
  * renamed into place): a runner of an earlier checkpoint that ends late
- * cannot answer for this one. */
+ * cannot answer for this one.  The status is written to a fresh name
+ * (mktemp: O_CREAT | O_EXCL), and renamed over whatever is at ckpt.<rank>:
+ * a link planted at either is never written through. */
 #define RUNNER "printf '+ %s\\n' \"$1\"; t0=$(date +%s%N); /bin/sh -c \"$1\"; rc=$?; " \
-               "t1=$(date +%s%N); echo \"$3 $rc $(( (t1 - t0) / 1000000 ))\" > \"$2.tmp\" && " \
-               "mv -f \"$2.tmp\" \"$2\""
+               "t1=$(date +%s%N); t=$(mktemp \"$2.tmp.XXXXXX\") && " \
+               "echo \"$3 $rc $(( (t1 - t0) / 1000000 ))\" > \"$t\" && mv -f \"$t\" \"$2\""
 
 /* The command is over (or its time is up): reachable again, the result
  * published. */
@@ -270,7 +309,7 @@ static void ckpt_done(rov_context_t *ctx, long rc, long ms)
     rov_policy_stage_hook(ctx, ROV_STAGE_CHECKPOINT, 1, rc == 0 ? ROV_OK : ROV_ERR_IO);
     if (rc == 0)
         rov_info("ccp", "rank %ld: checkpoint taken in %ld ms", c->rec.rank, ms);
-    else
+    else if (rc != CCP_CKPT_REFUSED)
         rov_warn("ccp", "rank %ld: the checkpoint command failed (%s %ld): the rank runs on",
                  c->rec.rank, rc == -2 ? "no status after" : "exit status",
                  rc == -2 ? (long)(c->ckpt_limit_ns / 1000000000ull) : rc);
@@ -286,14 +325,12 @@ static void ckpt_start(rov_context_t *ctx)
     const struct ccp_settings *s = rov_policy_settings(ctx, &ccp_policy);
     struct ccp_ctx *c = C(ctx);
     char dir[sizeof(c->jobdir) + 32], status[sizeof(c->jobdir) + 32], log[sizeof(status) + 8];
-    char cmd[1024], seq[24];
+    char cmd[1024], seq[24], err[CCP_DIR_MAX + 200];
+    rov_status_t st;
+    int fd = -1;
     pid_t pid;
 
     rov_policy_stage_hook(ctx, ROV_STAGE_CHECKPOINT, 0, ROV_OK);
-    snprintf(dir, sizeof(dir), "%s/images", c->jobdir);
-    mkdir(dir, 0700);
-    snprintf(dir, sizeof(dir), "%s/images/rank.%ld", c->jobdir, c->rec.rank);
-    mkdir(dir, 0700);
     ckpt_path(c, "ckpt.", status, sizeof(status));
     snprintf(log, sizeof(log), "%s.log", status);
     snprintf(seq, sizeof(seq), "%ld", c->rec.ckpt_count + 1);
@@ -301,8 +338,29 @@ static void ckpt_start(rov_context_t *ctx)
     c->ckpt_start_ns = mono_ns();
     c->ckpt_due_ns = c->ckpt_start_ns + CKPT_POLL_NS;
     ckpt_set(c, CKPT_RUNNING, "checkpoint command starts");
+    /* Where the runner and the command write: nothing through a link, nothing
+     * of another's (the log is truncated only once it is known to be ours). */
+    snprintf(dir, sizeof(dir), "%s/images", c->jobdir);
+    st = ccp_own_dir(dir, true, err, sizeof(err));
+    if (st == ROV_OK) {
+        snprintf(dir, sizeof(dir), "%s/images/rank.%ld", c->jobdir, c->rec.rank);
+        st = ccp_own_dir(dir, true, err, sizeof(err));
+    }
+    if (st == ROV_OK)
+        st = ccp_open(log, O_WRONLY | O_CREAT, 0600, &fd, err, sizeof(err));
+    if (st == ROV_OK && ftruncate(fd, 0) < 0) {
+        snprintf(err, sizeof(err), "cannot truncate %s: %s", log, strerror(errno));
+        st = ROV_ERR_IO;
+    }
+    if (st != ROV_OK) {
+        rov_warn("ccp", "rank %ld: checkpoint refused: %s", c->rec.rank, err);
+        if (fd >= 0)
+            close(fd);
+        return ckpt_done(ctx, st == ROV_ERR_PROTO ? CCP_CKPT_REFUSED : -1, 0);
+    }
     if (!expand(s->ckpt_cmd, c, dir, cmd, sizeof(cmd))) {
         rov_warn("ccp", "checkpoint command too long once expanded: %s", s->ckpt_cmd);
+        close(fd);
         return ckpt_done(ctx, 127, 0);
     }
     rov_ctl_close(ctx);
@@ -311,16 +369,16 @@ static void ckpt_start(rov_context_t *ctx)
         /* Only async-signal-safe calls here: the process has threads. */
         if (setsid() < 0 || fork() != 0)
             _exit(0);
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-        if (fd < 0 || nul < 0 || dup2(nul, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+        if (nul < 0 || dup2(nul, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
             _exit(127);
         syscall(SYS_close_range, 3u, ~0u, 0u);
         execl("/bin/sh", "sh", "-c", RUNNER, "railover-checkpoint", cmd, status, seq,
               (char *)NULL);
         _exit(127);
     }
+    close(fd);
     if (pid < 0) {
         rov_warn("ccp", "fork: %m: the checkpoint command does not run");
         return ckpt_done(ctx, -1, 0);
@@ -332,13 +390,17 @@ static void ckpt_start(rov_context_t *ctx)
 static void ckpt_poll(rov_context_t *ctx, uint64_t now)
 {
     struct ccp_ctx *c = C(ctx);
-    char status[sizeof(c->jobdir) + 32];
+    char status[sizeof(c->jobdir) + 32], err[CCP_DIR_MAX + 200];
     long rc, ms;
+    int fd;
     FILE *f;
 
     c->ckpt_due_ns = now + CKPT_POLL_NS;
     ckpt_path(c, "ckpt.", status, sizeof(status));
-    f = fopen(status, "re");
+    /* (a link there is not followed: the runner's rename replaces it) */
+    f = ccp_open(status, O_RDONLY, 0, &fd, err, sizeof(err)) == ROV_OK ? fdopen(fd, "r") : NULL;
+    if (!f && fd >= 0)
+        close(fd);
     if (f) {
         long seq;
         int n = fscanf(f, "%ld %ld %ld", &seq, &rc, &ms);

@@ -46,6 +46,11 @@ struct rov_job {
 static const char *const stage_names[] = {"status", "drain",      "close",
                                           "reopen", "checkpoint", "suspend"};
 
+bool rov_job_id_ok(const char *id)
+{
+    return id && ccp_jobid_ok(id);
+}
+
 const char *rov_job_stage_str(rov_job_stage_t stage)
 {
     return (unsigned)stage <= ROV_JOB_SUSPEND ? stage_names[stage] : "unknown";
@@ -147,7 +152,9 @@ rov_status_t rov_job_open(const char *jobid, rov_job_t **job_p, char *err, size_
     if (level && rov_log_level_parse(level) >= 0)
         rov_log_set_level(rov_log_level_parse(level));
     if (!jobid || !ccp_jobid_ok(jobid)) {
-        snprintf(err, err_len, "'%s' is not a job id", jobid ? jobid : "");
+        snprintf(err, err_len, "'%.*s%s' is not a job id: 1 to %d characters of A-Z a-z 0-9 . _ "
+                 "-, not starting with '.' (as RAILOVER_JOBID)", 80, jobid ? jobid : "",
+                 jobid && strlen(jobid) > 80 ? "..." : "", ROV_JOB_MAX);
         return ROV_ERR_INVAL;
     }
     if (ccp_base_dir(NULL, base, sizeof(base)) != ROV_OK) {
@@ -298,16 +305,16 @@ static rov_status_t fail(rov_job_t *job, size_t i, char *err, size_t err_len)
 static rov_status_t lock(rov_job_t *job, char *err, size_t err_len)
 {
     char path[sizeof(job->dir) + 8], pid[32] = "";
+    rov_status_t st;
     ssize_t n;
 
     if (job->lock_fd >= 0)
         return ROV_OK;
     snprintf(path, sizeof(path), "%s/lock", job->dir);
-    job->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (job->lock_fd < 0) {
-        snprintf(err, err_len, "cannot open %s: %s", path, strerror(errno));
-        return ROV_ERR_IO;
-    }
+    /* (not truncated before it is known to be ours and have no other name) */
+    st = ccp_open(path, O_RDWR | O_CREAT, 0600, &job->lock_fd, err, err_len);
+    if (st != ROV_OK)
+        return st;
     if (flock(job->lock_fd, LOCK_EX | LOCK_NB) < 0) {
         n = pread(job->lock_fd, pid, sizeof(pid) - 1, 0);
         pid[n > 0 ? n : 0] = '\0';
@@ -347,12 +354,15 @@ static void resume_all(rov_job_t *job)
 /* The first line of rank i's checkpoint log ("+ <command>"), for an error. */
 static void ckpt_command(const rov_job_t *job, size_t i, char *out, size_t len)
 {
-    char path[sizeof(job->dir) + 40];
+    char path[sizeof(job->dir) + 40], err[sizeof(path) + 128];
+    int fd;
     FILE *f;
 
     snprintf(path, sizeof(path), "%s/ckpt.%ld.log", job->dir, job->recs[i].rank);
     out[0] = '\0';
-    f = fopen(path, "re");
+    f = ccp_open(path, O_RDONLY, 0, &fd, err, sizeof(err)) == ROV_OK ? fdopen(fd, "r") : NULL;
+    if (!f && fd >= 0)
+        close(fd);
     if (f) {
         if (fgets(out, (int)len, f))
             out[strcspn(out, "\n")] = '\0';
@@ -419,7 +429,18 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
             snprintf(r->stage, sizeof(r->stage), suspend && rec.ckpt_rc == 0 ? "stopped" : "closed");
             r->seconds = rec.ckpt_ms > 0 ? (double)rec.ckpt_ms / 1000 : 1e-3;
             left--;
-            if (rec.ckpt_rc != 0) {
+            if (rec.ckpt_rc == CCP_CKPT_REFUSED) {
+                r->status = ROV_ERR_PROTO;
+                snprintf(r->error, sizeof(r->error), "rank %ld refused to checkpoint: the "
+                         "registry was tampered with", rec.rank);
+                if (st == ROV_OK) {
+                    snprintf(err, err_len, "rank %ld refused to run its checkpoint command: a "
+                             "file it writes in %s (ckpt.%ld.log, images/, images/rank.%ld) is "
+                             "a link or not its own: the registry was tampered with (the rank's "
+                             "log names it)", rec.rank, job->dir, rec.rank, rec.rank);
+                    st = r->status;
+                }
+            } else if (rec.ckpt_rc != 0) {
                 char cmd[400];
 
                 ckpt_command(job, i, cmd, sizeof(cmd));
@@ -581,7 +602,8 @@ int rov_job_list(void (*fn)(void *arg, const char *jobid, size_t ranks), void *a
         return ROV_ERR_INVAL;
     d = opendir(base);
     if (!d)
-        return errno == ENOENT ? 0 : ROV_ERR_IO;
+        return errno == ENOENT ? 0 : errno == EACCES || errno == EPERM ? ROV_ERR_REFUSED
+                                                                         : ROV_ERR_IO;
     while ((e = readdir(d)) != NULL) {
         rov_job_t *job;
 

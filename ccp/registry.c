@@ -123,37 +123,133 @@ static bool unhex(const char *s, size_t slen, uint8_t *b, size_t n)
     return true;
 }
 
-/* Read a small file whole (at most max - 1 bytes); -1 with errno. */
-static ssize_t slurp(const char *path, char *buf, size_t max)
+rov_status_t ccp_open(const char *path, int flags, mode_t mode, int *fd_p, char *err,
+                      size_t err_len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    ssize_t len = 0, n;
+    const char *what = NULL;
+    struct stat st;
+    int fd, e;
 
-    if (fd < 0)
-        return -1;
+    *fd_p = -1;
+    /* O_NONBLOCK: a FIFO planted there must not hang the open. */
+    fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode);
+    if (fd < 0) {
+        e = errno;
+        if (e == ELOOP) {
+            snprintf(err, err_len, "%s is a symbolic link: the job's registry was tampered with "
+                     "(refusing to follow it)", path);
+            return ROV_ERR_PROTO;
+        }
+        snprintf(err, err_len, "cannot open %s: %s", path, strerror(e));
+        errno = e;
+        return e == ENOENT ? ROV_ERR_NOT_FOUND
+                           : e == EACCES || e == EPERM ? ROV_ERR_REFUSED
+                           : e == EEXIST ? ROV_ERR_PROTO : ROV_ERR_IO;
+    }
+    if (fstat(fd, &st) < 0) {
+        e = errno;
+        snprintf(err, err_len, "cannot stat %s: %s", path, strerror(e));
+        close(fd);
+        errno = e;
+        return ROV_ERR_IO;
+    }
+    if (!S_ISREG(st.st_mode))
+        what = "is not a regular file";
+    else if (st.st_uid != geteuid())
+        what = "belongs to another user";
+    else if ((flags & O_ACCMODE) != O_RDONLY && st.st_nlink != 1)
+        what = "has another name (a hard link)";
+    if (what) {
+        snprintf(err, err_len, "%s %s: the job's registry was tampered with (refusing to use it)",
+                 path, what);
+        close(fd);
+        errno = EPERM;
+        return ROV_ERR_PROTO;
+    }
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+        e = errno;
+        close(fd);
+        errno = e;
+        return ROV_ERR_IO;
+    }
+    *fd_p = fd;
+    return ROV_OK;
+}
+
+rov_status_t ccp_own_dir(const char *path, bool create, char *err, size_t err_len)
+{
+    struct stat st;
+    int fd;
+
+    if (create && mkdir(path, 0700) < 0 && errno != EEXIST) {
+        snprintf(err, err_len, "cannot create %s: %s", path, strerror(errno));
+        return ROV_ERR_IO;
+    }
+    fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+
+        if (e == ELOOP || e == ENOTDIR) {
+            snprintf(err, err_len, "%s is %s: the job's registry was tampered with (refusing to "
+                     "use it)", path, e == ELOOP ? "a symbolic link" : "not a directory");
+            return ROV_ERR_PROTO;
+        }
+        snprintf(err, err_len, "cannot open %s: %s", path, strerror(e));
+        return e == ENOENT ? ROV_ERR_NOT_FOUND : ROV_ERR_IO;
+    }
+    if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077)) {
+        snprintf(err, err_len, "%s is not a directory of this user (uid %u) with mode 0700: the "
+                 "job's registry was tampered with (refusing to use it)", path,
+                 (unsigned)geteuid());
+        close(fd);
+        return ROV_ERR_PROTO;
+    }
+    close(fd);
+    return ROV_OK;
+}
+
+/* Read a small registry file whole (at most max - 1 bytes) into buf. */
+static rov_status_t slurp(const char *path, char *buf, size_t max, ssize_t *len_p, char *err,
+                          size_t err_len)
+{
+    ssize_t len = 0, n;
+    rov_status_t st;
+    int fd;
+
+    st = ccp_open(path, O_RDONLY, 0, &fd, err, err_len);
+    if (st != ROV_OK)
+        return st;
     while ((size_t)len < max - 1 && (n = read(fd, buf + len, max - 1 - (size_t)len)) != 0) {
         if (n < 0) {
             if (errno == EINTR)
                 continue;
+            snprintf(err, err_len, "cannot read %s: %s", path, strerror(errno));
             close(fd);
-            return -1;
+            return ROV_ERR_IO;
         }
         len += n;
     }
     close(fd);
     buf[len] = '\0';
-    return len;
+    *len_p = len;
+    return ROV_OK;
 }
 
-/* Write data to path atomically: a private temporary file, then rename (or
- * link, which fails if path exists: exclusive). */
+/* Write data to path atomically: a temporary file of a fresh name (made
+ * with O_CREAT | O_EXCL: whatever was planted at some name is never opened),
+ * then rename (or link, which fails if path exists: exclusive).  Neither
+ * follows a link at path: rename replaces the link itself. */
 static int write_atomic(const char *path, const void *data, size_t len, bool exclusive)
 {
     char tmp[CCP_DIR_MAX + 64];
-    int fd, rc;
+    int fd, rc, n;
 
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    n = snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path);
+    if (n < 0 || (size_t)n >= sizeof(tmp)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return -1;
     if (write(fd, data, len) != (ssize_t)len) {
@@ -179,6 +275,7 @@ rov_status_t ccp_secret(const char *jobdir, bool create, uint8_t key[ROV_KEY_LEN
                         size_t err_len)
 {
     char path[CCP_DIR_MAX + 16], text[2 * ROV_KEY_LEN + 2];
+    rov_status_t st;
     ssize_t n;
 
     snprintf(path, sizeof(path), "%s/secret", jobdir);
@@ -196,14 +293,12 @@ rov_status_t ccp_secret(const char *jobdir, bool create, uint8_t key[ROV_KEY_LEN
             return ROV_ERR_IO;
         }
     }
-    n = slurp(path, text, sizeof(text) + 1);
-    if (n < 0) {
-        int e = errno;
-
-        snprintf(err, err_len, "cannot read the job's secret %s: %s%s", path, strerror(e),
-                 e == EACCES || e == EPERM ? " (only the job's owner drives it)" : "");
-        return e == ENOENT ? ROV_ERR_NOT_FOUND : ROV_ERR_REFUSED;
-    }
+    st = slurp(path, text, sizeof(text) + 1, &n, err, err_len);
+    if (st == ROV_ERR_REFUSED)
+        snprintf(err, err_len, "cannot read the job's secret %s: %s (only the job's owner drives "
+                 "it)", path, strerror(EACCES));
+    if (st != ROV_OK)
+        return st;
     if (n != 2 * ROV_KEY_LEN + 1 || text[2 * ROV_KEY_LEN] != '\n' ||
         !unhex(text, 2 * ROV_KEY_LEN, key, ROV_KEY_LEN)) {
         snprintf(err, err_len, "the job's secret %s is malformed", path);
@@ -340,14 +435,13 @@ rov_status_t ccp_record_read(const char *path, const uint8_t key[ROV_KEY_LEN],
 {
     char text[CCP_RECORD_MAX + 1], blob[2 * CCP_BLOB_MAX + 2];
     uint8_t got[ROV_MAC_LEN], want[ROV_MAC_LEN];
-    ssize_t n = slurp(path, text, sizeof(text));
+    ssize_t n;
+    rov_status_t st = slurp(path, text, sizeof(text), &n, err, err_len);
     const char *at;
     long pid, uid;
 
-    if (n < 0) {
-        snprintf(err, err_len, "cannot read %s: %s", path, strerror(errno));
-        return errno == ENOENT ? ROV_ERR_NOT_FOUND : ROV_ERR_IO;
-    }
+    if (st != ROV_OK)
+        return st;
     memset(rec, 0, sizeof(*rec));
     at = strstr(text, "\nseal=");
     if (strncmp(text, RECORD_MAGIC, sizeof(RECORD_MAGIC) - 1) != 0 || !at ||
@@ -374,7 +468,7 @@ rov_status_t ccp_record_read(const char *path, const uint8_t key[ROV_KEY_LEN],
         !field(text, "ctl_net", rec->ctl_net, sizeof(rec->ctl_net)) ||
         !field(text, "endpoint", blob, sizeof(blob)) ||
         !number(text, "ckpt_count", 0, INT32_MAX, &rec->ckpt_count) ||
-        !number(text, "ckpt_rc", -2, 255, &rec->ckpt_rc) ||
+        !number(text, "ckpt_rc", CCP_CKPT_REFUSED, 255, &rec->ckpt_rc) ||
         !number(text, "ckpt_ms", 0, INT32_MAX, &rec->ckpt_ms)) {
         snprintf(err, err_len, "registry record %s lacks a field or has one out of range", path);
         return ROV_ERR_PROTO;

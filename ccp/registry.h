@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "railover/railover.h"
 #include "transport/auth.h"
@@ -32,6 +33,10 @@
 #define CCP_WHERE_MAX 64
 #define CCP_BLOB_MAX 512
 #define CCP_RECORD_MAX 4096
+
+/* ccp_record.ckpt_rc: the rank refused to run its checkpoint command (a
+ * link or a file not its own where it would write: a tampered registry). */
+#define CCP_CKPT_REFUSED (-3)
 
 struct ccp_record {
     char job[ROV_JOB_MAX + 1];
@@ -45,7 +50,8 @@ struct ccp_record {
     size_t endpoint_len;           /* 0: none */
     /* Checkpoints this rank took part in, and the last one's result: the
      * checkpoint command's exit status (-1: it did not run; -2: no
-     * status) and how long it took. */
+     * status; CCP_CKPT_REFUSED: not run, a file of the registry it would
+     * write is a link or not the rank's own) and how long it took. */
     long ckpt_count;
     long ckpt_rc;
     long ckpt_ms;
@@ -69,6 +75,26 @@ rov_status_t ccp_job_dir(const char *base, const char *job, bool create, char *o
  * ROV_ERR_REFUSED: unreadable (not ours); ROV_ERR_PROTO: malformed. */
 rov_status_t ccp_secret(const char *jobdir, bool create, uint8_t key[ROV_KEY_LEN], char *err,
                         size_t err_len);
+
+/**
+ * Open a file of the registry (open(2) flags and mode): never through a
+ * symbolic link (O_NOFOLLOW), and only a regular file of this user; opened
+ * for writing, also only one with no other name (a hard link planted there
+ * would carry the writes to another file).  *fd_p is the descriptor (close
+ * on exec) on ROV_OK, else -1.  ROV_ERR_NOT_FOUND: missing;
+ * ROV_ERR_PROTO: a link, not a regular file, another user's, or (with
+ * O_EXCL) already there: the registry was tampered with; ROV_ERR_REFUSED:
+ * permission denied; ROV_ERR_IO: other errors.  err says why in one line.
+ */
+rov_status_t ccp_open(const char *path, int flags, mode_t mode, int *fd_p, char *err,
+                      size_t err_len);
+
+/** A directory of the registry (with create, made 0700 when missing):
+ * ROV_OK when it is a directory of this user with mode 0700, reached
+ * without following a symbolic link at its last component; ROV_ERR_PROTO
+ * (a link, another user's, another mode: tampered with), else as
+ * ccp_open(). */
+rov_status_t ccp_own_dir(const char *path, bool create, char *err, size_t err_len);
 
 /** Write rec as rank.<rank>, sealed, replacing the old one at once. */
 rov_status_t ccp_record_write(const char *jobdir, const uint8_t key[ROV_KEY_LEN],

@@ -48,9 +48,11 @@ static void usage(FILE *f)
           "stage's limit (default 60 s); a drain not done in time is undone.\n"
           "Exit: 0 done, 2 unknown job, 3 a rank dead or unreachable, 4 stage out of order,\n"
           "5 timeout (the job runs on: a drain is undone, a checkpoint reopened), 6 another\n"
-          "client drives the job, 7 not the job's owner, 8 registry record tampered or\n"
-          "truncated, 9 a checkpoint command failed (the job was reopened and runs on),\n"
-          "64 usage, 1 other.\n",
+          "client drives the job, 7 not the job's owner (or the registry is not readable),\n"
+          "8 the registry tampered with (a record forged or truncated, a link where a file\n"
+          "of the job should be; after a checkpoint the job is reopened), 9 a checkpoint\n"
+          "command failed (the job was reopened and runs on), 64 usage (or a malformed job\n"
+          "id), 1 other.\n",
           f);
 }
 
@@ -122,8 +124,13 @@ int main(int argc, char **argv)
         int n = rov_job_list(print_job, NULL);
 
         if (n < 0) {
-            fprintf(stderr, "cprclient: cannot read the job registry: %s\n", rov_status_str(n));
-            return 1;
+            const char *dir = getenv("RAILOVER_JOB_DIR");
+
+            fprintf(stderr, "cprclient: cannot read the job registry%s%s%s: %s\n",
+                    dir && dir[0] ? " " : "", dir && dir[0] ? dir : "",
+                    n == ROV_ERR_REFUSED ? " (not this user's)" : "",
+                    n == ROV_ERR_REFUSED ? "permission denied" : rov_status_str(n));
+            return n == ROV_ERR_REFUSED ? EXIT_NOT_OWNER : 1;
         }
         return 0;
     }
@@ -156,6 +163,12 @@ int main(int argc, char **argv)
             nstages = suspend ? 1 : 2;
         }
     }
+    if (!rov_job_id_ok(argv[a])) {
+        fprintf(stderr, "cprclient: '%.80s%s' is not a job id: 1 to %d characters of A-Z a-z 0-9 "
+                ". _ -, not starting with '.' (what RAILOVER_JOBID accepts)\n", argv[a],
+                strlen(argv[a]) > 80 ? "..." : "", ROV_JOB_MAX);
+        return EXIT_USAGE;
+    }
     st = rov_job_open(argv[a], &job, err, sizeof(err));
     if (st != ROV_OK) {
         fprintf(stderr, "cprclient: %s\n", err);
@@ -167,7 +180,8 @@ int main(int argc, char **argv)
 
         if (st != ROV_OK && !(stages[s] == ROV_JOB_REOPEN && s > 0 &&
                               stages[s - 1] == ROV_JOB_CHECKPOINT &&
-                              (st == ROV_ERR_IO || st == ROV_ERR_TIMEDOUT)))
+                              (st == ROV_ERR_IO || st == ROV_ERR_TIMEDOUT ||
+                               st == ROV_ERR_PROTO)))
             break;
         st = rov_job_run(job, stages[s], timeout, err, sizeof(err));
         print_ranks(job);

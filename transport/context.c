@@ -577,14 +577,28 @@ const char *rov_context_rail_name(const rov_context_t *ctx, int rail)
  * RAILOVER_RANK, else the pid. */
 static rov_status_t set_job(rov_context_t *ctx, const rov_context_params_t *params)
 {
-    const char *job = params->job ? params->job : getenv("RAILOVER_JOBID");
+    const char *env = getenv("RAILOVER_JOBID");
+    const char *job = params->job ? params->job : env;
     const char *rank = getenv("RAILOVER_RANK");
+    size_t len = job ? strlen(job) : 0;
+    bool ok = len <= ROV_JOB_MAX && (len == 0 || job[0] != '.');
 
+    /* The id names the job's directory in the registry (ccp/): cut short,
+     * two jobs would be one; with a '/' or "..", it would name another. */
+    for (size_t i = 0; ok && i < len; i++)
+        ok = (job[i] >= 'a' && job[i] <= 'z') || (job[i] >= 'A' && job[i] <= 'Z') ||
+             (job[i] >= '0' && job[i] <= '9') || job[i] == '.' || job[i] == '_' || job[i] == '-';
+    if (!ok) {
+        /* (the Open MPI BTL passes RAILOVER_JOBID as the job) */
+        rov_error("core", "%s='%.80s%s' is not a job id: 1 to %d characters of A-Z a-z 0-9 . _ -, "
+                  "not starting with '.'",
+                  !params->job || (env && strcmp(env, params->job) == 0)
+                      ? "RAILOVER_JOBID" : "job (rov_context_params_t)",
+                  job, len > 80 ? "..." : "", ROV_JOB_MAX);
+        return ROV_ERR_INVAL;
+    }
     if (job && job[0]) {
         snprintf(ctx->job, sizeof(ctx->job), "%s", job);
-        for (char *p = ctx->job; *p; p++)
-            if (*p <= ' ' || *p == 0x7f)
-                *p = '_';
     } else {
         uint8_t u[16];
 
@@ -694,10 +708,6 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
 
     if (!params || !params->recv_cb)
         return ROV_ERR_INVAL;
-    if (params->job && strlen(params->job) > ROV_JOB_MAX) {
-        rov_error("core", "job name longer than %d characters", ROV_JOB_MAX);
-        return ROV_ERR_INVAL;
-    }
     ctx = rov_zalloc_lines(rov_policy_ctx_size());
     if (!ctx)
         return ROV_ERR_NOMEM;

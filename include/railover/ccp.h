@@ -39,6 +39,7 @@
 #ifndef RAILOVER_CCP_H
 #define RAILOVER_CCP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "railover/railover.h"
@@ -71,6 +72,10 @@ typedef enum rov_job_stage {
 /** "status", "drain", "close", "reopen", "checkpoint", "suspend". */
 const char *rov_job_stage_str(rov_job_stage_t stage);
 
+/** Whether id can name a job (what RAILOVER_JOBID accepts): 1 to
+ * ROV_JOB_MAX characters of A-Z a-z 0-9 . _ -, not starting with '.'. */
+bool rov_job_id_ok(const char *id);
+
 /** One rank's record and its answer to the last stage. */
 typedef struct rov_job_rank {
     long rank;
@@ -91,7 +96,8 @@ typedef struct rov_job_rank {
  *   ROV_ERR_REFUSED    the job is not this user's (its secret is not
  *                      readable: only the job's owner drives it)
  *   ROV_ERR_PROTO      a record is truncated, malformed or does not carry
- *                      the job's seal (tampered with)
+ *                      the job's seal, or a record or the secret is a
+ *                      link or not the user's own file (tampered with)
  *   ROV_ERR_INVAL      a malformed job id
  * On any error *job_p is NULL; err (err_len bytes) says why in one line.
  */
@@ -121,7 +127,11 @@ rov_status_t rov_job_address(rov_job_t *job, long rank, void *buf, size_t *len);
  *   ROV_ERR_REFUSED     a rank refused the job's proof
  *   ROV_ERR_TIMEDOUT    not done in time: undone, the job runs as before
  *   ROV_ERR_PROTO       a record changed since rov_job_open() is malformed
- *                       or not sealed (the records are read again first)
+ *                       or not sealed (the records are read again first),
+ *                       a record or the lock is a link; or (checkpoint) a
+ *                       rank refused to run its command because a file it
+ *                       writes is a link or not its own: the ranks are
+ *                       closed and reachable, reopen them
  *   ROV_ERR_NOT_FOUND   no rank is registered any more
  *   ROV_ERR_IO          a checkpoint command failed on a rank (its exit
  *                       status and the command are in err); the ranks are
@@ -132,7 +142,9 @@ rov_status_t rov_job_run(rov_job_t *job, rov_job_stage_t stage, double timeout_s
                          size_t err_len);
 
 /** The jobs of the registry this user can drive: calls fn for each job
- * id (with its number of ranks); returns how many, or a negative status. */
+ * id (with its number of ranks); returns how many, or a negative status
+ * (ROV_ERR_REFUSED: the registry's directory is not readable by this
+ * user). */
 int rov_job_list(void (*fn)(void *arg, const char *jobid, size_t ranks), void *arg);
 
 #if defined(__GNUC__)

@@ -261,7 +261,9 @@ typedef struct rov_context_params {
     /* The job this process belongs to and its rank there (an MPI job id
      * and rank), shown by `railover status` so an operator or a
      * checkpointer finds a job's processes.  NULL: RAILOVER_JOBID, and no
-     * rank.  At most ROV_JOB_MAX characters (longer: ROV_ERR_INVAL). */
+     * rank.  1 to ROV_JOB_MAX characters of A-Z a-z 0-9 . _ -, not
+     * starting with '.' (it names the job's directory in the registry);
+     * anything else, RAILOVER_JOBID too, is refused: ROV_ERR_INVAL. */
     const char *job;
     long rank;                  /* with job: its rank, >= 0 (negative: none) */
 } rov_context_params_t;

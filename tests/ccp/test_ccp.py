@@ -217,8 +217,10 @@ class Job:
         self.job_dir = os.path.join(self.job_base, self.jobid)
         self.run_dir = run_dir
         self.client_env = dict(base)
-        # Another user: no run directory of ours (it would refuse it anyway).
+        # Another user: no run directory of ours (it would refuse it anyway),
+        # and a copy of cprclient (args.other_cprclient, copy_for_other()).
         self.other_env = {k: v for k, v in base.items() if k != "RAILOVER_RUN_DIR"}
+        self.other_env["LD_LIBRARY_PATH"] = os.path.dirname(args.other_cprclient)
         self.env = {}
         for r in RANKS:
             e = dict(base)
@@ -240,9 +242,12 @@ class Job:
         return os.path.join(self.job_dir, "images", "rank.%d" % r)
 
     def expanded(self, tmpl, r):
-        """The checkpoint command as rank r runs it (ccp.c's expand())."""
+        """The checkpoint command as rank r runs it (ccp.c's expand(): each
+        substitution in single quotes for the shell)."""
         vals = {"p": str(self.procs[r].pid), "r": str(r), "j": self.jobid, "d": self.image_dir(r)}
-        return re.sub(r"%(.)", lambda m: vals.get(m.group(1), m.group(1)), tmpl)
+        quote = lambda v: "'" + v.replace("'", "'\\''") + "'"  # noqa: E731
+        return re.sub(r"%(.)", lambda m: quote(vals[m.group(1)]) if m.group(1) in vals
+                      else m.group(1), tmpl)
 
     def record(self, r):
         """Rank r's registry record: {key: value} (numbers converted)."""
@@ -331,7 +336,7 @@ class Job:
 
     def client(self, *words, timeout=CLIENT_TIMEOUT, other_user=False):
         """cprclient in namespace A: an Answer."""
-        argv = [self.args.cprclient]
+        argv = [self.args.other_cprclient if other_user else self.args.cprclient]
         if words[0] != "list":
             argv += ["--timeout", str(timeout)]
         argv += list(words)
@@ -1180,6 +1185,27 @@ SCENARIOS = {"traffic": traffic, "computing": computing, "moved": moved,
              "checkpoint": checkpoint, "bad": bad, "died": died}
 
 
+def copy_for_other(prog):
+    """A copy of the build tree's program prog and of the librailover it
+    loads, in a new directory every user can read (mode 0755; removed at
+    the end): the build tree may be where another uid cannot go (a clone in
+    root's home, mode 0700).  Returns the copy's path; run it with
+    LD_LIBRARY_PATH set to its directory."""
+    d = tempfile.mkdtemp(prefix="rov-other-")
+    nf.at_cleanup(functools.partial(shutil.rmtree, d, ignore_errors=True))
+    os.chmod(d, 0o755)
+    copy = os.path.join(d, os.path.basename(prog))
+    shutil.copy(prog, copy)
+    os.chmod(copy, 0o755)
+    # "librailover.so.0 => /path/librailover.so.0 (0x...)"
+    ldd = subprocess.run(["ldd", prog], stdout=subprocess.PIPE, text=True).stdout
+    for m in re.finditer(r"^\s*(librailover\S*) => (/\S+)", ldd, re.M):
+        lib = os.path.join(d, m.group(1))
+        shutil.copy(m.group(2), lib)   # (follows the link: the file itself)
+        os.chmod(lib, 0o644)
+    return copy
+
+
 def test():
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(os.path.dirname(here))
@@ -1200,6 +1226,7 @@ def test():
                              (path, opt))
     args.rov_job = os.path.abspath(args.rov_job)
     args.cprclient = os.path.abspath(args.cprclient)
+    args.other_cprclient = copy_for_other(args.cprclient)
     names = args.scenarios.split(",")
     for name in names:
         if name not in SCENARIOS:

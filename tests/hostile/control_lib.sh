@@ -60,6 +60,23 @@ as_other() {
     setpriv --reuid "$other_uid" --regid "$other_uid" --clear-groups "$@"
 }
 
+# copy_for_other PROGRAM: a copy of the build tree's PROGRAM and of the
+# librailover it loads, in $work/bin (mode 0755), which every user can
+# read: the build tree may be where another uid cannot go (a clone in
+# root's home, mode 0700).  Prints the copy's path.  Run it with
+# LD_LIBRARY_PATH=$work/bin (as_other passes the environment on).
+copy_for_other() {
+    local prog=$1 name lib
+    mkdir -p "$work/bin" && chmod 755 "$work/bin" || return 1
+    cp "$prog" "$work/bin/" && chmod 755 "$work/bin/${prog##*/}" || return 1
+    # "librailover.so.0 => /path/librailover.so.0 (0x...)": the soname the
+    # program asks for, and the file the build tree has under it.
+    while read -r name lib; do
+        cp -L "$lib" "$work/bin/$name" && chmod 644 "$work/bin/$name" || return 1
+    done < <(ldd "$prog" | awk '$1 ~ /^librailover/ && $3 ~ /^\// {print $1, $3}')
+    echo "$work/bin/${prog##*/}"
+}
+
 # wait_for SECONDS COMMAND...: poll until COMMAND succeeds.
 wait_for() {
     local end=$(( $(date +%s) + $1 ))

@@ -23,7 +23,9 @@ need_root
 theirs=$work/theirs
 mkdir -m 700 "$theirs"
 chown "$other_uid:$other_uid" "$theirs"
-RAILOVER_RUN_DIR=$theirs setpriv --reuid "$other_uid" --regid "$other_uid" --clear-groups \
+# The other uid may not reach the build tree: it runs a copy.
+stream=$(copy_for_other "$stream") || { fail "cannot copy $2 for uid $other_uid"; finish; }
+RAILOVER_RUN_DIR=$theirs LD_LIBRARY_PATH=$work/bin setpriv --reuid "$other_uid" --regid "$other_uid" --clear-groups \
     "$stream" --listen "$theirs/addr" --stall 0 --timeout 25 \
     --quiet-status >"$work/proc.log" 2>&1 &
 p=$!

@@ -79,12 +79,15 @@ else
     cleanup_extra+=("$vdir")
     as_other mkdir -m 777 "$vdir"
     start_fake default "$vdir/4244.0.sock" "$other_uid" "$fake_answer"
+    # The victim may not reach the build tree: it runs a copy.
+    vtool=$(copy_for_other "$railover") || { fail "cannot copy $railover for uid $victim"; finish; }
     vrun() {
-        setpriv --reuid "$victim" --regid "$victim" --clear-groups env -u RAILOVER_RUN_DIR "$@"
+        setpriv --reuid "$victim" --regid "$victim" --clear-groups env -u RAILOVER_RUN_DIR \
+            LD_LIBRARY_PATH="$work/bin" "$@"
     }
-    run v_status vrun "$railover" status
+    run v_status vrun "$vtool" status
     check_refused v_status "$vdir" "belongs to uid $other_uid, not to us (uid $victim)"
-    run v_force vrun "$railover" force all
+    run v_force vrun "$vtool" force all
     check_refused v_force "$vdir" "belongs to uid $other_uid, not to us (uid $victim)"
     if [ ! -s "$work/default.requests" ]; then
         pass "the fake server in $vdir got no request"
