@@ -113,7 +113,10 @@ static void on_request(struct vb_rail *r, struct rdma_cm_id *id, const void *pda
     struct vb_oob info;
     const char *why;
 
-    if (plen < sizeof(struct vb_oob) || r->port_down || r->device_dead) {
+    /* Over the transport's budget for unauthenticated peers: refused (the
+     * connector retries on its own schedule). */
+    if (plen < sizeof(struct vb_oob) || r->port_down || r->device_dead ||
+        !rov_rail_accept_ok(&r->base)) {
         rdma_reject(id, NULL, 0);
         rdma_destroy_id(id);
         return;
@@ -130,6 +133,8 @@ static void on_request(struct vb_rail *r, struct rdma_cm_id *id, const void *pda
         return;
     }
     c->oob = OOB_ACCEPTED; /* setup under way: not polled, not yet known */
+    vb_preauth_begin(c);    /* timed until ESTABLISHED (the QP is made: private
+                             * data has no room for a proof of the key) */
     if (vb_take_info(c, pdata, &why) != ROV_OK) {
         rov_warn(VB, "inbound connection: %s", why);
         rdma_reject(id, NULL, 0);
