@@ -25,6 +25,7 @@ enum {
     EXIT_NOT_OWNER = 7,
     EXIT_REGISTRY = 8,
     EXIT_CHECKPOINT = 9,
+    EXIT_BUSY = 10,
     EXIT_USAGE = 64,
 };
 
@@ -50,7 +51,8 @@ static void usage(FILE *f)
           "5 timeout (the job runs on: a drain is undone, a checkpoint reopened), 6 another\n"
           "client drives the job, 7 not the job's owner, 8 registry record tampered or\n"
           "truncated, 9 a checkpoint command failed (the job was reopened and runs on),\n"
-          "64 usage, 1 other.\n",
+          "10 a rank's control endpoint stayed busy (as many clients as it serves; asked\n"
+          "again until the request's or the stage's time ran out), 64 usage, 1 other.\n",
           f);
 }
 
@@ -67,6 +69,7 @@ static int exit_code(rov_status_t st)
     case ROV_ERR_REFUSED: return EXIT_NOT_OWNER;
     case ROV_ERR_PROTO: return EXIT_REGISTRY;
     case ROV_ERR_IO: return EXIT_CHECKPOINT;
+    case ROV_ERR_RESOURCE: return EXIT_BUSY;
     default: return 1;
     }
 }
@@ -175,7 +178,8 @@ int main(int argc, char **argv)
             if (rov_job_rank(job, i)->seconds > total)
                 total = rov_job_rank(job, i)->seconds;
         printf("stage=%s ranks=%zu time_s=%.3f status=%s\n", rov_job_stage_str(stages[s]),
-               rov_job_size(job), total, st == ROV_OK ? "ok" : rov_status_str(st));
+               rov_job_size(job), total, st == ROV_OK ? "ok" :
+               st == ROV_ERR_RESOURCE ? "busy" : rov_status_str(st));
         fflush(stdout);
         if (st != ROV_OK)
             fprintf(stderr, "cprclient: %s: %s\n", rov_job_stage_str(stages[s]), err);
