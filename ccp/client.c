@@ -31,6 +31,11 @@
 #define POLL_S 0.005
 /* One request's limit; a rank that takes longer is unreachable. */
 #define REQUEST_S 5.0
+/* A rank whose control endpoint is busy (as many clients as it serves) is
+ * asked again after this, doubling up to BUSY_MAX_S, within the request's
+ * limit and the stage's. */
+#define BUSY_FIRST_S 0.02
+#define BUSY_MAX_S 0.25
 
 struct rov_job {
     char id[ROV_JOB_MAX + 1];
@@ -41,6 +46,7 @@ struct rov_job {
     struct ccp_record *recs;
     rov_job_rank_t *ranks;
     int lock_fd;
+    double until;          /* the running stage's time limit (now_s()), 0: none */
 };
 
 static const char *const stage_names[] = {"status", "drain",      "close",
@@ -223,6 +229,33 @@ rov_status_t rov_job_address(rov_job_t *job, long rank, void *buf, size_t *len)
     return ROV_OK;
 }
 
+/* rov_ctl_request(), asked again while the rank's endpoint answers busy (it
+ * ran nothing), until REQUEST_S after t0 or the stage's limit. */
+static rov_status_t request_busy_again(const rov_job_t *job, const struct ccp_record *rec,
+                                       const char *verb, double t0, char **answer_p, char *err,
+                                       size_t err_len)
+{
+    double until = t0 + REQUEST_S, pause = BUSY_FIRST_S;
+    rov_status_t st;
+
+    if (job->until > 0 && job->until < until)
+        until = job->until;
+    for (;;) {
+        double left = t0 + REQUEST_S - now_s();
+        struct timespec ts;
+
+        st = rov_ctl_request(rec->ctl_net[0] ? rec->ctl_net : rec->ctl_path, job->key, verb,
+                             left > 0.1 ? left : 0.1, answer_p, err, err_len);
+        if (st != ROV_ERR_AGAIN || now_s() + pause > until)
+            return st;
+        rov_debug("ccp", "rank %ld: %s; asking again in %.0f ms", rec->rank, err, pause * 1e3);
+        ts.tv_sec = 0;
+        ts.tv_nsec = (long)(pause * 1e9);
+        nanosleep(&ts, NULL);
+        pause = pause * 2 < BUSY_MAX_S ? pause * 2 : BUSY_MAX_S;
+    }
+}
+
 /* One request to rank i; ROV_OK with its answer's last line "ok" (and the
  * stage it reports in r->stage), or why not in r->error. */
 static rov_status_t ask(rov_job_t *job, size_t i, const char *verb)
@@ -239,10 +272,20 @@ static rov_status_t ask(rov_job_t *job, size_t i, const char *verb)
         return r->status = ROV_ERR_UNREACHABLE;
     }
     t0 = now_s();
-    st = rov_ctl_request(rec->ctl_net[0] ? rec->ctl_net : rec->ctl_path, job->key, verb,
-                         REQUEST_S, &answer, r->error, sizeof(r->error));
+    st = request_busy_again(job, rec, verb, t0, &answer, r->error, sizeof(r->error));
     rov_debug("ccp", "rank %ld: '%s' answered in %.3f s (%s)", rec->rank, verb, now_s() - t0,
               rov_status_str(st));
+    if (st == ROV_ERR_AGAIN) {
+        char msg[sizeof(r->error) + 128];
+        size_t n;
+
+        snprintf(msg, sizeof(msg), "rank %ld (pid %d on %s): control endpoint busy for %.1f s "
+                 "(%s)", rec->rank, rec->pid, rec->host, now_s() - t0, r->error);
+        n = strnlen(msg, sizeof(r->error) - 1);
+        memcpy(r->error, msg, n);
+        r->error[n] = '\0';
+        return r->status = ROV_ERR_RESOURCE;
+    }
     if (st != ROV_OK) {
         char msg[sizeof(r->error) + 128];
         size_t n;
@@ -585,7 +628,9 @@ rov_status_t rov_job_run(rov_job_t *job, rov_job_stage_t stage, double timeout_s
     if (st == ROV_OK) {
         for (size_t i = 0; i < job->n; i++)
             job->ranks[i].status = ROV_OK;
+        job->until = now_s() + timeout_s;
         st = run(job, stage, timeout_s, err, err_len);
+        job->until = 0;
     }
     unlock(job);
     return st;

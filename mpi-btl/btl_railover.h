@@ -127,6 +127,14 @@ void mca_btl_railover_show_help(const char *topic, ...);
 int mca_btl_railover_params_register(void);
 int mca_btl_railover_params_config(rov_config_t **config_p);
 void mca_btl_railover_param_accepts(const rov_config_var_t *var, char *buf, size_t len);
+/* The BTL sizes the user set (btl_railover_eager_limit, rndv_eager_limit,
+ * max_send_size): a value that is not a size, or an eager limit too small
+ * for the PML's headers, is refused with a message naming the parameter
+ * (OPAL_ERR_BAD_PARAM). */
+int mca_btl_railover_params_check_sizes(void);
+/* The rails of config: an in-process rail (loop), which reaches no other
+ * process, is refused with a message naming the parameter. */
+int mca_btl_railover_params_check_rails(const rov_config_t *config);
 
 /* btl_railover.c: the module's functions, and what the context's
  * callbacks hand over. */

@@ -253,6 +253,11 @@ static int context_open(void)
     rc = mca_btl_railover_params_config(&config);
     if (OPAL_SUCCESS != rc)
         return rc;
+    rc = mca_btl_railover_params_check_rails(config);
+    if (OPAL_SUCCESS != rc) {
+        rov_config_free(config);
+        return rc;
+    }
     params.config = config;
     /* The job's identity (`railover status`, the checkpoint client's job
      * registry, docs/ccp.md): the site's job id when it sets RAILOVER_JOBID,
@@ -309,7 +314,8 @@ static mca_btl_base_module_t **railover_init(int *num_btls, bool progress_thread
         return NULL;
     }
     railover_add_help_dir();
-    if (OPAL_SUCCESS != context_open())
+    if (OPAL_SUCCESS != mca_btl_railover_params_check_sizes() ||
+        OPAL_SUCCESS != context_open())
         return NULL;
     if (OPAL_SUCCESS != railover_limits())
         goto fail;

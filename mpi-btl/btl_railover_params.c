@@ -9,6 +9,8 @@
 #include "opal_config.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,4 +254,122 @@ int mca_btl_railover_params_config(rov_config_t **config_p)
     }
     *config_p = config;
     return OPAL_SUCCESS;
+}
+
+/* The smallest eager (and rendezvous eager) limit accepted: a fragment
+ * must hold the PML's largest match header (ob1's is 56 bytes in Open MPI
+ * 4.1) with room to spare. */
+#define EAGER_MIN 64
+
+/* Whether s is a size as Open MPI reads one (an unsigned integer, decimal,
+ * 0x hex or 0 octal, with an optional k, m or g), the value in *v_p. */
+static bool size_text(const char *s, unsigned long long *v_p)
+{
+    char *end;
+
+    while (isspace((unsigned char) *s))
+        s++;
+    if (!isdigit((unsigned char) *s))
+        return false;
+    errno = 0;
+    *v_p = strtoull(s, &end, 0);
+    if (0 != errno || end == s)
+        return false;
+    if (*end && strchr("kKmMgG", *end))
+        end++;
+    while (isspace((unsigned char) *end))
+        end++;
+    return '\0' == *end;
+}
+
+/* One BTL size parameter the user set: its text is checked (Open MPI reads
+ * "abc" as 0 and says nothing), then its value against min. */
+static int check_size(const char *name, size_t value, size_t min, const char *accepts)
+{
+    int idx = mca_base_var_find("opal", "btl", "railover", name);
+    mca_base_var_source_t source = MCA_BASE_VAR_SOURCE_DEFAULT;
+    const char *file = NULL, *text;
+    char env[96], where[256], number[32], problem[160];
+    unsigned long long parsed;
+
+    if (idx < 0 || OPAL_SUCCESS != mca_base_var_get_value(idx, NULL, &source, &file) ||
+        MCA_BASE_VAR_SOURCE_DEFAULT == source)
+        return OPAL_SUCCESS;
+    /* mpirun --mca and OMPI_MCA_ reach a rank as the environment variable:
+     * the text the user wrote. */
+    snprintf(env, sizeof(env), "OMPI_MCA_btl_railover_%s", name);
+    text = getenv(env);
+    snprintf(number, sizeof(number), "%zu", value);
+    if (NULL != text && !size_text(text, &parsed)) {
+        snprintf(problem, sizeof(problem), "not a size (Open MPI would read it as %zu)", value);
+    } else if (value < min) {
+        snprintf(problem, sizeof(problem), "too small (%zu bytes): the PML's headers must "
+                 "fit in a fragment", value);
+    } else {
+        return OPAL_SUCCESS;
+    }
+    mca_btl_railover_show_help("bad parameter", opal_process_info.nodename, name,
+                               NULL != text ? text : number,
+                               source_name(source, file, where, sizeof(where)), accepts,
+                               problem);
+    return OPAL_ERR_BAD_PARAM;
+}
+
+int mca_btl_railover_params_check_sizes(void)
+{
+    const mca_btl_base_module_t *m = &mca_btl_railover_module.super;
+    char accepts[160];
+    int rc;
+
+    snprintf(accepts, sizeof(accepts), "a size in bytes of at least %d (suffix k, m or g for "
+             "KiB, MiB, GiB), at most btl_railover_max_msg", EAGER_MIN);
+    rc = check_size("eager_limit", m->btl_eager_limit, EAGER_MIN, accepts);
+    if (OPAL_SUCCESS == rc)
+        rc = check_size("rndv_eager_limit", m->btl_rndv_eager_limit, EAGER_MIN, accepts);
+    if (OPAL_SUCCESS == rc) {
+        snprintf(accepts, sizeof(accepts), "a size in bytes of at least %d (suffix k, m or g "
+                 "for KiB, MiB, GiB), at most btl_railover_max_msg; below the eager limit it "
+                 "is raised to it", EAGER_MIN);
+        rc = check_size("max_send_size", m->btl_max_send_size, EAGER_MIN, accepts);
+    }
+    return rc;
+}
+
+/* Whether a RAILOVER_RAILS list ("kind[@arg],...") names the loop rail. */
+static bool has_loop_rail(const char *rails)
+{
+    for (const char *r = rails; *r;) {
+        if (4 == strcspn(r, "@,") && 0 == strncmp(r, "loop", 4))
+            return true;
+        r += strcspn(r, ",");
+        if (',' == *r)
+            r++;
+    }
+    return false;
+}
+
+int mca_btl_railover_params_check_rails(const rov_config_t *config)
+{
+    char rails[1024], where[256], problem[160];
+    const struct param *p = NULL;
+    const char **value = NULL, *file = NULL, *set_in;
+    mca_base_var_source_t source = MCA_BASE_VAR_SOURCE_DEFAULT;
+
+    if (ROV_OK != rov_config_get(config, "RAILOVER_RAILS", rails, sizeof(rails)) ||
+        !has_loop_rail(rails))
+        return OPAL_SUCCESS; /* (a bad list: the context refuses it, with its message) */
+    for (int i = 0; i < nparams; i++)
+        if (0 == strcmp(params[i].var->name, "RAILOVER_RAILS"))
+            p = &params[i];
+    if (NULL != p && OPAL_SUCCESS == mca_base_var_get_value(p->index, &value, &source, &file) &&
+        MCA_BASE_VAR_SOURCE_DEFAULT != source)
+        set_in = source_name(source, file, where, sizeof(where));
+    else
+        set_in = "the environment (RAILOVER_RAILS)";
+    snprintf(problem, sizeof(problem), "the loop rail connects contexts of one process only; "
+             "it cannot reach another MPI process");
+    mca_btl_railover_show_help("bad parameter", opal_process_info.nodename, "rails", rails,
+                               set_in, "rails that reach other processes: tcp[@IFACE|@IP], "
+                               "verbs[@DEV], ucx[@DEV] (not loop)", problem);
+    return OPAL_ERR_BAD_PARAM;
 }

@@ -25,6 +25,7 @@ enum {
     EXIT_NOT_OWNER = 7,
     EXIT_REGISTRY = 8,
     EXIT_CHECKPOINT = 9,
+    EXIT_BUSY = 10,
     EXIT_USAGE = 64,
 };
 
@@ -51,8 +52,9 @@ static void usage(FILE *f)
           "client drives the job, 7 not the job's owner (or the registry is not readable),\n"
           "8 the registry tampered with (a record forged or truncated, a link where a file\n"
           "of the job should be; after a checkpoint the job is reopened), 9 a checkpoint\n"
-          "command failed (the job was reopened and runs on), 64 usage (or a malformed job\n"
-          "id), 1 other.\n",
+          "command failed (the job was reopened and runs on), 10 a rank's control endpoint\n"
+          "stayed busy (as many clients as it serves; asked again until the request's or\n"
+          "the stage's time ran out), 64 usage (or a malformed job id), 1 other.\n",
           f);
 }
 
@@ -69,6 +71,7 @@ static int exit_code(rov_status_t st)
     case ROV_ERR_REFUSED: return EXIT_NOT_OWNER;
     case ROV_ERR_PROTO: return EXIT_REGISTRY;
     case ROV_ERR_IO: return EXIT_CHECKPOINT;
+    case ROV_ERR_RESOURCE: return EXIT_BUSY;
     default: return 1;
     }
 }
@@ -189,7 +192,8 @@ int main(int argc, char **argv)
             if (rov_job_rank(job, i)->seconds > total)
                 total = rov_job_rank(job, i)->seconds;
         printf("stage=%s ranks=%zu time_s=%.3f status=%s\n", rov_job_stage_str(stages[s]),
-               rov_job_size(job), total, st == ROV_OK ? "ok" : rov_status_str(st));
+               rov_job_size(job), total, st == ROV_OK ? "ok" :
+               st == ROV_ERR_RESOURCE ? "busy" : rov_status_str(st));
         fflush(stdout);
         if (st != ROV_OK)
             fprintf(stderr, "cprclient: %s: %s\n", rov_job_stage_str(stages[s]), err);

@@ -75,11 +75,21 @@ static int cmd_info(int argc, char **argv)
     printf("railover %s\n", rov_version());
     printf("rail kinds built in: %s\n", kinds);
 
+    /* The rails are opened to show which open; the context has no control
+     * socket, so it creates no run directory and registers in no job
+     * registry: an information command changes nothing on disk. */
+    rov_config_t *probe = NULL;
+
+    status = rov_config_read(err, sizeof(err), &probe);
+    if (status == ROV_OK)
+        status = rov_config_set(probe, "RAILOVER_CONTROL", "off", err, sizeof(err));
     rov_context_params_t params = {
-        .config = config,
+        .config = probe,
         .recv_cb = info_recv_cb,
     };
-    status = rov_context_create(&params, &context);
+    if (status == ROV_OK)
+        status = rov_context_create(&params, &context);
+    rov_config_free(probe);
     if (status == ROV_OK) {
         int count = rov_context_rail_count(context);
         printf("rails: %d\n", count);

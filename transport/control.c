@@ -20,6 +20,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/types.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -30,12 +31,24 @@
 #include "transport/netaddr.h"
 
 #define CTL_MAX_CMDS 32
-#define CTL_MAX_CLIENTS 16
+/* Separate budgets: the control socket's clients (our own uid) take slots
+ * [0, CTL_MAX_LOCAL), the network endpoint's the rest, so that no number of
+ * strangers on the network keeps the owner off the local socket. */
+#define CTL_MAX_LOCAL 16
+#define CTL_MAX_NET 16
+#define CTL_MAX_CLIENTS (CTL_MAX_LOCAL + CTL_MAX_NET)
 #define CTL_BACKLOG 16
 #define CTL_ACCEPT_BATCH 16
-/* A full client table makes room by dropping a client that has not
- * completed its request for this long. */
+/* Events of the control set served in one pass (rov_ctl_serve()). */
+#define CTL_EVENT_BATCH 64
+/* A full table makes room by dropping a client that has held its slot for
+ * this long (a local client, or a network client that proved the secret
+ * and then does not read its answer). */
 #define CTL_CLIENT_IDLE_NS (10ull * 1000000000ull)
+/* A network client that has not sent its request with the job's proof
+ * this long after the challenge is dropped (a client with the secret
+ * answers in one round trip). */
+#define CTL_NET_PROOF_NS (1ull * 1000000000ull)
 /* Request bytes after the line are discarded before close, up to this, so
  * the kernel does not reset the connection under the client's answer. */
 #define CTL_DRAIN_MAX (64 * 1024)
@@ -47,6 +60,7 @@ struct ctl_client {
     struct rov_ctl *ctl;
     int slot;
     bool net;             /* on the network endpoint: the request carries a proof */
+    char peer[64];        /* network: the client's IP:PORT, for the log */
     uint8_t nonce[ROV_CTL_NONCE_LEN]; /* its challenge */
     uint64_t since_ns;    /* accepted at */
     bool answering;       /* request handled; sending the answer */
@@ -66,7 +80,13 @@ struct rov_ctl {
     struct rov_watch net_listen;          /* fd -1: no network endpoint */
     uint8_t net_key[ROV_KEY_LEN];         /* what its clients prove */
     char net_where[ROV_CTL_WHERE_MAX];    /* "IP:PORT" */
+    struct rov_watch proof_timer;         /* timerfd (fd -1 without a network
+                                           * endpoint): CTL_NET_PROOF_NS expired */
     struct ctl_client *clients[CTL_MAX_CLIENTS];
+    /* The events rov_ctl_serve() is running: a client freed meanwhile is
+     * taken out of those still to come. */
+    struct epoll_event batch[CTL_EVENT_BATCH];
+    int batch_n;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
 
@@ -96,9 +116,21 @@ static void set_cb(struct rov_watch *w, uint32_t events)
 
 void rov_ctl_serve(rov_context_t *ctx)
 {
+    struct rov_ctl *ctl = ctx->ctl;
+    int n;
+
     ctx->ctl_ready = false;
-    if (ctx->ctl)
-        rov_watch_run(ctx->ctl->set.fd, 0);
+    if (!ctl)
+        return;
+    n = epoll_wait(ctl->set.fd, ctl->batch, CTL_EVENT_BATCH, 0);
+    ctl->batch_n = n > 0 ? n : 0;
+    for (int i = 0; i < ctl->batch_n; i++) {
+        struct rov_watch *w = ctl->batch[i].data.ptr;
+
+        if (w)
+            w->cb(w, ctl->batch[i].events);
+    }
+    ctl->batch_n = 0;
 }
 
 int rov_ctl_fd(const rov_context_t *ctx)
@@ -248,6 +280,11 @@ static void client_free(struct ctl_client *c, bool drain)
     }
     set_ctl(ctl, EPOLL_CTL_DEL, &c->watch, 0);
     close(c->watch.fd);
+    /* An event of this client later in the batch being served must not
+     * reach its freed memory. */
+    for (int i = 0; i < ctl->batch_n; i++)
+        if (ctl->batch[i].data.ptr == &c->watch)
+            ctl->batch[i].data.ptr = NULL;
     ctl->clients[c->slot] = NULL;
     free(c->out);
     free(c);
@@ -476,33 +513,6 @@ static void client_cb(struct rov_watch *w, uint32_t events)
     client_free(c, true);
 }
 
-/* With a full table, drop the oldest client that has held its slot for too
- * long, whether it has not finished its request or does not read its
- * answer: either way it is not a client that will complete.  Returns the
- * freed slot or -1. */
-static int evict_idle(struct rov_ctl *ctl)
-{
-    uint64_t now = rov_now_ns();
-    struct ctl_client *oldest = NULL;
-    int slot;
-
-    for (int i = 0; i < CTL_MAX_CLIENTS; i++) {
-        struct ctl_client *c = ctl->clients[i];
-
-        if (c && now - c->since_ns > CTL_CLIENT_IDLE_NS &&
-            (!oldest || c->since_ns < oldest->since_ns))
-            oldest = c;
-    }
-    if (!oldest)
-        return -1;
-    rov_debug("ctl", "client fd %d: %s after %" PRIu64 " s; dropped for a new client",
-              oldest->watch.fd, oldest->answering ? "answer not read" : "no request",
-              (now - oldest->since_ns) / UINT64_C(1000000000));
-    slot = oldest->slot;
-    client_free(oldest, false);
-    return slot;
-}
-
 /* Tell a client we will not serve why, then close.  Best effort and never
  * blocking: the line fits in an empty socket buffer.  The request, if it came
  * already, is read first so that the close does not reset the connection
@@ -531,15 +541,167 @@ static void __attribute__((format(printf, 2, 3))) client_refuse(int fd, const ch
     close(fd);
 }
 
+/* The slots of one budget: [*lo_p, *hi_p). */
+static void budget(bool net, int *lo_p, int *hi_p)
+{
+    *lo_p = net ? CTL_MAX_LOCAL : 0;
+    *hi_p = net ? CTL_MAX_CLIENTS : CTL_MAX_LOCAL;
+}
+
+/* With a full budget, drop its oldest client that has held its slot for too
+ * long, whether it has not finished its request or does not read its
+ * answer: either way it is not a client that will complete.  Returns the
+ * freed slot or -1. */
+static int evict_idle(struct rov_ctl *ctl, bool net)
+{
+    uint64_t now = rov_now_ns();
+    struct ctl_client *oldest = NULL;
+    int slot, lo, hi;
+
+    budget(net, &lo, &hi);
+    for (int i = lo; i < hi; i++) {
+        struct ctl_client *c = ctl->clients[i];
+
+        if (c && now - c->since_ns > CTL_CLIENT_IDLE_NS &&
+            (!oldest || c->since_ns < oldest->since_ns))
+            oldest = c;
+    }
+    if (!oldest)
+        return -1;
+    rov_debug("ctl", "client fd %d: %s after %" PRIu64 " s; dropped for a new client",
+              oldest->watch.fd, oldest->answering ? "answer not read" : "no request",
+              (now - oldest->since_ns) / UINT64_C(1000000000));
+    slot = oldest->slot;
+    client_free(oldest, false);
+    return slot;
+}
+
+/* Tell a client in the table why it is dropped, then drop it.  Best effort
+ * and never blocking, like client_refuse(). */
+static void client_drop(struct ctl_client *c, const char *msg)
+{
+    if (send(c->watch.fd, msg, strlen(msg), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+        rov_debug("ctl", "client fd %d: send: %m; reason for the drop lost", c->watch.fd);
+    shutdown(c->watch.fd, SHUT_WR);
+    client_free(c, true);
+}
+
+/* A network client that has not sent its request with a proof: the one
+ * that has waited longest, or NULL. */
+static struct ctl_client *oldest_unproven(struct rov_ctl *ctl, uint64_t before_ns)
+{
+    struct ctl_client *oldest = NULL;
+
+    for (int i = CTL_MAX_LOCAL; i < CTL_MAX_CLIENTS; i++) {
+        struct ctl_client *c = ctl->clients[i];
+
+        if (c && !c->answering && c->since_ns <= before_ns &&
+            (!oldest || c->since_ns < oldest->since_ns))
+            oldest = c;
+    }
+    return oldest;
+}
+
+/* Read what c has sent that is not served yet (its event may be behind us
+ * in the batch): a request that has arrived is answered, not dropped.
+ * Returns whether c still waits for its request (false: answered or gone). */
+static bool still_unproven(struct rov_ctl *ctl, struct ctl_client *c)
+{
+    int slot = c->slot;
+
+    client_cb(&c->watch, EPOLLIN);
+    return ctl->clients[slot] == c && !c->answering;
+}
+
+/* The network budget is full: make room by shedding the oldest client that
+ * has not proved the secret (a stranger cannot hold a slot against a new
+ * client; one with the secret proves it in a round trip).  Returns the
+ * freed slot or -1 when every client has proved it. */
+static int shed_unproven(struct rov_ctl *ctl)
+{
+    for (int tries = 0; tries < CTL_MAX_NET; tries++) {
+        struct ctl_client *c = oldest_unproven(ctl, UINT64_MAX);
+        int slot;
+
+        if (!c)
+            return -1;
+        slot = c->slot;
+        if (still_unproven(ctl, c)) {
+            rov_log_ratelimited(ROV_LOG_WARN, "ctl", "network control client %s dropped for "
+                                "a newer one: %d network clients and it sent no request "
+                                "with the job's proof", c->peer, CTL_MAX_NET);
+            client_drop(c, "error: busy: dropped for a newer client before this one sent "
+                        "a request with the job's proof; try again\n");
+            return slot;
+        }
+        if (!ctl->clients[slot])
+            return slot; /* answered and done */
+    }
+    return -1;
+}
+
+/* The proof timer: the network endpoint's first timed-out client, or none. */
+static void proof_timer_arm(struct rov_ctl *ctl)
+{
+    struct ctl_client *c;
+    struct itimerspec its = {{0, 0}, {0, 0}};
+
+    if (ctl->proof_timer.fd < 0)
+        return;
+    c = oldest_unproven(ctl, UINT64_MAX);
+    if (c) {
+        uint64_t due = c->since_ns + CTL_NET_PROOF_NS;
+
+        its.it_value.tv_sec = (time_t)(due / 1000000000ull);
+        its.it_value.tv_nsec = (long)(due % 1000000000ull);
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+            its.it_value.tv_nsec = 1;
+    }
+    if (timerfd_settime(ctl->proof_timer.fd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
+        rov_warn("ctl", "timerfd_settime: %m");
+}
+
+/* Network clients without a proof CTL_NET_PROOF_NS after their challenge are
+ * dropped, the table full or not: a stranger holds no descriptor for long. */
+static void proof_timer_cb(struct rov_watch *w, uint32_t events)
+{
+    struct rov_ctl *ctl = rov_container_of(w, struct rov_ctl, proof_timer);
+    uint64_t expirations, now = rov_now_ns();
+    struct ctl_client *c;
+
+    (void)events;
+    if (read(w->fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
+        rov_debug("ctl", "timerfd read: %m");
+    for (int i = 0; i < CTL_MAX_NET; i++) {
+        c = oldest_unproven(ctl, now - CTL_NET_PROOF_NS);
+        if (!c)
+            break;
+        if (still_unproven(ctl, c)) {
+            rov_log_ratelimited(ROV_LOG_WARN, "ctl", "network control client %s dropped: no "
+                                "request with the job's proof within %.0f s", c->peer,
+                                (double)CTL_NET_PROOF_NS / 1e9);
+            client_drop(c, "error: busy: no request with the job's proof within 1 s of the "
+                        "challenge; try again\n");
+        }
+    }
+    proof_timer_arm(ctl);
+}
+
 static void client_new(struct rov_ctl *ctl, int fd, bool net)
 {
     struct ucred cred = {.pid = -1};
     socklen_t len = sizeof(cred);
     struct ctl_client *c;
-    int slot = -1;
+    char peer[sizeof(c->peer)] = "";
+    int slot = -1, lo, hi;
 
     if (net) {
         /* Anyone may connect; only a request with the key's proof runs. */
+        struct sockaddr_storage ss;
+        socklen_t sslen = sizeof(ss);
+
+        if (getpeername(fd, (struct sockaddr *)&ss, &sslen) == 0)
+            rov_net_sockaddr_str(&ss, peer, sizeof(peer));
     } else if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
         rov_debug("ctl", "SO_PEERCRED: %m; client refused");
         close(fd);
@@ -553,16 +715,19 @@ static void client_new(struct rov_ctl *ctl, int fd, bool net)
                       (unsigned)cred.uid);
         return;
     }
-    for (int i = 0; i < CTL_MAX_CLIENTS && slot < 0; i++)
+    budget(net, &lo, &hi);
+    for (int i = lo; i < hi && slot < 0; i++)
         if (!ctl->clients[i])
             slot = i;
+    if (slot < 0 && net)
+        slot = shed_unproven(ctl);
     if (slot < 0)
-        slot = evict_idle(ctl);
+        slot = evict_idle(ctl, net);
     if (slot < 0) {
-        rov_debug("ctl", "client pid %d refused: %d clients already", (int)cred.pid,
-                  CTL_MAX_CLIENTS);
-        client_refuse(fd, "error: busy: %d control clients already; try again later",
-                      CTL_MAX_CLIENTS);
+        rov_debug("ctl", "%s client %s refused: %d clients already", net ? "network" : "local",
+                  net ? peer : "", hi - lo);
+        client_refuse(fd, "error: busy: %d %scontrol clients already; try again later", hi - lo,
+                      net ? "network " : "");
         return;
     }
     c = malloc(sizeof(*c));
@@ -580,6 +745,7 @@ static void client_new(struct rov_ctl *ctl, int fd, bool net)
     c->out = NULL;
     c->out_len = c->out_off = 0;
     c->net = net;
+    snprintf(c->peer, sizeof(c->peer), "%s", peer);
     if (net) {
         char hello[sizeof(CTL_CHALLENGE) + 2 * ROV_CTL_NONCE_LEN + 1];
 
@@ -606,6 +772,8 @@ static void client_new(struct rov_ctl *ctl, int fd, bool net)
         return;
     }
     ctl->clients[slot] = c;
+    if (net)
+        proof_timer_arm(ctl);
 }
 
 static void accept_batch(struct rov_ctl *ctl, int lfd, bool net)
@@ -666,6 +834,7 @@ void rov_ctl_open(rov_context_t *ctx)
     }
     ctl->ctx = ctx;
     ctl->net_listen.fd = -1;
+    ctl->proof_timer.fd = -1;
     snprintf(ctl->path, sizeof(ctl->path), "%s", sa.sun_path);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -731,6 +900,8 @@ void rov_ctl_close(rov_context_t *ctx)
     close(ctl->listen.fd);
     if (ctl->net_listen.fd >= 0)
         close(ctl->net_listen.fd);
+    if (ctl->proof_timer.fd >= 0)
+        close(ctl->proof_timer.fd);
     if (unlink(ctl->path) < 0 && errno != ENOENT)
         rov_warn("ctl", "cannot remove %s: %m", ctl->path);
     rov_debug("ctl", "control socket %s closed", ctl->path);
@@ -775,6 +946,18 @@ rov_status_t rov_ctl_net_open(rov_context_t *ctx, const char *arg,
         close(fd);
         return ROV_ERR_IO;
     }
+    ctl->proof_timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    ctl->proof_timer.cb = proof_timer_cb;
+    if (ctl->proof_timer.fd < 0 ||
+        set_ctl(ctl, EPOLL_CTL_ADD, &ctl->proof_timer, EPOLLIN) != ROV_OK) {
+        if (ctl->proof_timer.fd < 0)
+            rov_warn("ctl", "timerfd_create: %m; no network control endpoint");
+        else
+            close(ctl->proof_timer.fd);
+        ctl->proof_timer.fd = -1;
+        close(fd);
+        return ROV_ERR_IO;
+    }
     memcpy(ctl->net_key, key, ROV_KEY_LEN);
     rov_net_sockaddr_str(&ss, ctl->net_where, sizeof(ctl->net_where));
     ctl->net_listen.fd = fd;
@@ -782,6 +965,9 @@ rov_status_t rov_ctl_net_open(rov_context_t *ctx, const char *arg,
     if (set_ctl(ctl, EPOLL_CTL_ADD, &ctl->net_listen, EPOLLIN) != ROV_OK) {
         close(fd);
         ctl->net_listen.fd = -1;
+        set_ctl(ctl, EPOLL_CTL_DEL, &ctl->proof_timer, 0);
+        close(ctl->proof_timer.fd);
+        ctl->proof_timer.fd = -1;
         return ROV_ERR_IO;
     }
     rov_debug("ctl", "network control endpoint %s", ctl->net_where);
@@ -949,6 +1135,22 @@ static bool send_all(int fd, const char *p, size_t len, double deadline)
     return true;
 }
 
+/* Whether answer is the endpoint's "error: busy: ..." (it took no request
+ * from us: too many clients); then err is that line, printable. */
+static bool busy_answer(const char *answer, char *err, size_t err_len)
+{
+    static const char busy[] = "error: busy";
+    size_t n = 0;
+
+    if (strncmp(answer, busy, sizeof(busy) - 1) != 0 || err_len == 0)
+        return false;
+    answer += sizeof("error: ") - 1;
+    for (; *answer && *answer != '\n' && n + 1 < err_len; answer++)
+        err[n++] = isprint((unsigned char)*answer) ? *answer : '?';
+    err[n] = '\0';
+    return true;
+}
+
 rov_status_t rov_ctl_request(const char *where, const uint8_t *key, const char *request,
                              double timeout_s, char **answer_p, char *err, size_t err_len)
 {
@@ -969,6 +1171,11 @@ rov_status_t rov_ctl_request(const char *where, const uint8_t *key, const char *
 
         if (!hello)
             goto out;
+        if (busy_answer(hello, err, err_len)) {
+            free(hello);
+            st = ROV_ERR_AGAIN;
+            goto out;
+        }
         if (strncmp(hello, CTL_CHALLENGE, sizeof(CTL_CHALLENGE) - 1) != 0 ||
             strlen(hello) < sizeof(CTL_CHALLENGE) - 1 + 2 * ROV_CTL_NONCE_LEN ||
             !hex_decode(hello + sizeof(CTL_CHALLENGE) - 1, nonce, sizeof(nonce))) {
@@ -989,12 +1196,27 @@ rov_status_t rov_ctl_request(const char *where, const uint8_t *key, const char *
         goto out;
     }
     if (!send_all(fd, line, (size_t)n, deadline)) {
-        snprintf(err, err_len, "send to %s: %s", where, strerror(errno));
+        int send_err = errno;
+        /* A refusal (busy) is sent at once, then the connection closed:
+         * our request then meets a closed socket, the refusal is still
+         * there to read. */
+        char *said = read_all(fd, deadline, 256, true, err, err_len);
+
+        if (said && busy_answer(said, err, err_len))
+            st = ROV_ERR_AGAIN;
+        else
+            snprintf(err, err_len, "send to %s: %s", where, strerror(send_err));
+        free(said);
         goto out;
     }
     shutdown(fd, SHUT_WR);
     *answer_p = read_all(fd, deadline, 1u << 20, false, err, err_len);
     st = *answer_p ? ROV_OK : ROV_ERR_UNREACHABLE;
+    if (*answer_p && busy_answer(*answer_p, err, err_len)) {
+        free(*answer_p);
+        *answer_p = NULL;
+        st = ROV_ERR_AGAIN;
+    }
 out:
     close(fd);
     return st;

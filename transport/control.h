@@ -73,8 +73,10 @@ const char *rov_ctl_net_where(const rov_context_t *ctx);
  * socket path (starting with '/') or the "IP:PORT" of a network endpoint
  * (then key, ROV_KEY_LEN bytes, makes the proof).  Blocks at most
  * timeout_s.  ROV_OK with *answer_p (malloc'd: the answer's lines, the last
- * "ok" or "error: ..."); ROV_ERR_UNREACHABLE (nothing listens, no answer in
- * time), ROV_ERR_PROTO (not a Railover endpoint), with err saying why.
+ * "ok" or "error: ..."); ROV_ERR_AGAIN (the endpoint is busy: it has as
+ * many clients as it serves, and ran nothing; err is its "busy: ..." line:
+ * ask again), ROV_ERR_UNREACHABLE (nothing listens, no answer in time),
+ * ROV_ERR_PROTO (not a Railover endpoint), with err saying why.
  */
 rov_status_t rov_ctl_request(const char *where, const uint8_t *key, const char *request,
                              double timeout_s, char **answer_p, char *err, size_t err_len);

@@ -99,9 +99,15 @@ static inline uint32_t rov_close_abort(rov_status_t status)
 {
     return ROV_CLOSE_ABORT | ((uint32_t)-status & 0xffu) << 8;
 }
+/* The status a CLOSE|ABORT carries.  A byte that names no status of ours
+ * (a broken or hostile peer, or a newer one) reads as ROV_ERR_RESET, so that
+ * the log names what happened rather than "(unknown status)".
+ * ROV_ERR_RESOURCE is the last status of railover.h. */
 static inline rov_status_t rov_close_status(uint32_t tag)
 {
-    return -(rov_status_t)((tag >> 8) & 0xffu);
+    rov_status_t st = -(rov_status_t)((tag >> 8) & 0xffu);
+
+    return st < ROV_ERR_RESOURCE ? ROV_ERR_RESET : st;
 }
 
 static inline uint32_t rov_hf_make(uint32_t flags, unsigned reason, unsigned failed_rail)

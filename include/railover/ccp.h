@@ -125,6 +125,10 @@ rov_status_t rov_job_address(rov_job_t *job, long rank, void *buf, size_t *len);
  *                       answer (the others were resumed if a drain had
  *                       begun)
  *   ROV_ERR_REFUSED     a rank refused the job's proof
+ *   ROV_ERR_RESOURCE    a rank's control endpoint stayed busy (it had as
+ *                       many clients as it serves, and ran nothing of
+ *                       ours) while it was asked again, up to one
+ *                       request's limit (5 s) or timeout_s
  *   ROV_ERR_TIMEDOUT    not done in time: undone, the job runs as before
  *   ROV_ERR_PROTO       a record changed since rov_job_open() is malformed
  *                       or not sealed (the records are read again first),

@@ -26,7 +26,8 @@
 #                          raised again the job completes
 #   params                 RAILOVER_EAGER_LIMIT and btl_railover_rov_eager_limit
 #                          give the same result; the MCA parameter wins
-#   badparam               bad btl_railover_* values are refused, naming the
+#   badparam               bad btl_railover_* values (Railover's settings, the BTL
+#                          sizes, an in-process rail) are refused, naming the
 #                          parameter and what it accepts; the component declines
 #   decline                railover not named in the btl selection: it is not
 #                          opened, or declines before creating anything
@@ -273,6 +274,33 @@ badparam)
         expect "Accepted:   $accepted"
         expect "init of component railover returned failure"
     done
+    # Open MPI's own BTL sizes: "abc" would be read as 0 without a word, and
+    # a too small eager limit was named only by ob1's message, which
+    # mpirun loses about half the time (issue 35).
+    for setting in "eager_limit 0|too small" "eager_limit 1|too small" \
+                   "eager_limit abc|not a size" "rndv_eager_limit 12x|not a size" \
+                   "max_send_size -5|not a size"; do
+        param=${setting%% *} rest=${setting#* } value=${rest%%|*} problem=${rest#*|}
+        run_mpi 1 --mca btl self,railover --mca btl_base_verbose 10 \
+            --mca "btl_railover_$param" "$value" -- "$ROV_MPI_CHECK" ring
+        expect "Parameter:  btl_railover_$param"
+        expect "Value:      \"$value\""
+        expect "Accepted:   a size in bytes of at least"
+        expect "Problem:    .*$problem"
+        expect "init of component railover returned failure"
+    done
+    # The loop rail reaches no other process: refused at once, not after
+    # the unreachable timeout as "lost every rail".
+    run_mpi 2 --mca btl self,railover --mca btl_railover_rails tcp@127.0.0.1,loop \
+        -- "$ROV_MPI_CHECK" ring
+    expect "Parameter:  btl_railover_rails"
+    expect "Value:      \"tcp@127.0.0.1,loop\""
+    expect "Problem:    the loop rail connects contexts of one process only"
+    refuse "lost every rail"
+    RAILOVER_RAILS=loop run_mpi 2 --mca btl self,railover -x RAILOVER_RAILS \
+        -- "$ROV_MPI_CHECK" ring
+    expect "Set in:     the environment (RAILOVER_RAILS)"
+    refuse "lost every rail"
     ;;
 decline)
     # An include list without railover: Open MPI does not even open it.

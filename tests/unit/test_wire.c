@@ -508,6 +508,13 @@ START_TEST(test_control_flags)
     encode(buf, ROV_FT_CLOSE, 0, 0, 0, rov_close_abort(ROV_ERR_MSGSIZE) & ~ROV_CLOSE_ABORT);
     ck_assert_int_eq(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &h, &why), ROV_ERR_PROTO);
     ck_assert_str_eq(why, "unknown close flags");
+    /* Any status byte a peer sends reads as a status we can name: it is
+     * logged, as "(unknown status) (unknown status)" it was (issue 35). */
+    for (uint32_t b = 0; b < 256; b++) {
+        encode(buf, ROV_FT_CLOSE, 0, 0, 0, ROV_CLOSE_ABORT | b << 8);
+        expect_ok(buf, MAXP, &h);
+        ck_assert_str_ne(rov_status_str(rov_close_status(h.tag)), "unknown status");
+    }
     for (size_t j = 0; j < sizeof(bad) / sizeof(bad[0]); j++) {
         encode(buf, ROV_FT_CLOSE, 0, 0, 0, bad[j] | 2u);
         ck_assert_int_eq(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &h, &why), ROV_ERR_PROTO);
