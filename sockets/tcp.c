@@ -1172,7 +1172,10 @@ static void accept_cb(struct rov_watch *w, uint32_t events)
             if (err == EINTR || err == ECONNABORTED)
                 continue;
             if (err == EMFILE || err == ENFILE) {
-                if (accept_shed(r, err))
+                /* The oldest channel waiting for its handshake makes room
+                 * if there is one; the connection in the backlog (maybe a
+                 * peer's reconnect) is not the one to close. */
+                if (rov_rail_fd_short(&r->base, -1) || accept_shed(r, err))
                     continue;
                 return;
             }
@@ -1181,6 +1184,7 @@ static void accept_cb(struct rov_watch *w, uint32_t events)
                                     strerror(err));
             return;
         }
+        rov_rail_fd_short(&r->base, fd);
         c = chan_new(r, fd, false);
         if (!c) {
             rov_log_ratelimited(ROV_LOG_WARN, "tcp", "no memory for an accepted connection");

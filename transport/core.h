@@ -136,6 +136,8 @@ struct rov_context {
     uint64_t hello_due_ns;            /* check them for the timeout then */
     uint64_t connect_again_ns;        /* earliest conn->connect_again_ns, 0: none */
     uint32_t accept_paused;           /* rails whose listener waits for a slot */
+    uint64_t fd_count;                /* descriptors open (rov_rail_fd_short()) ... */
+    uint64_t fd_count_ns;             /* ... counted in /proc/self/fd then */
     rov_context_stage_t stage;        /* checkpoint stage (stage.c) */
     unsigned stage_news;              /* stage events due at the next progress (stage.c) */
     bool timer_fired;                 /* its work runs after the epoll batch */
