@@ -49,6 +49,9 @@ struct rov_conn {
     uint64_t tx_chan_serial;          /* channel we rewound on and send on since, or 0 */
     uint32_t switch_tag;              /* tag of our pending switch request (ROV_HF_*) */
     uint64_t resend_asked;            /* rx_seq when we last asked for a resend */
+    uint64_t resend_from, resend_to;  /* the range we last resent on a RESEND ... */
+    uint64_t resend_ns;               /* ... then (honour_resend()) */
+    uint64_t resend_ignored;          /* RESENDs for what was resent already */
     bool hold;                        /* an operator keeps it off the preferred rail */
     bool peer_hold;                   /* the peer's operator does (its switch requests) */
     void *user;
