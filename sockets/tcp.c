@@ -144,6 +144,10 @@ struct tcp_chan {
     uint8_t *big;           /* frame larger than buf being read: its payload */
     void *big_mem;          /* starts on a page, so big's payload does too */
     size_t big_cap, big_len;
+    uint64_t big_frames;        /* large frames begun */
+    uint64_t big_seen_frame;    /* ... the one tcp_chan_health() saw last, */
+    size_t big_seen_len;        /* ... how much of it had come, */
+    uint64_t big_seen_ns;       /* ... since when (0: none seen) */
     struct tcp_txq *txq_ctrl;   /* last queued control frame, if any */
     struct tcp_read *reads, *reads_tail; /* our reads not answered yet */
     struct tcp_read *rd_in;     /* the one whose READ_DATA payload is being read */
@@ -171,6 +175,7 @@ struct tcp_rail {
     size_t addr_len;
     size_t rxbuf;
     uint64_t keepalive_ns; /* TCP keepalive idle time (RAILOVER_KEEPALIVE) */
+    uint64_t stall_ns;     /* a large frame that stops arriving fails (env stall_ns) */
     struct rov_net_links links; /* the interface with our address comes back */
     struct tcp_reg *regs;   /* registrations, newest first */
     uint32_t next_key, next_read;
@@ -221,6 +226,7 @@ static void tcp_addr_str(const void *addr, size_t len, char *buf, size_t buf_len
 static void chan_cb(struct rov_watch *w, uint32_t events);
 static ROV_COLD void fail(struct tcp_chan *c, rov_status_t st, const char *why);
 static ROV_COLD void accept_resume(struct tcp_rail *r);
+static void tcp_chan_str(struct rov_chan *chan, char *buf, size_t len);
 
 static void set_events(struct tcp_chan *c, uint32_t events)
 {
@@ -918,6 +924,7 @@ static ROV_HOT bool parse_frames(struct tcp_chan *c)
             memcpy(c->big, c->buf + c->off, avail);
             c->big_len = avail;
             c->big_need = flen;
+            c->big_frames++;
             c->off = c->len = 0;
             c->expect_big = true;
         }
@@ -1073,6 +1080,7 @@ static rov_status_t tcp_open(rov_context_t *ctx, const struct rov_rail_spec *spe
     r->spare_fd = -1;
     r->rxbuf = set->rxbuf;
     r->keepalive_ns = env->keepalive_ns;
+    r->stall_ns = env->stall_ns;
     r->base.get_max = TCP_GET_MAX;
     if (getrandom(&r->next_key, sizeof(r->next_key), 0) != sizeof(r->next_key))
         r->next_key = (uint32_t)rov_now_ns();
@@ -1172,7 +1180,10 @@ static void accept_cb(struct rov_watch *w, uint32_t events)
             if (err == EINTR || err == ECONNABORTED)
                 continue;
             if (err == EMFILE || err == ENFILE) {
-                if (accept_shed(r, err))
+                /* The oldest channel waiting for its handshake makes room
+                 * if there is one; the connection in the backlog (maybe a
+                 * peer's reconnect) is not the one to close. */
+                if (rov_rail_fd_short(&r->base, -1) || accept_shed(r, err))
                     continue;
                 return;
             }
@@ -1181,6 +1192,7 @@ static void accept_cb(struct rov_watch *w, uint32_t events)
                                     strerror(err));
             return;
         }
+        rov_rail_fd_short(&r->base, fd);
         c = chan_new(r, fd, false);
         if (!c) {
             rov_log_ratelimited(ROV_LOG_WARN, "tcp", "no memory for an accepted connection");
@@ -1482,6 +1494,38 @@ static void tcp_close(struct rov_rail *rail)
  * 1 s after the fault instead of 250 ms (4 of 256 connections in one
  * link-down of bench/failover-scale.py).  Its sends are failed attempts,
  * not retransmissions that an ACK may still answer (retransmits = 0). */
+/* A large frame is read into a buffer of the size its header announces (up
+ * to RAILOVER_MAX_MSG), so a peer that announces one and stops sending held
+ * that memory for as long as the connection lived: eight connections that
+ * each announced 64 MiB and sent 40 held 330 MB for ever.  A frame none of
+ * whose bytes came for RAILOVER_FAILOVER_TIMEOUT is a stall like any other:
+ * the failover engine fails the channel (the connection moves or
+ * reconnects, and the sender resends the message), and its buffer goes with
+ * it.  Measured here, between the engine's health checks, so the receive
+ * path reads no clock; a frame in the staging buffer holds only that
+ * buffer, and is not timed (a peer that computes between two writes of a
+ * frame is no failure). */
+static ROV_COLD bool big_stalled(struct tcp_chan *c)
+{
+    uint64_t now = rov_now_ns();
+    char where[128];
+
+    if (!c->big_seen_ns || c->big_seen_frame != c->big_frames || c->big_seen_len != c->big_len) {
+        c->big_seen_frame = c->big_frames;
+        c->big_seen_len = c->big_len;
+        c->big_seen_ns = now;
+        return false;
+    }
+    if (!c->rail->stall_ns || now - c->big_seen_ns < c->rail->stall_ns)
+        return false;
+    tcp_chan_str(&c->base, where, sizeof(where));
+    rov_log_ratelimited(ROV_LOG_WARN, "tcp", "channel %s: a frame of %zu bytes stopped "
+                        "arriving (%zu received, none for RAILOVER_FAILOVER_TIMEOUT): "
+                        "the channel fails and the frame's buffer is freed",
+                        where, c->big_need, c->big_len);
+    return true;
+}
+
 /* tcpi_state of an established connection (the kernel's TCP_ESTABLISHED,
  * which linux/tcp.h does not export). */
 #define TCP_STATE_ESTABLISHED 1
@@ -1507,6 +1551,8 @@ static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_healt
             h->peer_turn = 1;
         return ROV_OK;
     }
+    if (__builtin_expect(c->big_need != 0, 0) && big_stalled(c))
+        return ROV_ERR_TIMEDOUT;
     if (getsockopt(c->watch.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
         return rov_net_errno_status(errno);
     h->busy = ti.tcpi_unacked > 0 || ti.tcpi_probes >= 2;

@@ -1,9 +1,11 @@
 /* Context, endpoint and progress engine; the rail upcalls land here. */
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -1096,6 +1098,84 @@ bool rov_rail_preauth_check(struct rov_rail *rail, const uint8_t *challenge, con
 
     rov_auth_mac(rail->ctx->ep_key, "railover rail setup", pieces, 2, want);
     return rov_auth_mac_equal(want, mac);
+}
+
+/* Descriptors kept free of channels that wait for their handshake
+ * (rov_rail_fd_short()); how long a count of them is used, adjusted by
+ * what rov_rail_fd_short() itself saw come and go. */
+#define FD_RESERVE_MIN 16
+#define FD_RESERVE_MAX 256
+#define FD_COUNT_NS (10ull * 1000000ull)
+
+/* Descriptors open in this process, 0 when /proc is not there. */
+static uint64_t fd_census(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    uint64_t n = 0;
+
+    if (!d)
+        return 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n > 3 ? n - 3 : 0; /* ".", ".." and the directory's own */
+}
+
+/* The pending cap alone (HELLO_PENDING_MAX) ignored the descriptors: with
+ * RLIMIT_NOFILE 1024 and 600 live connections, 600 half-open ones took the
+ * rest, accept() failed, and the TCP rail closed what it could accept, the
+ * real peers' connections among them (9 handshakes of 9 failed in 10 s).
+ * The oldest waiting channel is the one least likely to be a peer (whose
+ * HELLO follows its connect at once), so it makes room, and it does so
+ * before the limit, so that a reconnect of ours still finds a descriptor.
+ * The lowest free descriptor alone says too little once channels closed
+ * below it (the shedding itself leaves such holes), so with channels
+ * waiting the descriptors are counted, at most every FD_COUNT_NS. */
+bool rov_rail_fd_short(struct rov_rail *rail, int fd)
+{
+    rov_context_t *ctx = rail->ctx;
+    struct rov_chan *oldest;
+    unsigned long long limit = 0, reserve = FD_RESERVE_MIN, used;
+    struct rlimit rl;
+    char why[160];
+    uint64_t now;
+
+    if (!ctx->awaiting_hello)
+        return false; /* nothing to make room with */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        limit = rl.rlim_cur;
+        reserve = limit / 16 < FD_RESERVE_MIN   ? FD_RESERVE_MIN
+                  : limit / 16 > FD_RESERVE_MAX ? FD_RESERVE_MAX
+                                                : limit / 16;
+    }
+    if (fd >= 0) {
+        if (limit == 0)
+            return false;
+        now = rov_now_ns();
+        if (now - ctx->fd_count_ns >= FD_COUNT_NS) {
+            ctx->fd_count = fd_census();
+            ctx->fd_count_ns = now;
+        } else {
+            ctx->fd_count++;
+        }
+        used = ctx->fd_count > (unsigned long long)fd + 1 ? ctx->fd_count
+                                                          : (unsigned long long)fd + 1;
+        if (used + reserve <= limit)
+            return false;
+    }
+    if (!(oldest = oldest_unauthed(ctx)))
+        return false;
+    if (fd < 0)
+        snprintf(why, sizeof(why), "out of file descriptors (RLIMIT_NOFILE %llu reached): "
+                 "the channel that has waited longest for its handshake is closed", limit);
+    else
+        snprintf(why, sizeof(why), "out of file descriptors (RLIMIT_NOFILE %llu, fewer than "
+                 "%llu free): the channel that has waited longest for its handshake is "
+                 "closed", limit, reserve);
+    drop_unauthed(oldest, why);
+    if (ctx->fd_count)
+        ctx->fd_count--;
+    return true;
 }
 
 bool rov_rail_accept_ok(struct rov_rail *rail)

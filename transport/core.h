@@ -49,6 +49,9 @@ struct rov_conn {
     uint64_t tx_chan_serial;          /* channel we rewound on and send on since, or 0 */
     uint32_t switch_tag;              /* tag of our pending switch request (ROV_HF_*) */
     uint64_t resend_asked;            /* rx_seq when we last asked for a resend */
+    uint64_t resend_from, resend_to;  /* the range we last resent on a RESEND ... */
+    uint64_t resend_ns;               /* ... then (honour_resend()) */
+    uint64_t resend_ignored;          /* RESENDs for what was resent already */
     bool hold;                        /* an operator keeps it off the preferred rail */
     bool peer_hold;                   /* the peer's operator does (its switch requests) */
     void *user;
@@ -150,6 +153,8 @@ struct rov_context {
     uint64_t hello_due_ns;            /* check them for the timeout then */
     uint64_t connect_again_ns;        /* earliest conn->connect_again_ns, 0: none */
     uint32_t accept_paused;           /* rails whose listener waits for a slot */
+    uint64_t fd_count;                /* descriptors open (rov_rail_fd_short()) ... */
+    uint64_t fd_count_ns;             /* ... counted in /proc/self/fd then */
     rov_context_stage_t stage;        /* checkpoint stage (stage.c) */
     unsigned stage_news;              /* stage events due at the next progress (stage.c) */
     bool timer_fired;                 /* its work runs after the epoll batch */

@@ -337,6 +337,17 @@ void rov_rail_preauth_prove(const struct rov_chan *chan, const uint8_t *challeng
 /** Listener: whether mac proves our own address key over challenge and msg. */
 bool rov_rail_preauth_check(struct rov_rail *rail, const uint8_t *challenge, const void *msg,
                             size_t len, const uint8_t *mac);
+/** Descriptors for accepted connections, asked by a rail that accepts with
+ * accept(): fd is the descriptor accept() just returned, or -1 when it
+ * failed for want of one (EMFILE, ENFILE).  Channels that wait for their
+ * handshake may take descriptors only down to a reserve kept for connects,
+ * failover reconnects and the application (a sixteenth of RLIMIT_NOFILE,
+ * 16 to 256): when fewer remain (the kernel hands out the lowest free
+ * descriptor, so all below fd are taken), or none did, the context closes
+ * the channel that has waited longest for its handshake, on any rail, with
+ * a rate-limited warning.  Returns true when it closed one (after -1, the
+ * rail may accept again).  Never blocks; a getrlimit() per call. */
+bool rov_rail_fd_short(struct rov_rail *rail, int fd);
 /** Outbound connect completed. */
 void rov_rail_connected(struct rov_chan *chan);
 /** One whole frame (header + payload), valid during the call.  The frame has
