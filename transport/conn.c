@@ -1497,8 +1497,7 @@ static ROV_COLD void peer_aborted(struct rov_conn *conn, uint32_t tag)
                  "is larger than our RAILOVER_MAX_MSG (%zu; the peer's is %llu)",
                  conn->ctx->config.max_msg, (unsigned long long)conn->peer_max_msg);
     else
-        snprintf(why, sizeof(why), "the peer failed or ended the connection (%s)",
-                 rov_status_str(st));
+        snprintf(why, sizeof(why), "the peer failed or ended the connection");
     if (st >= 0)
         st = ROV_ERR_RESET;
     conn->peer_aborted = true;

@@ -1034,10 +1034,10 @@ static uint64_t oldest_unauthed_ns(rov_context_t *ctx)
     return p && p->born_ns < t ? p->born_ns : t;
 }
 
-static void drop_oldest_unauthed(rov_context_t *ctx)
+/* Close the peer (a channel, or a rail's peer before its channel) that has
+ * waited longest for its handshake; false when none waits. */
+static bool drop_oldest_unauthed(rov_context_t *ctx, const char *why)
 {
-    static const char why[] = "too many peers waiting for their handshake (the oldest is "
-                              "closed)";
     struct rov_chan *c = oldest_unauthed(ctx);
     struct rov_preauth *p = oldest_preauth(ctx);
 
@@ -1045,14 +1045,17 @@ static void drop_oldest_unauthed(rov_context_t *ctx)
         preauth_drop(p, why);
     else if (c)
         drop_unauthed(c, why);
+    return p || c;
 }
+#define TOO_MANY_WAIT "too many peers waiting for their handshake (the oldest is closed)"
+
 
 void rov_rail_preauth_begin(struct rov_rail *rail, struct rov_preauth *p)
 {
     rov_context_t *ctx = rail->ctx;
 
     if (ctx->awaiting_hello >= HELLO_PENDING_MAX)
-        drop_oldest_unauthed(ctx);
+        drop_oldest_unauthed(ctx, TOO_MANY_WAIT);
     p->rail = rail;
     p->born_ns = rov_now_ns();
     p->prev = NULL;
@@ -1134,7 +1137,6 @@ static uint64_t fd_census(void)
 bool rov_rail_fd_short(struct rov_rail *rail, int fd)
 {
     rov_context_t *ctx = rail->ctx;
-    struct rov_chan *oldest;
     unsigned long long limit = 0, reserve = FD_RESERVE_MIN, used;
     struct rlimit rl;
     char why[160];
@@ -1163,8 +1165,6 @@ bool rov_rail_fd_short(struct rov_rail *rail, int fd)
         if (used + reserve <= limit)
             return false;
     }
-    if (!(oldest = oldest_unauthed(ctx)))
-        return false;
     if (fd < 0)
         snprintf(why, sizeof(why), "out of file descriptors (RLIMIT_NOFILE %llu reached): "
                  "the channel that has waited longest for its handshake is closed", limit);
@@ -1172,7 +1172,8 @@ bool rov_rail_fd_short(struct rov_rail *rail, int fd)
         snprintf(why, sizeof(why), "out of file descriptors (RLIMIT_NOFILE %llu, fewer than "
                  "%llu free): the channel that has waited longest for its handshake is "
                  "closed", limit, reserve);
-    drop_unauthed(oldest, why);
+    if (!drop_oldest_unauthed(ctx, why))
+        return false;
     if (ctx->fd_count)
         ctx->fd_count--;
     return true;
@@ -1188,7 +1189,7 @@ bool rov_rail_accept_ok(struct rov_rail *rail)
     oldest = oldest_unauthed_ns(ctx);
     now = rov_now_ns();
     if (oldest != UINT64_MAX && now - oldest >= HELLO_GRACE_NS) {
-        drop_oldest_unauthed(ctx);
+        drop_oldest_unauthed(ctx, TOO_MANY_WAIT);
         return true;
     }
     if (!(ctx->accept_paused & (1u << rail->index)))
@@ -1206,7 +1207,7 @@ void rov_rail_accepted(struct rov_rail *rail, struct rov_chan *chan)
     rov_context_t *ctx = rail->ctx;
 
     if (ctx->awaiting_hello == HELLO_PENDING_MAX)
-        drop_oldest_unauthed(ctx);
+        drop_oldest_unauthed(ctx, TOO_MANY_WAIT);
     chan_track(rail, chan, false);
     chan->awaiting_hello = 1;
     if (ctx->awaiting_hello++ == 0)

@@ -344,8 +344,9 @@ bool rov_rail_preauth_check(struct rov_rail *rail, const uint8_t *challenge, con
  * failover reconnects and the application (a sixteenth of RLIMIT_NOFILE,
  * 16 to 256): when fewer remain (the kernel hands out the lowest free
  * descriptor, so all below fd are taken), or none did, the context closes
- * the channel that has waited longest for its handshake, on any rail, with
- * a rate-limited warning.  Returns true when it closed one (after -1, the
+ * the peer that has waited longest for its handshake (a channel, or a
+ * rail's peer before its channel), on any rail, with a rate-limited
+ * warning.  Returns true when it closed one (after -1, the
  * rail may accept again).  Never blocks; a getrlimit() per call. */
 bool rov_rail_fd_short(struct rov_rail *rail, int fd);
 /** Outbound connect completed. */

@@ -1527,10 +1527,15 @@ static void listen_cb(struct rov_watch *w, uint32_t events)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
+            /* Out of descriptors: the peer that has waited longest for its
+             * handshake makes room, as on every listener. */
+            if ((errno == EMFILE || errno == ENFILE) && rov_rail_fd_short(&r->base, -1))
+                continue;
             if (errno != EAGAIN)
                 rov_log_ratelimited(ROV_LOG_WARN, VB, "accept on %s: %m", r->base.spec->name);
             return;
         }
+        rov_rail_fd_short(&r->base, fd);
         if (r->port_down || r->device_dead) {
             close(fd); /* the connector sees EOF and fails over */
             continue;
