@@ -1777,6 +1777,14 @@ static void conn_cb(ucp_conn_request_h req, void *arg)
         ucp_listener_reject(r->listener, req);
         return;
     }
+    /* As many peers as the context keeps wait for their handshake (on any
+     * rail): refused, the connector retries on its own schedule.  (UCX's
+     * own connection manager has by now exchanged its addresses; what the
+     * endpoint costs beyond that is not made.) */
+    if (!rov_rail_accept_ok(&r->base)) {
+        ucp_listener_reject(r->listener, req);
+        return;
+    }
     c = chan_new(r);
     if (!c) {
         rov_log_ratelimited(ROV_LOG_WARN, "ucx", "no memory for an accepted connection");
