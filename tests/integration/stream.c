@@ -50,7 +50,8 @@
  *   {..,"ev":"rail_down","rail":0,"status":"...","reason":"...","text":"..."}
  *   {..,"ev":"error","status":"...","text":"..."}
  *   {..,"ev":"first_rx","rail":R}   first delivery after a switch event
- *   {..,"ev":"established"|"accepted"|"peer_closed"|"closed"}
+ *   {..,"ev":"established","rail":R}   the rail it connected on
+ *   {..,"ev":"accepted"|"peer_closed"|"closed"}
  *   {..,"ev":"start"}   the program's start: t_s = 0 of --rate-csv (conn -1)
  *   {..,"ev":"stop"}    the stop file was seen (conn -1)
  *
@@ -854,11 +855,17 @@ static void on_event(void *arg, const rov_event_t *ev)
     case ROV_EVENT_CONN_ACCEPTED:
         on_accepted(app, ev->conn);
         return;
-    case ROV_EVENT_CONN_ESTABLISHED:
-        ev_simple(app, sc, "established");
+    case ROV_EVENT_CONN_ESTABLISHED: {
+        FILE *f = ev_begin(app, sc, "established");
+
+        if (f) {
+            ev_int(f, "rail", rov_conn_rail(ev->conn));
+            ev_end(f);
+        }
         if (sc)
             sc->established = true;
         return;
+    }
     case ROV_EVENT_CONN_RAIL_SWITCH:
         on_switch(app, sc, ev);
         return;

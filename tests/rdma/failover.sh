@@ -72,6 +72,11 @@ common_env="RAILOVER_RAILS=$rail,tcp@$ETH_IF RAILOVER_LOG=${RAILOVER_LOG:-debug}
 # (docs/rdma.md); the data lanes are UCX's choice either way (rc_verbs).
 common_env+=" RAILOVER_TCP_IF=$ETH_IF"
 common_env+=" RAILOVER_FAILBACK_RETRY=200ms RAILOVER_FAILBACK_RETRY_MAX=1s"
+# A loaded TCG guest can take seconds over a first UCX wire-up or a QP's
+# setup: connects get their own bound, not the 2 s failover timeout's
+# (before, a connection then started on the fallback and the fault met a
+# rail it was not on; the case waits for rail 0 now as well).
+common_env+=" RAILOVER_CONNECT_TIMEOUT=${RAILOVER_CONNECT_TIMEOUT:-10s}"
 # TCG: each VM has one vCPU, saturated by the fallback stream, and rxe's ACK
 # processing then lags by hundreds of ms.  With the defaults (ACK timeout 14
 # = 67 ms x 7 tries, failover timeout 1 s) fresh QPs time out for tens of
@@ -137,6 +142,21 @@ rails_at_stop() { # FILE NCONNS
               s = ""; for (r in seen) s = s (s == "" ? "" : ",") r; print s }' "$1"
 }
 
+# Whether every connection is established and on rail 0 now: its last
+# switch, or else the rail it connected on.
+all_on_rail0() { # FILE NCONNS
+    awk -v n="$2" '
+        (index($0, "\"ev\":\"switch\"") || index($0, "\"ev\":\"established\"")) &&
+        match($0, /"conn":[0-9]+/) {
+            c = substr($0, RSTART + 7, RLENGTH - 7)
+            if (index($0, "\"ev\":\"switch\"") && match($0, /"to":[0-9]+/))
+                last[c] = substr($0, RSTART + 5, RLENGTH - 5)
+            else if (match($0, /"rail":[0-9]+/))
+                last[c] = substr($0, RSTART + 7, RLENGTH - 7)
+        }
+        END { for (i = 0; i < n; i++) if (!((i "") in last) || last[i ""] != 0) exit 1; exit 0 }' "$1"
+}
+
 # Whether every connection's last switch (if any) went to rail 0.
 all_back() { # FILE NCONNS
     awk -v n="$2" '
@@ -181,7 +201,20 @@ run_scenario() {
     env $common_env "${extra_env[@]}" "$stream" --connect "$d/addr" $sargs \
         --events "$d/a.events" > "$d/a.log" 2>&1 &
     local pa=$!
-    sleep 4
+    # The fault must meet the connections on the rail it breaks: on a loaded
+    # machine a first connect on the fabric may outlast the connect timeout
+    # and start on the fallback (failback then brings it over).  Wait for
+    # all of them on rail 0 (bounded), then stream a little.
+    local on0=$((SECONDS + 90))
+    until [ -s "$d/a.events" ] && all_on_rail0 "$d/a.events" $conns; do
+        kill -0 $pa 2>/dev/null || break
+        if [ $SECONDS -ge $on0 ]; then
+            log "$name: FAIL: the connections never reached rail 0 within 90 s (the fault would break a rail they are not on)"
+            touch "$d/stop"; wait $pa; return 1
+        fi
+        sleep 0.2
+    done
+    sleep 2
     kill -0 $pa 2>/dev/null || { wait $pa; log "$name: the connector on a ended before the fault (exit $?):"; tail -n 20 "$d/a.log"; return 1; }
     t_inj=$(up_s)
     if [ $where = remote ]; then rexec "$inject"; else sh -c "$inject"; fi

@@ -30,6 +30,9 @@ case $rc in 126|127) log "cannot run $stream in the guest (exit $rc)"; exit 1 ;;
 env_common="RAILOVER_RAILS=$rail,tcp@$ETH_IF RAILOVER_LOG=${RAILOVER_LOG:-info}"
 env_common+=" RAILOVER_TCP_IF=$ETH_IF RAILOVER_VERBS_TIMEOUT=16 RAILOVER_FAILOVER_TIMEOUT=2s"
 env_common+=" RAILOVER_FAILBACK_DWELL=1s"
+# Connects (the reopen's above all) get their own bound on a loaded guest,
+# not the 2 s failover timeout's (tests/rdma/failover.sh).
+env_common+=" RAILOVER_CONNECT_TIMEOUT=${RAILOVER_CONNECT_TIMEOUT:-10s}"
 env_common+=" UCX_TLS=rc_verbs,tcp UCX_NET_DEVICES=$RDMA_DEV:$RDMA_PORT,$ETH_IF"
 env_common+=" UCX_RC_VERBS_RETRY_COUNT=6 UCX_RC_VERBS_TIMEOUT=100ms"
 d=$VMOUT/quiesce
