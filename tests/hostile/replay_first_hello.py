@@ -133,16 +133,14 @@ def main():
     hello_ack_type = int(text.split("ROV_FT_HELLO_ACK = ")[1].split(",")[0])
 
     work = tempfile.mkdtemp(prefix="rov_replay_")
-    addr = os.path.join(work, "addr")
     stop = os.path.join(work, "stop")
     events = os.path.join(work, "events.jsonl")
     env = L.stream_env()
     args = ["--stop-file", stop, "--max-size", "4096", "--timeout", "60", "--quiet-status"]
-    lis = L.Proc([stream, "--listen", addr, "--events", events] + args, env,
-                 log=os.path.join(work, "listener.log"))
-    if not L.wait_file(addr, lis):
-        L.fail("listener wrote no address:\n" + lis.text())
+    started = L.start_listener(stream, work, ["--events", events] + args, env)
+    if not started:
         return
+    lis, addr = started
     port = L.listen_ports(lis.pid)[0]
     con = L.Proc([stream, "--connect", addr] + args, env,
                  log=os.path.join(work, "connector.log"))

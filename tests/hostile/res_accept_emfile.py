@@ -33,14 +33,12 @@ CPU_MAX_S = 0.6  # of MEASURE_S; spinning takes all of it
 def main():
     stream = sys.argv[1]
     work = tempfile.mkdtemp(prefix="rov_res_emfile_")
-    addr = os.path.join(work, "addr")
     env = L.stream_env()
     args = ["--count", "2000", "--max-size", "4096", "--timeout", "60", "--quiet-status"]
-    lis = L.Proc([stream, "--listen", addr] + args, env, nofile=NOFILE,
-                 log=os.path.join(work, "listener.log"))
-    if not L.wait_file(addr, lis):
-        L.fail("listener wrote no address:\n" + lis.text())
+    started = L.start_listener(stream, work, args, env, nofile=NOFILE)
+    if not started:
         return
+    lis, addr = started
     ports = L.listen_ports(lis.pid)
     if len(ports) != 1:
         L.fail("expected one listening TCP port, found %s" % ports)

@@ -124,8 +124,7 @@ def nfds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
-def listen_ports(pid):
-    """TCP ports pid listens on (IPv4 and IPv6), from its socket inodes."""
+def _socket_inodes(pid):
     inodes = set()
     for fd in os.listdir("/proc/%d/fd" % pid):
         try:
@@ -134,17 +133,50 @@ def listen_ports(pid):
             continue
         if link.startswith("socket:["):
             inodes.add(link[8:-1])
-    ports = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    return inodes
+
+
+def listen_addrs(pid):
+    """(ip, port) of the TCP sockets pid listens on, IPv4 then IPv6 (a
+    wildcard address as loopback)."""
+    inodes = _socket_inodes(pid)
+    out = []
+    for table, wild, loop in (("/proc/net/tcp", "0.0.0.0", "127.0.0.1"),
+                              ("/proc/net/tcp6", "::", "::1")):
         try:
             lines = open(table).read().splitlines()[1:]
         except OSError:
             continue
         for line in lines:
             f = line.split()
-            if f[3] == "0A" and f[9] in inodes:  # LISTEN
-                ports.append(int(f[1].rsplit(":", 1)[1], 16))
-    return ports
+            if f[3] != "0A" or f[9] not in inodes:  # LISTEN
+                continue
+            hexip, hexport = f[1].rsplit(":", 1)
+            raw = bytes.fromhex(hexip)
+            if len(raw) == 4:
+                ip = socket.inet_ntop(socket.AF_INET, raw[::-1])
+            else:
+                ip = socket.inet_ntop(socket.AF_INET6, b"".join(
+                    raw[i:i + 4][::-1] for i in range(0, 16, 4)))
+            out.append((loop if ip == wild else ip, int(hexport, 16)))
+    return out
+
+
+def listen_ports(pid):
+    """TCP ports pid listens on (IPv4 and IPv6), from its socket inodes."""
+    return [port for _, port in listen_addrs(pid)]
+
+
+def start_listener(stream, work, args, env, nofile=None, wait=20):
+    """A rov_stream listener, its log and address file in work: (Proc, the
+    address file) once it wrote its address, else None (a failure said)."""
+    addr = os.path.join(work, "addr")
+    lis = Proc([stream, "--listen", addr] + args, env, nofile=nofile,
+               log=os.path.join(work, "listener.log"))
+    if not wait_file(addr, lis, wait):
+        fail("listener wrote no address:\n" + lis.text())
+        return None
+    return lis, addr
 
 
 def stream_env(rails="tcp@127.0.0.1", **extra):

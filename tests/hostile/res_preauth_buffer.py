@@ -32,13 +32,12 @@ RSS_GROWTH_MAX_KIB = 4 * 1024
 def main():
     stream, src = sys.argv[1], sys.argv[2]
     work = tempfile.mkdtemp(prefix="rov_res_preauth_")
-    addr = os.path.join(work, "addr")
     env = L.stream_env()
     args = ["--count", "3000", "--max-size", "262144", "--timeout", "60", "--quiet-status"]
-    lis = L.Proc([stream, "--listen", addr] + args, env, log=os.path.join(work, "listener.log"))
-    if not L.wait_file(addr, lis):
-        L.fail("listener wrote no address:\n" + lis.text())
+    started = L.start_listener(stream, work, args, env)
+    if not started:
         return
+    lis, addr = started
     port = L.listen_ports(lis.pid)[0]
     time.sleep(0.3)
     rss0 = L.rss_kib(lis.pid)

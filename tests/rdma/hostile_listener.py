@@ -45,26 +45,6 @@ def vm_kib(pid, key):
     return 0
 
 
-def listen_addrs(pid):
-    """(ip, port) of the IPv4 TCP sockets pid listens on."""
-    inodes = set()
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
-    out = []
-    for line in open("/proc/net/tcp").read().splitlines()[1:]:
-        f = line.split()
-        if f[3] == "0A" and f[9] in inodes:
-            hexip, hexport = f[1].split(":")
-            ip = socket.inet_ntoa(bytes.fromhex(hexip)[::-1])
-            out.append((ip if ip != "0.0.0.0" else "127.0.0.1", int(hexport, 16)))
-    return out
-
-
 def closed(sock):
     """Whether the peer has ended sock (EOF or reset), without waiting."""
     sock.setblocking(False)
@@ -82,14 +62,13 @@ def closed(sock):
 def main():
     stream, kind, rails = sys.argv[1], sys.argv[2], sys.argv[3]
     work = tempfile.mkdtemp(prefix="rov_hostile_listener_", dir=os.environ.get("VMOUT"))
-    addr = os.path.join(work, "addr")
     env = L.stream_env(rails, RAILOVER_CONNECT_TIMEOUT="2s")
     args = ["--count", "300", "--max-size", "65536", "--timeout", "240", "--quiet-status"]
-    lis = L.Proc([stream, "--listen", addr] + args, env, log=os.path.join(work, "listener.log"))
-    if not L.wait_file(addr, lis, 120):
-        L.fail("listener wrote no address:\n" + lis.text())
+    started = L.start_listener(stream, work, args, env, wait=120)
+    if not started:
         return
-    targets = listen_addrs(lis.pid)
+    lis, addr = started
+    targets = L.listen_addrs(lis.pid)
     if not targets:
         L.fail("the %s listener has no TCP listening socket" % kind)
         return
