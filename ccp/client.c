@@ -383,9 +383,12 @@ static void unlock(rov_job_t *job)
     }
 }
 
-/* Undo a drain that cannot complete: every rank that answers resumes. */
+/* Undo a drain that cannot complete: every rank that answers resumes.  The
+ * undo is not held to the stage's limit (it comes when that has run out):
+ * a busy rank is asked again for the request's own time. */
 static void resume_all(rov_job_t *job)
 {
+    job->until = 0;
     for (size_t i = 0; i < job->n; i++) {
         rov_job_rank_t keep = job->ranks[i];
 

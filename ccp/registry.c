@@ -274,7 +274,7 @@ static int write_atomic(const char *path, const void *data, size_t len, bool exc
 rov_status_t ccp_secret(const char *jobdir, bool create, uint8_t key[ROV_KEY_LEN], char *err,
                         size_t err_len)
 {
-    char path[CCP_DIR_MAX + 16], text[2 * ROV_KEY_LEN + 2];
+    char path[CCP_DIR_MAX + 16], text[2 * ROV_KEY_LEN + 3]; /* + '\n', one more, NUL */
     rov_status_t st;
     ssize_t n;
 
@@ -288,12 +288,12 @@ rov_status_t ccp_secret(const char *jobdir, bool create, uint8_t key[ROV_KEY_LEN
         }
         hex(fresh, sizeof(fresh), text);
         text[2 * ROV_KEY_LEN] = '\n';
-        if (write_atomic(path, text, sizeof(text) - 1, true) < 0 && errno != EEXIST) {
+        if (write_atomic(path, text, 2 * ROV_KEY_LEN + 1, true) < 0 && errno != EEXIST) {
             snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
             return ROV_ERR_IO;
         }
     }
-    st = slurp(path, text, sizeof(text) + 1, &n, err, err_len);
+    st = slurp(path, text, sizeof(text), &n, err, err_len);
     if (st == ROV_ERR_REFUSED)
         snprintf(err, err_len, "cannot read the job's secret %s: %s (only the job's owner drives "
                  "it)", path, strerror(EACCES));

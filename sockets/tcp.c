@@ -1164,6 +1164,8 @@ static void accept_cb(struct rov_watch *w, uint32_t events)
 {
     struct tcp_rail *r = rov_container_of(w, struct tcp_rail, lwatch);
 
+    bool made_room = false;
+
     (void)events;
     for (int n = 0; n < ACCEPT_BATCH; n++) {
         struct tcp_chan *c;
@@ -1180,10 +1182,12 @@ static void accept_cb(struct rov_watch *w, uint32_t events)
             if (err == EINTR || err == ECONNABORTED)
                 continue;
             if (err == EMFILE || err == ENFILE) {
-                /* The oldest channel waiting for its handshake makes room
-                 * if there is one; the connection in the backlog (maybe a
-                 * peer's reconnect) is not the one to close. */
-                if (rov_rail_fd_short(&r->base, -1) || accept_shed(r, err))
+                /* The oldest peer waiting for its handshake makes room if
+                 * there is one (once a readiness: one that held no
+                 * descriptor freed none); the connection in the backlog
+                 * (maybe a peer's reconnect) is not the one to close. */
+                if ((!made_room && (made_room = rov_rail_fd_short(&r->base, -1))) ||
+                    accept_shed(r, err))
                     continue;
                 return;
             }
@@ -1498,31 +1502,38 @@ static void tcp_close(struct rov_rail *rail)
  * to RAILOVER_MAX_MSG), so a peer that announces one and stops sending held
  * that memory for as long as the connection lived: eight connections that
  * each announced 64 MiB and sent 40 held 330 MB for ever.  A frame none of
- * whose bytes came for RAILOVER_FAILOVER_TIMEOUT is a stall like any other:
- * the failover engine fails the channel (the connection moves or
- * reconnects, and the sender resends the message), and its buffer goes with
- * it.  Measured here, between the engine's health checks, so the receive
- * path reads no clock; a frame in the staging buffer holds only that
- * buffer, and is not timed (a peer that computes between two writes of a
- * frame is no failure). */
+ * whose bytes came for BIG_STALL_FACTOR failover timeouts (at least
+ * BIG_STALL_MIN_NS) is a stall: the failover engine fails the channel (the
+ * connection moves or reconnects, and the sender resends the message), and
+ * its buffer goes with it.  Not one failover timeout: the rest of a frame
+ * is written by the sender's progress calls, and a peer application that
+ * computes for a while between two of them is the peer's turn, not a
+ * failure; one that never finishes a frame no longer holds the memory for
+ * ever.  Measured here, between the engine's health checks, so the
+ * receive path reads no clock; a frame in the staging buffer holds only
+ * that buffer, and is not timed. */
+#define BIG_STALL_FACTOR 8
+#define BIG_STALL_MIN_NS (10ull * 1000000000ull)
 static ROV_COLD bool big_stalled(struct tcp_chan *c)
 {
-    uint64_t now = rov_now_ns();
+    uint64_t now = rov_now_ns(), limit = BIG_STALL_FACTOR * c->rail->stall_ns;
     char where[128];
 
+    if (limit < BIG_STALL_MIN_NS)
+        limit = BIG_STALL_MIN_NS;
     if (!c->big_seen_ns || c->big_seen_frame != c->big_frames || c->big_seen_len != c->big_len) {
         c->big_seen_frame = c->big_frames;
         c->big_seen_len = c->big_len;
         c->big_seen_ns = now;
         return false;
     }
-    if (!c->rail->stall_ns || now - c->big_seen_ns < c->rail->stall_ns)
+    if (!c->rail->stall_ns || now - c->big_seen_ns < limit)
         return false;
     tcp_chan_str(&c->base, where, sizeof(where));
     rov_log_ratelimited(ROV_LOG_WARN, "tcp", "channel %s: a frame of %zu bytes stopped "
-                        "arriving (%zu received, none for RAILOVER_FAILOVER_TIMEOUT): "
-                        "the channel fails and the frame's buffer is freed",
-                        where, c->big_need, c->big_len);
+                        "arriving (%zu received, none for %.0f s): the channel fails and "
+                        "the frame's buffer is freed",
+                        where, c->big_need, c->big_len, (double)limit / 1e9);
     return true;
 }
 

@@ -648,9 +648,10 @@ void rov_conn_free(struct rov_conn *conn)
         memcpy(e->peer_ep, conn->peer.ep_id, ROV_EP_ID_LEN);
         memcpy(e->secret, conn->secret, ROV_KEY_LEN);
     }
-    explicit_bzero(conn->secret, ROV_KEY_LEN);
     ctx->conn_now[conn->state]--;
     rov_conn_abort(conn, ROV_ERR_CANCELED);
+    explicit_bzero(conn->secret, ROV_KEY_LEN);
+    conn->has_secret = false;
     if (conn->push_more)
         ctx->push_pending--;
     if (conn->prev)
@@ -2111,11 +2112,21 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
         rov_log_ratelimited(ROV_LOG_WARN, "conn", "closing %s channel %s%s: protocol error: %s",
                             chan->rail->spec->name, where,
                             conn ? "" : " (no connection yet)", why);
-    } else
+    } else if (status == ROV_ERR_TIMEDOUT && chan->outbound && chan->state == ROV_CHAN_OPEN &&
+               !chan->challenged) {
+        /* Connected, and the acceptor never said a word: a Railover older
+         * than wire version 5 waits for our HELLO instead of challenging. */
+        rov_log_ratelimited(ROV_LOG_WARN, "conn", "%s channel of conn %llu closed: %s (%s); "
+                            "the peer never sent its challenge: is it a Railover of an "
+                            "older protocol (wire version < %d)?", chan->rail->spec->name,
+                            conn ? (unsigned long long)conn->id : 0ull, why,
+                            rov_status_str(status), ROV_WIRE_VERSION);
+    } else {
         /* At debug level: the switch it causes, or the connection's
          * failure, is the one line an operator sees. */
         rov_debug("conn", "%s channel of conn %llu closed: %s (%s)", chan->rail->spec->name,
-                conn ? (unsigned long long)conn->id : 0ull, why, rov_status_str(status));
+                  conn ? (unsigned long long)conn->id : 0ull, why, rov_status_str(status));
+    }
     rov_ctx_chan_close(chan);
     if (!conn || parked || conn->state == ROV_CONN_DEAD || conn->state == ROV_CONN_FAILED)
         return;

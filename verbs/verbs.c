@@ -1511,6 +1511,7 @@ static void vb_accept_resume(struct rov_rail *rail)
 static void listen_cb(struct rov_watch *w, uint32_t events)
 {
     struct vb_rail *r = rov_container_of(w, struct vb_rail, listen_watch);
+    bool made_room = false;
 
     for (;;) {
         struct vb_chan *c;
@@ -1528,8 +1529,10 @@ static void listen_cb(struct rov_watch *w, uint32_t events)
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             /* Out of descriptors: the peer that has waited longest for its
-             * handshake makes room, as on every listener. */
-            if ((errno == EMFILE || errno == ENFILE) && rov_rail_fd_short(&r->base, -1))
+             * handshake makes room, as on every listener (once a readiness:
+             * one that held no descriptor freed none). */
+            if ((errno == EMFILE || errno == ENFILE) && !made_room &&
+                (made_room = rov_rail_fd_short(&r->base, -1)))
                 continue;
             if (errno != EAGAIN)
                 rov_log_ratelimited(ROV_LOG_WARN, VB, "accept on %s: %m", r->base.spec->name);
