@@ -34,7 +34,7 @@ def opts(ap):
                          "their receive windows closed")
 
 
-def frozen_link_down(topo, pair, side, tries=20):
+def frozen_link_down(topo, pair, side, tries=40):
     """Stop both processes; once the data in flight has closed the windows
     both ways on some connection, take the link down, then let both go on.
     Whether the windows close depends on what each had queued when it
