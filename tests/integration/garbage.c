@@ -83,6 +83,10 @@ static struct {
     socklen_t rail_addr_len;
     uint8_t a_key[ROV_KEY_LEN];   /* A's address key (from its blob) */
     uint8_t a_ep_id[ROV_EP_ID_LEN];
+    /* The last raw connection established: A's id for it, ours, our endpoint
+     * (a HELLO naming it once it has ended: run_ended_hello_case()). */
+    uint64_t raw_a_id, raw_our_id;
+    uint8_t raw_ep_id[ROV_EP_ID_LEN];
     uint64_t rng;
     unsigned failures;
     unsigned cases, cases_failed;
@@ -849,6 +853,10 @@ static int raw_establish(int rail_index)
                 ack.peer_conn_id != h.conn_id)) {
         failf("HELLO_ACK payload wrong (%s, peer_conn_id %" PRIu64 ", want %" PRIu64 ")", why,
               ack.peer_conn_id, h.conn_id);
+    } else if (in_len >= ROV_WIRE_HDR_LEN + ih.len) {
+        g.raw_a_id = ack.conn_id;
+        g.raw_our_id = h.conn_id;
+        memcpy(g.raw_ep_id, ep_id, sizeof(ep_id));
     }
 
     /* One message through the established raw connection. */
@@ -916,6 +924,53 @@ static void run_established_case(const char *name, int rail_index, const void *b
     }
     g.raw.conn = NULL;
     g.expect_raw_accept = false;
+    case_end(mark, f0);
+}
+
+/* A HELLO naming a connection that has ended at A (the last established
+ * raw one, failed and freed), from someone who does not hold its secret:
+ * closed unanswered, as a HELLO for an id never used is, so a stranger
+ * cannot probe which connection ids existed (before, it was answered with
+ * CLOSE|ABORT before any authentication). */
+static void run_ended_hello_case(int rail_index)
+{
+    uint8_t b[ROV_WIRE_HDR_LEN + ROV_WIRE_HELLO_FIXED], key[ROV_KEY_LEN], in[4096];
+    struct rov_wire_hello h = {.conn_id = g.raw_our_id, .peer_conn_id = g.raw_a_id,
+                               .rail = (uint16_t)rail_index, .max_msg = 1 << 20, .ctr = 1};
+    uint64_t mark[2 * NGOOD], t0;
+    size_t in_len = 0, off = 0;
+    enum raw_state rs = RAW_OPEN;
+    unsigned f0;
+    int fd;
+
+    case_begin("hello_for_ended_connection_without_its_secret", mark, &f0);
+    if (!g.raw_a_id) {
+        failf("no raw connection was established before: nothing ended to name");
+    } else if ((fd = raw_connect()) >= 0) {
+        memcpy(h.ep_id, g.raw_ep_id, ROV_EP_ID_LEN);
+        random_bytes(key, sizeof(key));
+        raw_send(fd, b, hello_frame(fd, b, &h, 0, key));
+        t0 = it_now_ns();
+        while ((rs = raw_poll(fd, in, sizeof(in), &in_len)) == RAW_OPEN &&
+               it_now_ns() - t0 < CASE_TIMEOUT_NS)
+            spin(fd);
+        if (rs == RAW_OPEN)
+            failf("the library did not close the socket within %.0f s",
+                  (double)CASE_TIMEOUT_NS / 1e9);
+        while (in_len - off >= ROV_WIRE_HDR_LEN) {
+            struct rov_wire_hdr fh;
+            const char *why = "";
+
+            if (rov_wire_decode(in + off, in_len - off, 1u << 20, &fh, &why) != ROV_OK)
+                break;
+            if (fh.type == ROV_FT_CLOSE)
+                failf("a HELLO without the connection's secret, naming connection %" PRIu64
+                      " (ended), was answered with CLOSE (flags 0x%x): its end is told to "
+                      "anyone", g.raw_a_id, fh.tag);
+            off += ROV_WIRE_HDR_LEN + fh.len;
+        }
+        close(fd);
+    }
     case_end(mark, f0);
 }
 
@@ -1367,6 +1422,7 @@ int main(void)
         junk[ROV_WIRE_HDR_LEN + 17] = 0;
         run_established_case("established_then_random_bytes", rail_index, junk, sizeof(junk));
     }
+    run_ended_hello_case(rail_index);
     run_close_answer_case(rail_index);
 
     if (finish())
