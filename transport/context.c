@@ -1036,6 +1036,7 @@ static uint64_t oldest_unauthed_ns(rov_context_t *ctx)
 
 /* Close the peer (a channel, or a rail's peer before its channel) that has
  * waited longest for its handshake; false when none waits. */
+#define TOO_MANY_WAIT "too many peers waiting for their handshake (the oldest is closed)"
 static bool drop_oldest_unauthed(rov_context_t *ctx, const char *why)
 {
     struct rov_chan *c = oldest_unauthed(ctx);
@@ -1047,8 +1048,6 @@ static bool drop_oldest_unauthed(rov_context_t *ctx, const char *why)
         drop_unauthed(c, why);
     return p || c;
 }
-#define TOO_MANY_WAIT "too many peers waiting for their handshake (the oldest is closed)"
-
 
 void rov_rail_preauth_begin(struct rov_rail *rail, struct rov_preauth *p)
 {
@@ -1167,10 +1166,10 @@ bool rov_rail_fd_short(struct rov_rail *rail, int fd)
     }
     if (fd < 0)
         snprintf(why, sizeof(why), "out of file descriptors (RLIMIT_NOFILE %llu reached): "
-                 "the channel that has waited longest for its handshake is closed", limit);
+                 "the peer that has waited longest for its handshake is closed", limit);
     else
         snprintf(why, sizeof(why), "out of file descriptors (RLIMIT_NOFILE %llu, fewer than "
-                 "%llu free): the channel that has waited longest for its handshake is "
+                 "%llu free): the peer that has waited longest for its handshake is "
                  "closed", limit, reserve);
     if (!drop_oldest_unauthed(ctx, why))
         return false;
@@ -1206,7 +1205,7 @@ void rov_rail_accepted(struct rov_rail *rail, struct rov_chan *chan)
 {
     rov_context_t *ctx = rail->ctx;
 
-    if (ctx->awaiting_hello == HELLO_PENDING_MAX)
+    if (ctx->awaiting_hello >= HELLO_PENDING_MAX)
         drop_oldest_unauthed(ctx, TOO_MANY_WAIT);
     chan_track(rail, chan, false);
     chan->awaiting_hello = 1;
