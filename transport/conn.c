@@ -1505,6 +1505,54 @@ static ROV_COLD void peer_aborted(struct rov_conn *conn, uint32_t tag)
     conn_fail(conn, st, why);
 }
 
+/* The key a peer proves on a connection's channel: ours (the listener's
+ * address key) for its first, else the secret of the connection conn_id
+ * names, live or among the last ended; NULL when there is none. */
+static const uint8_t *proof_key(rov_context_t *ctx, uint64_t conn_id)
+{
+    struct rov_conn *conn;
+
+    if (conn_id == 0)
+        return ctx->ep_key;
+    conn = find_conn(ctx, conn_id);
+    if (conn)
+        return conn->has_secret ? conn->secret : NULL;
+    for (int i = 0; i < ROV_ENDED_MAX; i++)
+        if (ctx->ended[i].id == conn_id)
+            return ctx->ended[i].secret;
+    return NULL;
+}
+
+static void proof_mac(const uint8_t *key, const uint8_t *challenge, const uint8_t *ids,
+                      const void *msg, size_t len, uint8_t mac[ROV_MAC_LEN])
+{
+    struct rov_auth_piece pieces[3] = {{challenge, ROV_NONCE_LEN}, {ids, 8}, {msg, len}};
+
+    rov_auth_mac(key, "railover rail setup", pieces, 3, mac);
+}
+
+void rov_rail_preauth_prove(const struct rov_chan *chan, const uint8_t *challenge,
+                            const void *msg, size_t len, uint8_t *proof)
+{
+    const struct rov_conn *conn = chan->conn;
+    bool later = conn->peer_id && conn->has_secret;
+
+    rov_put64(proof, later ? conn->peer_id : 0);
+    proof_mac(later ? conn->secret : conn->peer.key, challenge, proof, msg, len, proof + 8);
+}
+
+bool rov_rail_preauth_check(struct rov_rail *rail, const uint8_t *challenge, const void *msg,
+                            size_t len, const uint8_t *proof)
+{
+    const uint8_t *key = proof_key(rail->ctx, rov_get64(proof));
+    uint8_t want[ROV_MAC_LEN];
+
+    if (!key)
+        return false;
+    proof_mac(key, challenge, proof, msg, len, want);
+    return rov_auth_mac_equal(want, proof + 8);
+}
+
 /* A HELLO for a connection no longer here (freed, rov_conn_free()): the
  * peer, closing too, lost our answer to its CLOSE, or did not learn of a
  * failure.  It is answered (CLOSE|ABORT, and the peer stops reconnecting)

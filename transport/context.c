@@ -1084,24 +1084,6 @@ void rov_rail_preauth_end(struct rov_preauth *p)
     unauthed_gone(ctx);
 }
 
-void rov_rail_preauth_prove(const struct rov_chan *chan, const uint8_t *challenge,
-                            const void *msg, size_t len, uint8_t mac[ROV_MAC_LEN])
-{
-    struct rov_auth_piece pieces[2] = {{challenge, ROV_NONCE_LEN}, {msg, len}};
-
-    rov_auth_mac(chan->conn->peer.key, "railover rail setup", pieces, 2, mac);
-}
-
-bool rov_rail_preauth_check(struct rov_rail *rail, const uint8_t *challenge, const void *msg,
-                            size_t len, const uint8_t *mac)
-{
-    uint8_t want[ROV_MAC_LEN];
-    struct rov_auth_piece pieces[2] = {{challenge, ROV_NONCE_LEN}, {msg, len}};
-
-    rov_auth_mac(rail->ctx->ep_key, "railover rail setup", pieces, 2, want);
-    return rov_auth_mac_equal(want, mac);
-}
-
 /* Descriptors kept free of channels that wait for their handshake
  * (rov_rail_fd_short()); how long a count of them is used, adjusted by
  * what rov_rail_fd_short() itself saw come and go. */

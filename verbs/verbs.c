@@ -6,7 +6,8 @@
  * in its RoCE GID; RAILOVER_TCP_IF otherwise).  The acceptor sends a random
  * challenge at once; the connector, its QP made, answers with its QP number,
  * PSN, GID, LID, receive depth and keepalive target and a MAC over them and
- * the challenge under the listener's address key (rov_rail_preauth_prove());
+ * the challenge under the listener's address key, or the connection's
+ * secret when it reconnects (rov_rail_preauth_prove());
  * only then does the acceptor create its QP, CQ and registered rings (a
  * stranger without the key gets none), bring the QP to RTS and answer with
  * the same; the connector brings its QP to RTS and confirms; both close the
@@ -1373,7 +1374,7 @@ static bool take_proven_half(struct vb_chan *c)
 {
     struct vb_rail *r = c->rail;
 
-    if (oob_read(c, sizeof(struct vb_oob) + ROV_MAC_LEN) <= 0)
+    if (oob_read(c, sizeof(struct vb_oob) + ROV_RAIL_PROOF_LEN) <= 0)
         return false;
     if (!rov_rail_preauth_check(&r->base, c->oob_challenge, c->oob_buf, sizeof(struct vb_oob),
                                 c->oob_buf + sizeof(struct vb_oob))) {
@@ -1385,7 +1386,8 @@ static bool take_proven_half(struct vb_chan *c)
         if (getpeername(c->oob_fd, (struct sockaddr *)&ss, &sl) == 0)
             rov_net_sockaddr_str(&ss, peer, sizeof(peer));
         rov_log_ratelimited(ROV_LOG_WARN, VB, "%s: connection setup from %s without proof of "
-                            "this endpoint's address key: closed", r->dev_name, peer);
+                            "this endpoint's address key or a connection's secret: closed",
+                            r->dev_name, peer);
         vb_setup_failed(c, ROV_ERR_PROTO, "verbs: connection setup without proof of the key");
         return false;
     }
@@ -1419,7 +1421,7 @@ static void oob_cb(struct rov_watch *w, uint32_t events)
         return;
     }
     case OOB_WAIT_CHALLENGE: {
-        uint8_t msg[sizeof(struct vb_oob) + ROV_MAC_LEN];
+        uint8_t msg[sizeof(struct vb_oob) + ROV_RAIL_PROOF_LEN];
 
         if (oob_read(c, ROV_NONCE_LEN) <= 0)
             return;

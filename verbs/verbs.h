@@ -152,7 +152,7 @@ struct vb_chan {
     enum vb_oob_state oob;
     int oob_fd;
     struct rov_watch oob_watch;
-    uint8_t oob_buf[sizeof(struct vb_oob) + ROV_MAC_LEN]; /* info and its proof */
+    uint8_t oob_buf[sizeof(struct vb_oob) + ROV_RAIL_PROOF_LEN]; /* info and its proof */
     size_t oob_have;
     uint8_t oob_challenge[ROV_NONCE_LEN]; /* acceptor: what the proof must cover */
     struct rov_preauth preauth; /* acceptor: admitted with the transport's
