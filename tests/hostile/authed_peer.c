@@ -322,7 +322,7 @@ static int run_resend(void)
 {
     uint8_t addr[1024], frames[RS_BATCH][ROV_WIRE_HDR_LEN];
     size_t len, back = 0, sent_frames = 0, initial;
-    rov_context_t *ctx;
+    rov_context_t *ctx = NULL;
     rov_conn_t *conn;
     double t0, elapsed, c0, cpu, bound;
     int fd;
@@ -332,6 +332,7 @@ static int run_resend(void)
         return 2;
     if (!attacker_open(&ctx, addr, len, 1, &conn, &fd)) {
         kill(pid, SIGKILL);
+        rov_context_destroy(ctx);
         return 2;
     }
     /* The victim's window is full of messages we never acknowledge: let
@@ -373,6 +374,7 @@ static int run_resend(void)
               (double)back / RS_WINDOW, RS_WINDOW);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
+    rov_context_destroy(ctx); /* also closes the sockets taken over */
     return failures ? 1 : 0;
 }
 
@@ -385,7 +387,7 @@ static int run_partial(void)
     rov_conn_t *conns[PT_CONNS];
     int fds[PT_CONNS + 1];
     size_t len;
-    rov_context_t *ctx;
+    rov_context_t *ctx = NULL;
     long rss0, rss_peak, rss = 0;
     double t0, cpu0, cpu;
     bool gone = false;
@@ -395,6 +397,7 @@ static int run_partial(void)
         return 2;
     if (!attacker_open(&ctx, addr, len, PT_CONNS, conns, fds)) {
         kill(pid, SIGKILL);
+        rov_context_destroy(ctx);
         return 2;
     }
     rss0 = rss_kib(pid);
@@ -447,6 +450,7 @@ broken:
 out:
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
+    rov_context_destroy(ctx); /* also closes the sockets taken over */
     return failures ? 1 : 0;
 }
 
