@@ -49,9 +49,6 @@ struct rov_conn {
     uint64_t tx_chan_serial;          /* channel we rewound on and send on since, or 0 */
     uint32_t switch_tag;              /* tag of our pending switch request (ROV_HF_*) */
     uint64_t resend_asked;            /* rx_seq when we last asked for a resend */
-    uint64_t resend_from, resend_to;  /* the range we last resent on a RESEND ... */
-    uint64_t resend_ns;               /* ... then (honour_resend()) */
-    uint64_t resend_ignored;          /* RESENDs for what was resent already */
     bool hold;                        /* an operator keeps it off the preferred rail */
     bool peer_hold;                   /* the peer's operator does (its switch requests) */
     void *user;
@@ -83,6 +80,9 @@ struct rov_conn {
     uint64_t held_msgs, held_bytes;
     uint64_t reopen_ns;               /* REOPENING since */
     uint64_t reopen_backoff_ns;       /* its next try after a failed one waits this */
+    uint64_t resend_from, resend_to;  /* the range we last resent on a RESEND ... */
+    uint64_t resend_ns;               /* ... then (honour_resend()) */
+    uint64_t resend_ignored;          /* RESENDs for what was resent already */
 };
 
 /* A connection freed here, remembered so that its peer's late HELLO (it
@@ -142,8 +142,6 @@ struct rov_context {
     struct rov_chan *chans;           /* every channel not yet closed */
     uint64_t next_conn_id;
     uint64_t next_chan_serial;
-    struct rov_ended ended[ROV_ENDED_MAX]; /* the last connections freed */
-    unsigned ended_next;
     bool hold_all;                    /* an operator holds every connection, present and future */
     struct rov_fault fault;           /* RAILOVER_FAULT */
     struct rov_ctl *ctl;              /* control endpoint (control.c), NULL: none */
@@ -176,6 +174,8 @@ struct rov_context {
     int app_wake;                     /* eventfd: a sleeping rov_context_wait(), -1: none */
     bool app_sleeping;                /* ... sleeps now (without the lock) */
     struct rov_deferred *deferred_tail;
+    struct rov_ended ended[ROV_ENDED_MAX]; /* the last connections freed (cold: last) */
+    unsigned ended_next;
 };
 
 /* Where an application callback goes: the context, to be kept, inside a
