@@ -199,14 +199,14 @@ has '^\[a:[0-9]+\] mca: bml: Using railover btl for send to \[\[[0-9]+,1\],1\]' 
     problem "ob1 did not use railover between the two ranks"
 ! has 'mca: bml: Using tcp btl' || problem "ob1 used btl tcp"
 # On the verbs rail messages above the eager limit go by RDMA get (ob1's
-# RGET); while the connection was on TCP, or when a read died with the
-# fabric, ob1 got the region by send instead: the soak's checks above say
-# the data was right either way.
+# RGET); a read that died with the fabric is got by send instead, and on
+# the TCP rail gets are reads by message (since b102d80), so whether any
+# fell back depends on one being in flight at the fault: counted, not
+# required.  The soak's checks above say the data was right either way.
 if [ "$rail" = verbs ]; then
     has 'btl railover: .* RDMA get on ' || problem "RDMA get was not on with the verbs rail"
     nget=$(lines 'RDMA get of [0-9]+ bytes .* not done' | wc -l)
-    log "RDMA gets moved by send instead (connection on TCP, or the read died): $nget"
-    [ "$nget" -gt 0 ] || problem "no RDMA get fell back to send while the fabric was down"
+    log "RDMA gets moved by send instead (a read died with the fabric): $nget"
     lines 'RDMA get of [0-9]+ bytes .* not done' | head -n 3
 fi
 echo "---- rail moves ----"
