@@ -182,6 +182,8 @@ static void check_frame(const uint8_t *data, size_t size, size_t max_payload)
     CHECK((hdr.type == ROV_FT_DATA) == (hdr.seq != 0));
     if (hdr.type == ROV_FT_QUIESCE)
         CHECK(hdr.len == ((hdr.tag & ROV_QUIESCE_RESUME) ? 0 : ROV_QUIESCE_PAYLOAD));
+    else if (hdr.type == ROV_FT_CHALLENGE)
+        CHECK(hdr.len == ROV_NONCE_LEN && hdr.tag == 0);
     else if (hdr.type == ROV_FT_READ)
         CHECK(hdr.len == ROV_WIRE_READ_LEN);
     else if (hdr.type != ROV_FT_DATA && hdr.type != ROV_FT_HELLO &&

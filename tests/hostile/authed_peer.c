@@ -61,6 +61,9 @@
 
 static int failures;
 
+static void failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 static void failf(const char *fmt, ...)
 {
     va_list ap;
