@@ -39,11 +39,9 @@ def main():
     if not started:
         return
     lis, addr = started
-    ports = L.listen_ports(lis.pid)
-    if len(ports) != 1:
-        L.fail("expected one listening TCP port, found %s" % ports)
+    port = L.one_port(lis)
+    if port is None:
         return
-    port = ports[0]
     L.note("listener pid %d, port %d, %d descriptors open, limit %d" %
            (lis.pid, port, L.nfds(lis.pid), NOFILE))
 

@@ -86,14 +86,13 @@ def main():
     if not started:
         return
     lis, addr = started
-    ports = L.listen_ports(lis.pid)
-    if len(ports) != 1:
-        L.fail("expected one listening TCP port, found %s" % ports)
+    port = L.one_port(lis)
+    if port is None:
         return
     L.note("listener pid %d, port %d, %d descriptors open, RLIMIT_NOFILE %d" %
-           (lis.pid, ports[0], L.nfds(lis.pid), NOFILE))
+           (lis.pid, port, L.nfds(lis.pid), NOFILE))
 
-    flood = Flood(ports[0])
+    flood = Flood(port)
     flood.start()
     time.sleep(1.5)
     fds = L.nfds(lis.pid)

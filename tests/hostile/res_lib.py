@@ -167,6 +167,15 @@ def listen_ports(pid):
     return [port for _, port in listen_addrs(pid)]
 
 
+def one_port(lis):
+    """The one TCP port lis listens on, else None (a failure said)."""
+    ports = listen_ports(lis.pid)
+    if len(ports) != 1:
+        fail("expected one listening TCP port, found %s" % ports)
+        return None
+    return ports[0]
+
+
 def start_listener(stream, work, args, env, nofile=None, wait=20):
     """A rov_stream listener, its log and address file in work: (Proc, the
     address file) once it wrote its address, else None (a failure said)."""
@@ -191,7 +200,8 @@ def stream_env(rails="tcp@127.0.0.1", **extra):
 
 
 def closed_by_peer(sock, timeout):
-    """Whether the peer ends (EOF or reset) the connection within timeout."""
+    """Whether the peer ends (EOF or reset) the connection within timeout
+    (0: by now, without waiting)."""
     sock.settimeout(timeout)
     try:
         while True:
@@ -200,5 +210,5 @@ def closed_by_peer(sock, timeout):
                 return True
     except (ConnectionResetError, BrokenPipeError):
         return True
-    except socket.timeout:
+    except (socket.timeout, BlockingIOError):
         return False

@@ -45,20 +45,6 @@ def vm_kib(pid, key):
     return 0
 
 
-def closed(sock):
-    """Whether the peer has ended sock (EOF or reset), without waiting."""
-    sock.setblocking(False)
-    try:
-        while True:
-            b = sock.recv(65536)
-            if not b:
-                return True
-    except BlockingIOError:
-        return False
-    except (ConnectionResetError, BrokenPipeError, OSError):
-        return True
-
-
 def main():
     stream, kind, rails = sys.argv[1], sys.argv[2], sys.argv[3]
     work = tempfile.mkdtemp(prefix="rov_hostile_listener_", dir=os.environ.get("VMOUT"))
@@ -105,7 +91,7 @@ def main():
     while time.monotonic() < end:
         now = time.monotonic()
         for h in held:
-            if h[3] is None and closed(h[1]):
+            if h[3] is None and L.closed_by_peer(h[1], 0):
                 h[3] = now - h[2]
             elif h[3] is None and h[0] == "slow":
                 try:
