@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "transport/backoff.h"
 #include "transport/log.h"
 
 static const struct rov_policy_ops failover_policy;
@@ -196,10 +197,8 @@ static void mark_down(rov_conn_t *conn, int rail, rov_status_t status, uint64_t 
         return;
     }
     r->link_up_ns = 0;
-    r->backoff_ns = r->backoff_ns ? r->backoff_ns * 2 : s->failback_retry_ns;
-    if (r->backoff_ns > s->failback_retry_max_ns)
-        r->backoff_ns = s->failback_retry_max_ns;
-    r->retry_ns = now + jittered(conn, rail, r->backoff_ns, now);
+    r->retry_ns = now + jittered(conn, rail, rov_backoff_next(&r->backoff_ns, s->failback_retry_ns,
+                                                              s->failback_retry_max_ns), now);
 }
 
 /* Whether a new channel may be connected now, from the context's reconnect

@@ -1,7 +1,10 @@
 /*
  * The connection protocol: sequence numbers, retention until acknowledged,
- * acknowledgements, in-order exactly-once delivery, channel handshakes and
- * the rail switch.  Rail-agnostic: it sees channels, never sockets or QPs.
+ * acknowledgements, in-order exactly-once delivery and the rail switch; a
+ * connection's close and failure, and the dispatch of every frame a
+ * channel brings.  Rail-agnostic: it sees channels, never sockets or QPs.
+ * The handshake, the first connect and the checkpoint stages are beside it
+ * (transport/conn_int.h lists who owns what).
  *
  * Switch invariant: a side sends data on a channel only after it has learnt
  * the peer's last-received sequence on that channel (HELLO/HELLO_ACK/SWITCH
@@ -15,7 +18,7 @@
 #include <time.h>
 
 #include "transport/auth.h"
-#include "transport/core.h"
+#include "transport/conn_int.h"
 #include "transport/log.h"
 
 /* What one rov_conn_push() call hands to the rail at most (one message at
@@ -23,14 +26,7 @@
  * (one sendmsg per frame), during which this side would not receive. */
 #define PUSH_BUDGET_BYTES (256u * 1024)
 #define PUSH_BUDGET_MSGS 64u
-/* A first connect retries rails that timed out for this long (or four times
- * RAILOVER_CONNECT_TIMEOUT), first_connect_failed(). */
-#define FIRST_CONNECT_FOR_NS (10ull * 1000000000ull)
-/* A first connect the peer reset is tried again after this, doubling. */
-#define CONNECT_AGAIN_MIN_NS (50ull * 1000000ull)
-#define CONNECT_AGAIN_MAX_NS (1000ull * 1000000ull)
 
-#define B ROV_STATE_BIT
 const struct rov_state_info rov_conn_states[ROV_CONN_NSTATES] = {
     [ROV_CONN_CONNECTING] = {"connecting", B(ROV_CONN_ESTABLISHED) | B(ROV_CONN_CLOSING) |
                                            B(ROV_CONN_FAILED) | B(ROV_CONN_DEAD)},
@@ -49,11 +45,6 @@ const struct rov_state_info rov_conn_states[ROV_CONN_NSTATES] = {
                                            B(ROV_CONN_DEAD) | B(ROV_CONN_FAILED)},
     [ROV_CONN_CLOSE_ANSWERED] = {"close-answered", B(ROV_CONN_DEAD) | B(ROV_CONN_FAILED)},
 };
-/* The states in which sends are held (quiesce), and in which retained
- * messages go out (conn_push()). */
-#define HOLD_STATES (B(ROV_CONN_DRAINING) | B(ROV_CONN_QUIESCED) | B(ROV_CONN_REOPENING))
-#define PUSH_STATES (B(ROV_CONN_ESTABLISHED) | ROV_CONN_CLOSING_STATES | B(ROV_CONN_DRAINING))
-#define CLOSING(conn) ROV_CONN_IS_CLOSING((conn)->state)
 
 const char *rov_conn_state_name(enum rov_conn_state state)
 {
@@ -63,7 +54,7 @@ const char *rov_conn_state_name(enum rov_conn_state state)
 /* The one place a connection's state changes: refuses a transition the
  * table does not allow (a bug: logged loudly and counted, the state kept),
  * logs the others with their reason and counts each state entered. */
-static bool conn_set_state(struct rov_conn *conn, enum rov_conn_state state, const char *why)
+bool conn_set_state(struct rov_conn *conn, enum rov_conn_state state, const char *why)
 {
     rov_context_t *ctx = conn->ctx;
     char what[32];
@@ -113,7 +104,7 @@ static inline rov_status_t chan_send(struct rov_chan *chan, const struct iovec *
     return chan->rail->ops.send(chan, iov, iovcnt, cookie);
 }
 
-static int peer_rail(const struct rov_conn *conn, int rail)
+int conn_peer_rail(const struct rov_conn *conn, int rail)
 {
     const char *kind = conn->ctx->rails[rail]->ops.name;
 
@@ -125,12 +116,12 @@ static int peer_rail(const struct rov_conn *conn, int rail)
 
 bool rov_conn_peer_has_rail(const struct rov_conn *conn, int rail)
 {
-    return rail >= 0 && rail < conn->ctx->nrails && peer_rail(conn, rail) >= 0;
+    return rail >= 0 && rail < conn->ctx->nrails && conn_peer_rail(conn, rail) >= 0;
 }
 
 uint64_t rov_conn_path_key(const struct rov_conn *conn, int rail)
 {
-    int pr = peer_rail(conn, rail);
+    int pr = conn_peer_rail(conn, rail);
 
     return pr < 0 ? 0 : conn->ctx->rails[rail]->ops.path_key(conn->peer.rails[pr].addr,
                                                               conn->peer.rails[pr].addr_len);
@@ -158,18 +149,6 @@ struct rov_conn *rov_conn_new(rov_context_t *ctx)
         ctx->conns->prev = conn;
     ctx->conns = conn;
     return conn;
-}
-
-static rov_status_t set_peer_addr(struct rov_conn *conn, const void *blob, size_t len,
-                                  const char **why_p)
-{
-    if (len > sizeof(conn->peer_blob)) {
-        *why_p = "address blob too long";
-        return ROV_ERR_INVAL;
-    }
-    memcpy(conn->peer_blob, blob, len);
-    conn->peer_blob_len = len;
-    return rov_wire_addr_decode(conn->peer_blob, len, &conn->peer, why_p);
 }
 
 /* Frames out ----------------------------------------------------------------- */
@@ -226,7 +205,7 @@ static void ack_schedule(struct rov_conn *conn)
 }
 
 /* A control frame's header: the connection's cumulative ack in it. */
-static void ctrl_hdr(const struct rov_chan *chan, uint8_t type, uint32_t flags, size_t len,
+void conn_ctrl_hdr(const struct rov_chan *chan, uint8_t type, uint32_t flags, size_t len,
                      uint8_t hdrbuf[ROV_WIRE_HDR_LEN])
 {
     struct rov_wire_hdr hdr = {
@@ -239,7 +218,7 @@ static void ctrl_hdr(const struct rov_chan *chan, uint8_t type, uint32_t flags, 
 
 /* Send an encoded control frame; the rail copies it if it cannot go out at
  * once. */
-static rov_status_t ctrl_send(struct rov_chan *chan, const uint8_t *hdrbuf, const void *payload,
+rov_status_t conn_ctrl_send(struct rov_chan *chan, const uint8_t *hdrbuf, const void *payload,
                               size_t len)
 {
     struct rov_conn *conn = chan->conn;
@@ -255,125 +234,13 @@ static rov_status_t ctrl_send(struct rov_chan *chan, const uint8_t *hdrbuf, cons
     return ROV_OK;
 }
 
-static rov_status_t send_ctrl(struct rov_chan *chan, uint8_t type, uint32_t flags,
+rov_status_t conn_send_ctrl(struct rov_chan *chan, uint8_t type, uint32_t flags,
                               const void *payload, size_t len)
 {
     uint8_t hdrbuf[ROV_WIRE_HDR_LEN];
 
-    ctrl_hdr(chan, type, flags, len, hdrbuf);
-    return ctrl_send(chan, hdrbuf, payload, len);
-}
-
-static void conn_fail(struct rov_conn *conn, rov_status_t status, const char *why);
-
-/* Handshake authentication (auth.h) ------------------------------------------ */
-
-static bool hello_authentic(const uint8_t *key, const uint8_t *answered,
-                            const struct rov_wire_hdr *hdr, const uint8_t *payload,
-                            const struct rov_wire_hello *h)
-{
-    uint8_t hdrbuf[ROV_WIRE_HDR_LEN], mac[ROV_MAC_LEN];
-
-    rov_wire_encode(hdrbuf, hdr);
-    rov_auth_hello_mac(key, answered, hdrbuf, payload, hdr->len, mac);
-    return rov_auth_mac_equal(mac, h->mac);
-}
-
-/* The connection's secret, from the listener's endpoint key, both nonces of
- * the first handshake and both ends' identities: only the two ends of this
- * connection can compute it (the connector was given the listener's key). */
-static void derive_secret(const uint8_t *listener_key, const uint8_t *nonce_c,
-                          const uint8_t *nonce_l, const uint8_t *ep_c, uint64_t conn_c,
-                          const uint8_t *ep_l, uint64_t conn_l, uint8_t out[ROV_KEY_LEN])
-{
-    uint8_t ids[16];
-    struct rov_auth_piece pieces[5] = {
-        {nonce_c, ROV_NONCE_LEN}, {nonce_l, ROV_NONCE_LEN},
-        {ep_c, ROV_EP_ID_LEN},    {ep_l, ROV_EP_ID_LEN},
-        {ids, sizeof(ids)},
-    };
-
-    rov_put64(ids, conn_c);
-    rov_put64(ids + 8, conn_l);
-    rov_auth_mac(listener_key, "railover connection secret", pieces, 5, out);
-}
-
-/* Send a HELLO or a HELLO_ACK with its proof, which covers the nonce it
- * answers (chan->nonce: the acceptor's CHALLENGE for a HELLO, the HELLO's
- * nonce for a HELLO_ACK).  A HELLO's own nonce then replaces the challenge
- * in chan->nonce (the answer's MAC covers it); a first HELLO goes under the
- * peer's endpoint key, with our public address, any other under the
- * connection's secret with the next counter.  A HELLO_ACK carries `nonce`
- * (the listener's half of the secret, on a first answer; otherwise fresh
- * bytes). */
-static void send_hello(struct rov_chan *chan, uint8_t type, uint32_t flags, const uint8_t *nonce)
-{
-    struct rov_conn *conn = chan->conn;
-    rov_context_t *ctx = conn->ctx;
-    bool first = type == ROV_FT_HELLO && !conn->peer_id;
-    uint8_t hdrbuf[ROV_WIRE_HDR_LEN];
-    uint8_t buf[ROV_WIRE_HELLO_FIXED + sizeof(ctx->endpoint->pub_blob)];
-    struct rov_wire_hello h = {
-        .conn_id = conn->id, .peer_conn_id = conn->peer_id,
-        .rail = (uint16_t)chan->rail->index, .max_msg = ctx->config.max_msg,
-    };
-    size_t len;
-
-    memcpy(h.ep_id, ctx->ep_id, ROV_EP_ID_LEN);
-    if (type == ROV_FT_HELLO || !nonce) {
-        if (rov_auth_random(h.nonce, ROV_NONCE_LEN) != ROV_OK) {
-            rov_conn_chan_failed(chan, ROV_ERR_IO, "no random bytes for a handshake");
-            return;
-        }
-    } else {
-        memcpy(h.nonce, nonce, ROV_NONCE_LEN);
-    }
-    if (type == ROV_FT_HELLO) {
-        if (!first) {
-            h.ctr = ++conn->hello_tx_ctr;
-            /* After a reopen our ports (or host) changed: the peer learns
-             * where we listen now from the reconnect, authenticated by the
-             * connection's secret. */
-            if (conn->state == ROV_CONN_REOPENING && ctx->endpoint) {
-                h.addr = ctx->endpoint->pub_blob;
-                h.addr_len = ctx->endpoint->blob_len;
-            }
-        } else if (ctx->endpoint) {
-            h.addr = ctx->endpoint->pub_blob;
-            h.addr_len = ctx->endpoint->blob_len;
-            h.data = conn->data;
-            h.data_len = conn->data_len;
-        }
-    }
-    len = rov_wire_hello_encode(buf, &h);
-    ctrl_hdr(chan, type, flags, len, hdrbuf);
-    rov_auth_hello_mac(first ? conn->peer.key : conn->secret, chan->nonce, hdrbuf, buf, len,
-                       buf + len - ROV_MAC_LEN);
-    if (type == ROV_FT_HELLO)
-        memcpy(chan->nonce, h.nonce, ROV_NONCE_LEN);
-    ctrl_send(chan, hdrbuf, buf, len);
-}
-
-/* The peer's largest message, from its handshake: our sends are held to
- * it.  A message already queued that it would refuse fails the connection
- * once, naming both settings (a peer that closed the channel on it instead
- * would make this side reconnect for ever).  False when it did. */
-static bool learn_peer_max(struct rov_conn *conn, uint64_t peer_max)
-{
-    size_t own = conn->ctx->config.max_msg;
-
-    conn->peer_max_msg = peer_max;
-    conn->max_send = peer_max < own ? (size_t)peer_max : own;
-    for (struct rov_msg *m = conn->tx.head; m; m = m->next) {
-        if (m->len > conn->max_send) {
-            rov_error("conn", "conn %llu: a queued message of %zu bytes is larger than the "
-                      "peer accepts (its RAILOVER_MAX_MSG is %llu, ours %zu): connection failed",
-                      (unsigned long long)conn->id, m->len, (unsigned long long)peer_max, own);
-            conn_fail(conn, ROV_ERR_MSGSIZE, "message larger than the peer's RAILOVER_MAX_MSG");
-            return false;
-        }
-    }
-    return true;
+    conn_ctrl_hdr(chan, type, flags, len, hdrbuf);
+    return conn_ctrl_send(chan, hdrbuf, payload, len);
 }
 
 /* Any open, handshaken channel of the connection, the sending one first. */
@@ -391,7 +258,7 @@ void rov_conn_send_ack(struct rov_conn *conn)
 {
     struct rov_chan *chan = any_ready_chan(conn);
 
-    if (chan && send_ctrl(chan, ROV_FT_ACK, 0, NULL, 0) == ROV_OK)
+    if (chan && conn_send_ctrl(chan, ROV_FT_ACK, 0, NULL, 0) == ROV_OK)
         conn->stats.acks_sent++;
     else if (conn->in_ack_list)
         ack_unlink(conn); /* piggybacks on the next frame instead */
@@ -399,13 +266,8 @@ void rov_conn_send_ack(struct rov_conn *conn)
 
 rov_status_t rov_conn_probe(struct rov_chan *chan)
 {
-    return send_ctrl(chan, ROV_FT_ACK, 0, NULL, 0);
+    return conn_send_ctrl(chan, ROV_FT_ACK, 0, NULL, 0);
 }
-
-static void drained_check(struct rov_conn *conn);
-static void conn_running(struct rov_conn *conn, const char *why);
-static bool reopen_from(struct rov_conn *conn, int from);
-static void reopen_failed(struct rov_conn *conn, int rail, rov_status_t status);
 
 /* Everything retained went out on chan: what ends the stream follows (a
  * CLOSE, or a quiesce's end marker). */
@@ -416,10 +278,10 @@ static ROV_COLD void push_end(struct rov_conn *conn, struct rov_chan *chan)
     if (conn->state == ROV_CONN_DRAINING) {
         if (!conn->eoc_sent && !conn->tx.next_tx) {
             rov_put64(last, conn->tx.next_seq - 1);
-            if (send_ctrl(chan, ROV_FT_QUIESCE, 0, last, sizeof(last)) == ROV_OK)
+            if (conn_send_ctrl(chan, ROV_FT_QUIESCE, 0, last, sizeof(last)) == ROV_OK)
                 conn->eoc_sent = true;
         }
-        drained_check(conn);
+        conn_drained_check(conn);
         return;
     }
     if (conn->state != ROV_CONN_CLOSING || conn->tx.count)
@@ -430,7 +292,7 @@ static ROV_COLD void push_end(struct rov_conn *conn, struct rov_chan *chan)
         if (chan->state == ROV_CHAN_CLOSED)
             return;
     }
-    if (send_ctrl(chan, ROV_FT_CLOSE, 0, NULL, 0) != ROV_OK)
+    if (conn_send_ctrl(chan, ROV_FT_CLOSE, 0, NULL, 0) != ROV_OK)
         return;
     conn_set_state(conn, ROV_CONN_CLOSE_SENT, "close sent");
     if (conn->ctx->stage == ROV_CONTEXT_QUIESCING)
@@ -601,7 +463,7 @@ static void conn_finish_close(struct rov_conn *conn)
     rov_ctx_event(conn->ctx, ROV_EVENT_CONN_CLOSED, conn, ROV_OK, conn->tx_rail, -1, "closed");
 }
 
-static void conn_fail(struct rov_conn *conn, rov_status_t status, const char *why)
+void conn_fail(struct rov_conn *conn, rov_status_t status, const char *why)
 {
     struct rov_chan *chan;
 
@@ -623,10 +485,10 @@ static void conn_fail(struct rov_conn *conn, rov_status_t status, const char *wh
     conn->fail_status = status;
     /* Tell the peer, on a channel that still works, rather than leave it
      * reconnecting to a connection that is gone (best effort: a HELLO of
-     * its later gets the same answer, abort_hello()). */
+     * its later gets the same answer, conn_abort_hello()). */
     chan = conn->peer_aborted ? NULL : any_ready_chan(conn);
     if (chan)
-        send_ctrl(chan, ROV_FT_CLOSE, rov_close_abort(status), NULL, 0);
+        conn_send_ctrl(chan, ROV_FT_CLOSE, rov_close_abort(status), NULL, 0);
     rov_conn_abort(conn, ROV_ERR_CLOSED);
     rov_ctx_event(conn->ctx, ROV_EVENT_CONN_ERROR, conn, status, conn->tx_rail, -1, why);
 }
@@ -662,212 +524,6 @@ void rov_conn_free(struct rov_conn *conn)
         conn->next->prev = conn->prev;
     rov_reorder_fini(&conn->reorder);
     free(conn);
-}
-
-rov_status_t rov_conn_open_rail(struct rov_conn *conn, int rail)
-{
-    int pr = peer_rail(conn, rail);
-    struct rov_chan *chan;
-    rov_status_t st;
-
-    if (pr < 0)
-        return ROV_ERR_UNREACHABLE;
-    chan = rov_ctx_chan_connect(conn->ctx->rails[rail], conn->peer.rails[pr].addr,
-                                conn->peer.rails[pr].addr_len, &st);
-    if (!chan)
-        return st;
-    if (conn->chans[rail])
-        rov_ctx_chan_close(conn->chans[rail]);
-    chan->conn = conn;
-    conn->chans[rail] = chan;
-    return ROV_OK;
-}
-
-/* The first connect on the first rail from `from` that opens; with
- * `timed_out`, only on rails whose last attempt timed out. */
-static rov_status_t open_first_rail(struct rov_conn *conn, int from, bool timed_out)
-{
-    rov_status_t st = ROV_ERR_UNREACHABLE;
-
-    for (int i = from; i < conn->ctx->nrails; i++) {
-        if (!rov_conn_peer_has_rail(conn, i) ||
-            (timed_out && conn->tried[i] != ROV_ERR_TIMEDOUT))
-            continue;
-        st = rov_conn_open_rail(conn, i);
-        if (st == ROV_OK) {
-            conn->tx_rail = i;
-            conn->tx_sync = true;
-            return ROV_OK;
-        }
-        conn->tried[i] = st;
-    }
-    return st;
-}
-
-/* How long a connection's first connect goes on retrying rails that timed
- * out: a storm of connects, or a lost SYN that TCP sends again after 1 s,
- * makes a connect slow, not impossible. */
-static uint64_t first_connect_for_ns(const struct rov_conn *conn)
-{
-    uint64_t t = 4 * conn->ctx->config.connect_timeout_ns;
-
-    return t > FIRST_CONNECT_FOR_NS ? t : FIRST_CONNECT_FOR_NS;
-}
-
-/* A rail that answered and then dropped the connection before its
- * handshake (reset, closed): the peer host is there, its process is not
- * taking connections just now (out of descriptors, its accept queue full in
- * a wire-up storm).  Tried again after a pause, not failed at once. */
-static bool first_connect_transient(rov_status_t status)
-{
-    return status == ROV_ERR_RESET || status == ROV_ERR_CLOSED;
-}
-
-/* Every rail of a first connect failed: within first_connect_for_ns() of
- * rov_conn_connect(), again at once from the first rail that only timed
- * out (the timeout was the pause), or after a pause (CONNECT_AGAIN_MIN_NS,
- * doubling to CONNECT_AGAIN_MAX_NS) from the first rail if one was reset;
- * then the connection fails, naming each rail and its answer. */
-static ROV_COLD void first_connect_retry_or_fail(struct rov_conn *conn)
-{
-    rov_context_t *ctx = conn->ctx;
-    uint64_t now = rov_now_ns(), pause;
-    bool within = now - conn->connect_ns < first_connect_for_ns(conn), transient = false;
-    char why[256];
-    size_t off;
-
-    if (within && open_first_rail(conn, 0, true) == ROV_OK) {
-        rov_debug("conn", "conn %llu: connecting again from %s (slow, not refused)",
-                  (unsigned long long)conn->id, rov_context_rail_name(ctx, conn->tx_rail));
-        return;
-    }
-    for (int i = 0; i < ctx->nrails; i++)
-        transient |= first_connect_transient(conn->tried[i]);
-    if (within && transient) {
-        pause = CONNECT_AGAIN_MIN_NS << (conn->connect_tries < 5 ? conn->connect_tries : 5);
-        pause = pause < CONNECT_AGAIN_MAX_NS ? pause : CONNECT_AGAIN_MAX_NS;
-        conn->connect_tries++;
-        conn->connect_again_ns = now + pause;
-        if (!ctx->connect_again_ns || conn->connect_again_ns < ctx->connect_again_ns)
-            ctx->connect_again_ns = conn->connect_again_ns;
-        rov_debug("conn", "conn %llu: the peer dropped the connect; again in %.0f ms",
-                  (unsigned long long)conn->id, (double)pause / 1e6);
-        return;
-    }
-    off = (size_t)snprintf(why, sizeof(why), "no rail reaches the peer (");
-    for (int i = 0; i < ctx->nrails && off < sizeof(why); i++)
-        if (conn->tried[i])
-            off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s: %s",
-                                    why[off - 1] == '(' ? "" : ", ",
-                                    rov_context_rail_name(ctx, i),
-                                    rov_status_str(conn->tried[i]));
-    if (off < sizeof(why))
-        snprintf(why + off, sizeof(why) - off, ")");
-    conn_fail(conn, ROV_ERR_UNREACHABLE, why);
-}
-
-/* The first connect failed on `rail` with `status`: the next rail; after
- * the last, first_connect_retry_or_fail(). */
-static ROV_COLD void first_connect_failed(struct rov_conn *conn, int rail, rov_status_t status)
-{
-    conn->tried[rail] = status;
-    if (open_first_rail(conn, rail + 1, false) == ROV_OK)
-        return;
-    first_connect_retry_or_fail(conn);
-}
-
-void rov_conn_connect_again(rov_context_t *ctx, uint64_t now)
-{
-    ctx->connect_again_ns = 0;
-    for (struct rov_conn *c = ctx->conns; c; c = c->next) {
-        /* CLOSING too: closed before its first connect went through, it
-         * still delivers what was sent on it (rov_conn_close()). */
-        if ((c->state != ROV_CONN_CONNECTING && !CLOSING(c) &&
-             c->state != ROV_CONN_REOPENING) || !c->connect_again_ns)
-            continue;
-        if (c->connect_again_ns > now) {
-            if (!ctx->connect_again_ns || c->connect_again_ns < ctx->connect_again_ns)
-                ctx->connect_again_ns = c->connect_again_ns;
-            continue;
-        }
-        c->connect_again_ns = 0;
-        if (c->state == ROV_CONN_REOPENING) {
-            /* Reconnects after a reopen wait here between tries too. */
-            if (!reopen_from(c, 0))
-                reopen_failed(c, ctx->nrails, ROV_ERR_UNREACHABLE);
-            continue;
-        }
-        if (open_first_rail(c, 0, false) != ROV_OK)
-            first_connect_retry_or_fail(c);
-    }
-}
-
-rov_status_t rov_conn_connect(rov_endpoint_t *ep, const void *addr, size_t addr_len,
-                              rov_conn_t **conn_p)
-{
-    return rov_conn_connect_ex(ep, addr, addr_len, NULL, conn_p);
-}
-
-rov_status_t rov_conn_connect_ex(rov_endpoint_t *ep, const void *addr, size_t addr_len,
-                                 const rov_connect_params_t *params, rov_conn_t **conn_p)
-{
-    ROV_CTX_GUARD((rov_context_t *)ep->ctx);
-    rov_context_t *ctx = ep->ctx;
-    struct rov_conn *conn;
-    const char *why = "";
-    rov_status_t st;
-
-    if (!addr)
-        return ROV_ERR_INVAL;
-    if (ctx->stage == ROV_CONTEXT_CLOSED) {
-        rov_error("conn", "cannot connect: the context's rails are closed (rov_context_reopen() first)");
-        return ROV_ERR_BUSY;
-    }
-    if (params && (params->data_len > ROV_CONN_DATA_MAX || (params->data_len && !params->data))) {
-        rov_error("conn", "cannot connect: connect-time data of %zu bytes (at most %d)",
-                  params->data_len, ROV_CONN_DATA_MAX);
-        return ROV_ERR_INVAL;
-    }
-    conn = rov_conn_new(ctx);
-    if (!conn)
-        return ROV_ERR_NOMEM;
-    if (params) {
-        if (params->data_len)
-            memcpy(conn->data, params->data, params->data_len);
-        conn->data_len = (uint8_t)params->data_len;
-        conn->user = params->user;
-    }
-    st = set_peer_addr(conn, addr, addr_len, &why);
-    if (st == ROV_OK && rov_auth_key_is_zero(conn->peer.key)) {
-        why = "the address blob has no key (a copy taken from a handshake? use the blob "
-              "rov_endpoint_address() gave)";
-        st = ROV_ERR_INVAL;
-    }
-    if (st != ROV_OK) {
-        rov_error("conn", "cannot connect: %s", why);
-        goto err;
-    }
-    conn->connect_ns = rov_now_ns();
-    st = open_first_rail(conn, 0, false);
-    if (st == ROV_ERR_RESOURCE) {
-        /* Our own limit, not the peer's reachability: the rail said which. */
-        rov_log_ratelimited(ROV_LOG_ERROR, "conn", "cannot connect: out of local resources (%s)",
-                            rov_status_str(st));
-        goto err;
-    }
-    if (st != ROV_OK) {
-        rov_error("conn", "cannot connect: no rail of this context reaches the peer (%s)",
-                  rov_status_str(st));
-        st = ROV_ERR_UNREACHABLE;
-        goto err;
-    }
-    rov_policies_conn_connecting(conn);
-    *conn_p = conn;
-    return ROV_OK;
-err:
-    conn_set_state(conn, ROV_CONN_DEAD, "connect failed");
-    rov_conn_free(conn);
-    return st;
 }
 
 rov_status_t rov_conn_close(rov_conn_t *conn)
@@ -1120,7 +776,7 @@ static ROV_COLD rov_status_t send_held(struct rov_conn *conn, uint32_t tag, cons
 
 /* The held sends join the retention queue, in order (the connection sends
  * again). */
-static void release_held(struct rov_conn *conn)
+void conn_release_held(struct rov_conn *conn)
 {
     struct rov_msg *m = conn->held;
 
@@ -1201,14 +857,14 @@ static void move_tx(struct rov_conn *conn, int rail, rov_reason_t reason, const 
                        reason);
 }
 
-static uint32_t hold_flag(const struct rov_conn *conn)
+uint32_t conn_hold_flag(const struct rov_conn *conn)
 {
     return conn->hold ? ROV_HF_HOLD : 0;
 }
 
 static void send_switch_request(struct rov_conn *conn, struct rov_chan *chan)
 {
-    send_ctrl(chan, ROV_FT_SWITCH, conn->switch_tag | hold_flag(conn), NULL, 0);
+    conn_send_ctrl(chan, ROV_FT_SWITCH, conn->switch_tag | conn_hold_flag(conn), NULL, 0);
 }
 
 void rov_conn_announce(struct rov_conn *conn)
@@ -1266,7 +922,7 @@ rov_status_t rov_conn_switch(rov_conn_t *conn, int rail, const char *reason)
 /* The peer has everything up to `last` and receives on chan's rail now.
  * Resend from there, unless chan is the channel we already rewound on and
  * have sent on ever since: it is FIFO, so what we sent on it will arrive. */
-static void peer_synced(struct rov_conn *conn, struct rov_chan *chan, uint64_t last)
+void conn_peer_synced(struct rov_conn *conn, struct rov_chan *chan, uint64_t last)
 {
     if (conn->tx_chan_serial != chan->serial) {
         rov_retain_rewind(&conn->tx, last);
@@ -1283,8 +939,8 @@ static void peer_synced(struct rov_conn *conn, struct rov_chan *chan, uint64_t l
 
 /* The peer asks us to move to chan's rail (HELLO or SWITCH with SWITCH flag;
  * tag carries its reason and hold state).  Returns whether we follow; the
- * caller answers, then calls peer_synced() and peer_request_done(). */
-static bool peer_moves(struct rov_conn *conn, struct rov_chan *chan, uint32_t tag)
+ * caller answers, then calls conn_peer_synced() and conn_peer_request_done(). */
+bool conn_peer_moves(struct rov_conn *conn, struct rov_chan *chan, uint32_t tag)
 {
     int rail = chan->rail->index;
 
@@ -1302,7 +958,7 @@ static bool peer_moves(struct rov_conn *conn, struct rov_chan *chan, uint32_t ta
 
 /* After answering a peer's switch request: a rail it left because it failed
  * is dead for us too, even if we have not noticed yet. */
-static void peer_request_done(struct rov_conn *conn, struct rov_chan *chan, uint32_t tag)
+void conn_peer_request_done(struct rov_conn *conn, struct rov_chan *chan, uint32_t tag)
 {
     int failed = (int)rov_hf_failed_rail(tag);
 
@@ -1313,7 +969,7 @@ static void peer_request_done(struct rov_conn *conn, struct rov_chan *chan, uint
 
 /* A connection is established: the policies watch it from now, and an
  * operator's hold set before (on it, or on every connection) applies. */
-static void conn_up(struct rov_conn *conn)
+void conn_up(struct rov_conn *conn)
 {
     rov_policies_conn_up(conn);
     if (conn->ctx->hold_all || conn->hold) {
@@ -1364,7 +1020,7 @@ static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
                   st == ROV_ERR_AGAIN ? ", beyond the reorder buffer: dropped" : "");
         if (conn->resend_asked != conn->rx_seq + 1 && (chan = any_ready_chan(conn))) {
             conn->resend_asked = conn->rx_seq + 1;
-            send_ctrl(chan, ROV_FT_RESEND, 0, NULL, 0);
+            conn_send_ctrl(chan, ROV_FT_RESEND, 0, NULL, 0);
         }
         return;
     }
@@ -1386,14 +1042,14 @@ static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
         ack_schedule(conn);
 }
 
-static ROV_COLD void protocol_error(struct rov_chan *chan, const char *why)
+ROV_COLD void conn_protocol_error(struct rov_chan *chan, const char *why)
 {
     rov_conn_chan_failed(chan, ROV_ERR_PROTO, why);
 }
 
 /* Release what the peer's cumulative ack covers.  False when the channel or
  * connection is gone afterwards (protocol error, or a callback closed it). */
-static ROV_HOT bool apply_ack(struct rov_conn *conn, struct rov_chan *chan, uint64_t ack)
+ROV_HOT bool conn_apply_ack(struct rov_conn *conn, struct rov_chan *chan, uint64_t ack)
 {
     uint64_t bytes = conn->tx.bytes;
     struct rov_msg *acked;
@@ -1401,7 +1057,7 @@ static ROV_HOT bool apply_ack(struct rov_conn *conn, struct rov_chan *chan, uint
     if (ack <= rov_retain_acked(&conn->tx))
         return true;
     if (rov_retain_ack(&conn->tx, ack, &acked) != ROV_OK) {
-        protocol_error(chan, "acknowledgement of data never sent");
+        conn_protocol_error(chan, "acknowledgement of data never sent");
         return false;
     }
     conn->ctx->tx_bytes -= bytes - conn->tx.bytes;
@@ -1438,53 +1094,6 @@ static bool honour_resend(struct rov_conn *conn, uint64_t ack)
     return true;
 }
 
-static struct rov_conn *find_conn(rov_context_t *ctx, uint64_t id)
-{
-    for (struct rov_conn *c = ctx->conns; c; c = c->next)
-        if (c->id == id)
-            return c;
-    return NULL;
-}
-
-/* Make an accepted channel the connection's channel on its rail, replacing
- * any other, and answer its HELLO (flags, ack). */
-static void adopt(struct rov_conn *conn, struct rov_chan *chan, uint32_t flags, uint64_t ack)
-{
-    int rail = chan->rail->index;
-    struct rov_chan *old = conn->chans[rail];
-    bool follow;
-
-    chan->parked = 0;
-    if (old && old != chan)
-        rov_ctx_chan_close(old);
-    conn->chans[rail] = chan;
-    chan->conn = conn;
-    chan->handshaken = 1;
-    if (!apply_ack(conn, chan, ack))
-        return;
-    follow = (flags & ROV_HF_SWITCH) && peer_moves(conn, chan, flags);
-    send_hello(chan, ROV_FT_HELLO_ACK, follow ? ROV_HF_SWITCH : 0, NULL);
-    /* A new channel of the rail we send on: resume from what the peer has. */
-    if (chan->conn == conn && conn->tx_rail == rail)
-        peer_synced(conn, chan, ack);
-    peer_request_done(conn, chan, flags);
-    /* The peer reconnected after its reopen (its rails were closed). */
-    if (chan->conn == conn && conn->tx_rail == rail &&
-        (conn->state == ROV_CONN_QUIESCED || conn->state == ROV_CONN_REOPENING))
-        conn_running(conn, "the peer reconnected after its reopen");
-}
-
-/* Answer a HELLO for a connection that failed or ended here with its
- * status (CLOSE|ABORT), and close the channel: the peer stops reconnecting
- * to it.  The peer sends nothing after its HELLO until it is answered, so
- * the close leaves no unread input behind, and the answer is not lost to a
- * reset. */
-static void abort_hello(struct rov_chan *chan, rov_status_t status)
-{
-    if (send_ctrl(chan, ROV_FT_CLOSE, rov_close_abort(status), NULL, 0) == ROV_OK)
-        rov_ctx_chan_close(chan);
-}
-
 /* The peer's CLOSE|ABORT: the connection failed there (or no longer
  * exists).  Fail it here too, naming what the peer said and, for a message
  * the peer could not send us, our own limit. */
@@ -1505,245 +1114,6 @@ static ROV_COLD void peer_aborted(struct rov_conn *conn, uint32_t tag)
     conn_fail(conn, st, why);
 }
 
-/* The key a peer proves on a connection's channel: ours (the listener's
- * address key) for its first, else the secret of the connection conn_id
- * names, live or among the last ended; NULL when there is none. */
-static const uint8_t *proof_key(rov_context_t *ctx, uint64_t conn_id)
-{
-    struct rov_conn *conn;
-
-    if (conn_id == 0)
-        return ctx->ep_key;
-    conn = find_conn(ctx, conn_id);
-    if (conn)
-        return conn->has_secret ? conn->secret : NULL;
-    for (int i = 0; i < ROV_ENDED_MAX; i++)
-        if (ctx->ended[i].id == conn_id)
-            return ctx->ended[i].secret;
-    return NULL;
-}
-
-static void proof_mac(const uint8_t *key, const uint8_t *challenge, const uint8_t *ids,
-                      const void *msg, size_t len, uint8_t mac[ROV_MAC_LEN])
-{
-    struct rov_auth_piece pieces[3] = {{challenge, ROV_NONCE_LEN}, {ids, 8}, {msg, len}};
-
-    rov_auth_mac(key, "railover rail setup", pieces, 3, mac);
-}
-
-void rov_rail_preauth_prove(const struct rov_chan *chan, const uint8_t *challenge,
-                            const void *msg, size_t len, uint8_t *proof)
-{
-    const struct rov_conn *conn = chan->conn;
-    bool later = conn->peer_id && conn->has_secret;
-
-    rov_put64(proof, later ? conn->peer_id : 0);
-    proof_mac(later ? conn->secret : conn->peer.key, challenge, proof, msg, len, proof + 8);
-}
-
-bool rov_rail_preauth_check(struct rov_rail *rail, const uint8_t *challenge, const void *msg,
-                            size_t len, const uint8_t *proof)
-{
-    const uint8_t *key = proof_key(rail->ctx, rov_get64(proof));
-    uint8_t want[ROV_MAC_LEN];
-
-    if (!key)
-        return false;
-    proof_mac(key, challenge, proof, msg, len, want);
-    return rov_auth_mac_equal(want, proof + 8);
-}
-
-/* A HELLO for a connection no longer here (freed, rov_conn_free()): the
- * peer, closing too, lost our answer to its CLOSE, or did not learn of a
- * failure.  It is answered (CLOSE|ABORT, and the peer stops reconnecting)
- * only when it proves that connection's secret, which the context keeps
- * for its last ROV_ENDED_MAX connections; anything else is closed
- * unanswered, like a HELLO for an id never used, so that nobody without
- * the secret learns which connection ids existed. */
-static ROV_COLD void hello_for_ended(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
-                                     const uint8_t *payload, const struct rov_wire_hello *h)
-{
-    rov_context_t *ctx = chan->rail->ctx;
-
-    for (int i = 0; i < ROV_ENDED_MAX; i++) {
-        const struct rov_ended *e = &ctx->ended[i];
-
-        if (e->id != h->peer_conn_id || e->id == 0 || e->peer_id != h->conn_id ||
-            memcmp(e->peer_ep, h->ep_id, ROV_EP_ID_LEN) != 0 ||
-            !hello_authentic(e->secret, chan->nonce, hdr, payload, h))
-            continue;
-        rov_info("conn", "hello on %s for connection %llu, which has ended here: answered and "
-                 "closed", chan->rail->spec->name, (unsigned long long)h->peer_conn_id);
-        return abort_hello(chan, ROV_ERR_CLOSED);
-    }
-    protocol_error(chan, "hello for a connection not here, or not authenticated");
-}
-
-/* HELLO on an accepted channel: a new connection, or a new channel (switch,
- * reconnect) of an existing one. */
-static ROV_COLD void handle_hello(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
-                                  const uint8_t *payload)
-{
-    rov_context_t *ctx = chan->rail->ctx;
-    int rail = chan->rail->index;
-    struct rov_wire_hello h;
-    struct rov_conn *conn;
-    struct rov_chan *old;
-    const char *why = "";
-
-    if (rov_wire_hello_decode(payload, hdr->len, &h, &why) != ROV_OK)
-        return protocol_error(chan, why);
-    if (h.rail != rail)
-        return protocol_error(chan, "hello names another rail than the one it came on");
-    if (h.peer_conn_id == 0) {
-        uint8_t nonce_l[ROV_NONCE_LEN];
-
-        if (!h.addr)
-            return protocol_error(chan, "first hello without an address");
-        if (!hello_authentic(ctx->ep_key, chan->nonce, hdr, payload, &h))
-            return protocol_error(chan, "hello not authenticated: the peer does not hold this "
-                                        "endpoint's address key");
-        if (rov_auth_random(nonce_l, sizeof(nonce_l)) != ROV_OK) {
-            rov_ctx_chan_close(chan);
-            return;
-        }
-        conn = rov_conn_new(ctx);
-        if (!conn) {
-            rov_error("conn", "out of memory accepting a connection");
-            rov_ctx_chan_close(chan);
-            return;
-        }
-        if (set_peer_addr(conn, h.addr, h.addr_len, &why) != ROV_OK ||
-            memcmp(conn->peer.ep_id, h.ep_id, ROV_EP_ID_LEN) != 0) {
-            conn_set_state(conn, ROV_CONN_DEAD, "hello refused");
-            rov_conn_free(conn);
-            return protocol_error(chan, why[0] ? why : "hello address of another endpoint");
-        }
-        conn->peer_id = h.conn_id;
-        if (h.data_len)
-            memcpy(conn->data, h.data, h.data_len);
-        conn->data_len = (uint8_t)h.data_len;
-        learn_peer_max(conn, h.max_msg); /* nothing queued yet: cannot fail */
-        derive_secret(ctx->ep_key, h.nonce, nonce_l, h.ep_id, h.conn_id, ctx->ep_id, conn->id,
-                      conn->secret);
-        conn->has_secret = true;
-        memcpy(chan->nonce, h.nonce, ROV_NONCE_LEN);
-        conn->tx_rail = rail;
-        conn->tx_chan_serial = chan->serial;
-        conn->chans[rail] = chan;
-        chan->conn = conn;
-        rov_ctx_chan_authed(chan);
-        chan->handshaken = 1;
-        conn_set_state(conn, ROV_CONN_ESTABLISHED, "accepted");
-        send_hello(chan, ROV_FT_HELLO_ACK, 0, nonce_l);
-        rov_ctx_event(ctx, ROV_EVENT_CONN_ACCEPTED, conn, ROV_OK, -1, rail, "accepted");
-        if (conn->state == ROV_CONN_ESTABLISHED)
-            conn_up(conn);
-        return;
-    }
-    conn = find_conn(ctx, h.peer_conn_id);
-    if (!conn)
-        return hello_for_ended(chan, hdr, payload, &h);
-    if (conn->peer_id != h.conn_id || memcmp(conn->peer.ep_id, h.ep_id, ROV_EP_ID_LEN) != 0)
-        return protocol_error(chan, "hello for a connection of another peer");
-    if (!conn->has_secret || !hello_authentic(conn->secret, chan->nonce, hdr, payload, &h))
-        return protocol_error(chan, "hello not authenticated: the peer does not hold the "
-                                    "connection's secret");
-    if (conn->state == ROV_CONN_FAILED || conn->state == ROV_CONN_DEAD) {
-        /* A connection that ended here: the peer, closing too, lost our
-         * answer to its CLOSE and sends it again, or it did not learn of
-         * the failure (not a protocol error). */
-        rov_info("conn", "hello on %s for connection %llu, which has %s here: answered and "
-                 "closed", chan->rail->spec->name, (unsigned long long)h.peer_conn_id,
-                 conn->state == ROV_CONN_FAILED ? "failed" : "ended");
-        return abort_hello(chan, conn->state == ROV_CONN_FAILED ? conn->fail_status
-                                                                 : ROV_ERR_CLOSED);
-    }
-    if (!rov_replay_fresh(&conn->hello_rx, h.ctr))
-        return protocol_error(chan, "hello replayed: its counter was used before");
-    rov_replay_accept(&conn->hello_rx, h.ctr);
-    memcpy(chan->nonce, h.nonce, ROV_NONCE_LEN);
-    rov_ctx_chan_authed(chan);
-    if (conn->state == ROV_CONN_CONNECTING) {
-        rov_ctx_chan_close(chan);
-        return;
-    }
-    /* A peer that reopened its rails sends where it listens now. */
-    if (h.addr && rov_conn_set_peer_address(conn, h.addr, h.addr_len) != ROV_OK)
-        return protocol_error(chan, "reconnect hello with a malformed or foreign address");
-    old = conn->chans[rail];
-    chan->conn = conn;
-    if (old && old->outbound && ep_cmp(conn) < 0) {
-        /* Both sides connected this rail: the channel opened by the smaller
-         * endpoint id wins, whatever the timing.  The peer closes this one
-         * when it sees ours; if ours fails first, this one takes over. */
-        chan->parked = 1;
-        chan->hello_flags = hdr->tag;
-        chan->hello_ack = hdr->ack;
-        return;
-    }
-    adopt(conn, chan, hdr->tag, hdr->ack);
-}
-
-static ROV_COLD void handle_hello_ack(struct rov_conn *conn, struct rov_chan *chan,
-                                      const struct rov_wire_hdr *hdr,
-                                      const uint8_t *payload)
-{
-    int rail = chan->rail->index;
-    struct rov_wire_hello h;
-    const char *why = "";
-    bool first;
-
-    if (!chan->outbound || chan->handshaken || !chan->challenged)
-        return protocol_error(chan, "unexpected hello ack");
-    if (rov_wire_hello_decode(payload, hdr->len, &h, &why) != ROV_OK)
-        return protocol_error(chan, why);
-    if (h.peer_conn_id != conn->id || memcmp(h.ep_id, conn->peer.ep_id, ROV_EP_ID_LEN) != 0 ||
-        (conn->peer_id && h.conn_id != conn->peer_id))
-        return protocol_error(chan, "hello ack from the wrong connection");
-    if (!conn->has_secret) {
-        uint8_t secret[ROV_KEY_LEN];
-
-        derive_secret(conn->peer.key, chan->nonce, h.nonce, conn->ctx->ep_id, conn->id,
-                      h.ep_id, h.conn_id, secret);
-        if (!hello_authentic(secret, chan->nonce, hdr, payload, &h))
-            return protocol_error(chan, "hello ack not authenticated: the listener does not "
-                                        "hold its address key");
-        memcpy(conn->secret, secret, ROV_KEY_LEN);
-        conn->has_secret = true;
-    } else if (!hello_authentic(conn->secret, chan->nonce, hdr, payload, &h)) {
-        return protocol_error(chan, "hello ack not authenticated: the peer does not hold the "
-                                    "connection's secret");
-    }
-    rov_ctx_chan_authed(chan);
-    first = !conn->peer_id;
-    /* Known before anything can fail the connection: the peer's HELLO for
-     * it is then answered (handle_hello()). */
-    conn->peer_id = h.conn_id;
-    if (!learn_peer_max(conn, h.max_msg))
-        return;
-    chan->handshaken = 1;
-    if (first) {
-        /* First handshake (the connection may already be closing). */
-        conn->tx_sync = false;
-        conn->tx_chan_serial = chan->serial;
-        if (conn->state == ROV_CONN_CONNECTING) {
-            conn_set_state(conn, ROV_CONN_ESTABLISHED, "hello acknowledged");
-            rov_ctx_event(conn->ctx, ROV_EVENT_CONN_ESTABLISHED, conn, ROV_OK, -1, rail,
-                          "connected");
-            if (conn->state == ROV_CONN_ESTABLISHED)
-                conn_up(conn);
-        }
-    } else if (conn->tx_rail == rail && conn->tx_sync) {
-        /* Its ack is the peer's last-received, fresh, on this channel: all we
-         * need to start sending here, whether or not the peer follows. */
-        peer_synced(conn, chan, hdr->ack);
-        if (conn->state == ROV_CONN_REOPENING)
-            conn_running(conn, "reconnected after the reopen");
-    }
-    rov_conn_push(conn);
-}
-
 static ROV_COLD void handle_switch(struct rov_conn *conn, struct rov_chan *chan,
                                    const struct rov_wire_hdr *hdr)
 {
@@ -1753,18 +1123,18 @@ static ROV_COLD void handle_switch(struct rov_conn *conn, struct rov_chan *chan,
         /* Always answer, even when we do not follow: the asker must not wait
          * on an answer that depends on our own switches crossing its own.
          * Extra answers are harmless (a sync on the same channel is a no-op). */
-        bool follow = peer_moves(conn, chan, hdr->tag);
+        bool follow = conn_peer_moves(conn, chan, hdr->tag);
 
-        if (send_ctrl(chan, ROV_FT_SWITCH, follow ? ROV_HF_SWITCH : 0, NULL, 0) != ROV_OK)
+        if (conn_send_ctrl(chan, ROV_FT_SWITCH, follow ? ROV_HF_SWITCH : 0, NULL, 0) != ROV_OK)
             return;
         if (follow)
-            peer_synced(conn, chan, hdr->ack);
-        peer_request_done(conn, chan, hdr->tag);
+            conn_peer_synced(conn, chan, hdr->ack);
+        conn_peer_request_done(conn, chan, hdr->tag);
         return;
     }
     /* An answer: the peer's last-received on this channel. */
     if (conn->tx_rail == rail && conn->tx_sync)
-        peer_synced(conn, chan, hdr->ack);
+        conn_peer_synced(conn, chan, hdr->ack);
 }
 
 /* The close handshake.  Each side sends CLOSE once everything it sent is
@@ -1785,7 +1155,7 @@ static void answer_close(struct rov_conn *conn, struct rov_chan *chan)
     if (__builtin_expect(conn->ctx->fault_armed, 0))
         rov_fault_close_sending(&conn->ctx->fault, chan, ROV_FAULT_CLOSE_ANSWER);
     st = chan->state == ROV_CHAN_CLOSED ? ROV_ERR_RESET
-                                        : send_ctrl(chan, ROV_FT_CLOSE, ROV_CLOSE_ACKED, NULL, 0);
+                                        : conn_send_ctrl(chan, ROV_FT_CLOSE, ROV_CLOSE_ACKED, NULL, 0);
     /* A channel that failed under the answer finished the connection
      * already (rov_conn_chan_failed()): it must not close twice. */
     if (conn->state != ROV_CONN_CLOSE_ANSWERED)
@@ -1810,7 +1180,7 @@ static ROV_COLD void handle_close(struct rov_conn *conn, struct rov_chan *chan, 
     if (flags & ROV_CLOSE_ACKED) {
         /* The peer answers our CLOSE: it sent its own and had all of ours. */
         if (!CLOSING(conn) || conn->tx.count)
-            return protocol_error(chan, "close answered before we closed");
+            return conn_protocol_error(chan, "close answered before we closed");
         conn->peer_closed = true;
         conn_finish_close(conn);
         return;
@@ -1836,248 +1206,6 @@ static ROV_COLD void handle_close(struct rov_conn *conn, struct rov_chan *chan, 
         rov_conn_push(conn);
 }
 
-/* Reconnects after a reopen: the first retry's pause, the longest. */
-#define REOPEN_RETRY_MIN_NS (20ull * 1000000ull)
-#define REOPEN_RETRY_MAX_NS (1000ull * 1000000ull)
-
-rov_status_t rov_conn_set_peer_address(rov_conn_t *conn, const void *addr, size_t addr_len)
-{
-    ROV_CTX_GUARD(conn->ctx);
-    struct rov_wire_addr wa;
-    uint8_t blob[sizeof(conn->peer_blob)];
-    const char *why = "";
-
-    if (!addr || addr_len > sizeof(blob))
-        return ROV_ERR_INVAL;
-    memcpy(blob, addr, addr_len);
-    if (rov_wire_addr_decode(blob, addr_len, &wa, &why) != ROV_OK) {
-        rov_error("conn", "conn %llu: new peer address refused: %s", (unsigned long long)conn->id, why);
-        return ROV_ERR_INVAL;
-    }
-    if (memcmp(wa.ep_id, conn->peer.ep_id, ROV_EP_ID_LEN) != 0) {
-        rov_error("conn", "conn %llu: new peer address refused: it is another endpoint's",
-                  (unsigned long long)conn->id);
-        return ROV_ERR_INVAL;
-    }
-    set_peer_addr(conn, addr, addr_len, &why);
-    rov_info("conn", "conn %llu: the peer's address changed", (unsigned long long)conn->id);
-    if (conn->state == ROV_CONN_REOPENING) {
-        rov_context_t *ctx = conn->ctx;
-        bool dropped = false;
-
-        /* A connect to the old address still waiting for its handshake
-         * (something else may listen there now, or nothing answers) is
-         * given up; the reconnect goes to the new address at once. */
-        for (int i = 0; i < ctx->nrails; i++) {
-            struct rov_chan *ch = conn->chans[i];
-
-            if (ch && ch->outbound && !ch->handshaken) {
-                rov_ctx_chan_close(ch);
-                dropped = true;
-            }
-        }
-        if (dropped || conn->connect_again_ns) {
-            if (!conn->reopen_backoff_ns)
-                conn->reopen_backoff_ns = REOPEN_RETRY_MIN_NS; /* a retry: reopen_from() */
-            conn->connect_again_ns = rov_now_ns();
-            ctx->connect_again_ns = conn->connect_again_ns;
-        }
-    }
-    return ROV_OK;
-}
-
-/* Quiesce ---------------------------------------------------------------------- */
-
-/* DRAINING: both end markers exchanged and everything we sent acknowledged
- * (the peer's marker named its last message, which we delivered): the
- * connection is quiesced.  Our ack of the peer's last went out with our
- * marker's answer (handle_quiesce()). */
-static void drained_check(struct rov_conn *conn)
-{
-    if (conn->state != ROV_CONN_DRAINING || !conn->eoc_sent || !conn->peer_eoc ||
-        conn->tx.count || conn->rx_seq < conn->peer_eoc_seq)
-        return;
-    conn_set_state(conn, ROV_CONN_QUIESCED, "end markers exchanged, nothing in flight");
-}
-
-void rov_conn_quiesce(struct rov_conn *conn)
-{
-    if (conn->state != ROV_CONN_ESTABLISHED || !conn->peer_id)
-        return; /* connecting: when it is up (conn_up()); closing: it ends */
-    conn->eoc_sent = false;
-    conn_set_state(conn, ROV_CONN_DRAINING, "quiesce");
-    rov_conn_push(conn); /* the rest, then the end marker */
-}
-
-/* The held sends go, and the peer hears that we send again. */
-static void conn_running(struct rov_conn *conn, const char *why)
-{
-    struct rov_chan *chan = conn->tx_rail >= 0 ? conn->chans[conn->tx_rail] : NULL;
-    bool tell = conn->state != ROV_CONN_REOPENING && chan_ready(chan);
-
-    conn->peer_eoc = false;
-    conn->eoc_sent = false;
-    conn->reopen_ns = 0;
-    if (!conn_set_state(conn, ROV_CONN_ESTABLISHED, why))
-        return;
-    if (tell)
-        send_ctrl(chan, ROV_FT_QUIESCE, ROV_QUIESCE_RESUME, NULL, 0);
-    rov_policies_conn_up(conn); /* watched again, the peer's paths anew */
-    release_held(conn);
-    if (conn->close_pending) {
-        conn->close_pending = false;
-        rov_conn_close(conn); /* asked during the stage */
-        return;
-    }
-    rov_conn_push(conn);
-}
-
-void rov_conn_resume(struct rov_conn *conn)
-{
-    if (conn->state != ROV_CONN_DRAINING && conn->state != ROV_CONN_QUIESCED)
-        return;
-    /* A quiesced connection whose channel ended (the peer closed its rails)
-     * waits for the peer to reconnect after its reopen (handle_hello()). */
-    if (conn->state == ROV_CONN_QUIESCED &&
-        !chan_ready(conn->tx_rail >= 0 ? conn->chans[conn->tx_rail] : NULL))
-        return;
-    conn_running(conn, "resumed");
-}
-
-/* REOPENING: connect the most preferred rail, from `from` on, that the peer
- * has and that can start a connect; false when none can. */
-static bool reopen_from(struct rov_conn *conn, int from)
-{
-    for (int i = from; i < conn->ctx->nrails; i++) {
-        rov_status_t st;
-
-        if (!rov_conn_peer_has_rail(conn, i))
-            continue;
-        /* A retry on the rail the reopen moved to already: a new channel
-         * (its HELLO carries that move), not another switch. */
-        if (i == conn->tx_rail && conn->tx_sync && conn->reopen_backoff_ns &&
-            !conn->chans[i])
-            st = rov_conn_open_rail(conn, i);
-        else
-            st = rov_conn_move(conn, i, ROV_REASON_REOPEN, "reconnect after reopen", -1);
-        if (st == ROV_OK || st == ROV_INPROGRESS)
-            return true;
-        rov_debug("conn", "conn %llu: reopen on %s: %s", (unsigned long long)conn->id,
-                  rov_context_rail_name(conn->ctx, i), rov_status_str(st));
-    }
-    return false;
-}
-
-
-/* A reconnect after the reopen failed (the peer has not reopened yet, or
- * its preferred rail is gone): the next rail now, or all of them again
- * after a backoff, until RAILOVER_UNREACHABLE_TIMEOUT (or
- * RAILOVER_CONNECT_TIMEOUT when that is off) has passed since the reopen. */
-static void reopen_failed(struct rov_conn *conn, int rail, rov_status_t status)
-{
-    rov_context_t *ctx = conn->ctx;
-    uint64_t now = rov_now_ns(), limit = ctx->config.unreachable_timeout_ns;
-
-    if (!limit)
-        limit = ctx->config.connect_timeout_ns;
-    /* Refused: nothing listens there yet (the peer has not reopened), and
-     * its other rails would say the same: all of them again after the
-     * backoff.  Otherwise (no route, a timeout) the next rail now. */
-    if (status != ROV_ERR_REFUSED && rail + 1 < ctx->nrails && reopen_from(conn, rail + 1))
-        return;
-    if (now - conn->reopen_ns >= limit) {
-        conn_fail(conn, status, "no rail reached the peer after the reopen");
-        return;
-    }
-    conn->reopen_backoff_ns = conn->reopen_backoff_ns ? conn->reopen_backoff_ns * 2
-                                                      : REOPEN_RETRY_MIN_NS;
-    if (conn->reopen_backoff_ns > REOPEN_RETRY_MAX_NS)
-        conn->reopen_backoff_ns = REOPEN_RETRY_MAX_NS;
-    conn->connect_again_ns = now + conn->reopen_backoff_ns;
-    if (!ctx->connect_again_ns || conn->connect_again_ns < ctx->connect_again_ns)
-        ctx->connect_again_ns = conn->connect_again_ns;
-}
-
-void rov_conn_reopen(struct rov_conn *conn)
-{
-    if (conn->state != ROV_CONN_QUIESCED)
-        return;
-    conn->reopen_ns = rov_now_ns();
-    conn->reopen_backoff_ns = 0;
-    if (!conn_set_state(conn, ROV_CONN_REOPENING, "rails reopened"))
-        return;
-    if (!reopen_from(conn, 0))
-        reopen_failed(conn, conn->ctx->nrails, ROV_ERR_UNREACHABLE);
-}
-
-/* The peer's end marker (it holds its sends from now), or its word that it
- * sends again. */
-static ROV_COLD void handle_quiesce(struct rov_conn *conn, struct rov_chan *chan,
-                                   const struct rov_wire_hdr *hdr, const uint8_t *payload)
-{
-    if (hdr->tag & ROV_QUIESCE_RESUME) {
-        conn->peer_eoc = false;
-        if (conn->state == ROV_CONN_DRAINING || conn->state == ROV_CONN_QUIESCED) {
-            /* Resumed there: here too, unless this side quiesces itself. */
-            if (conn->ctx->stage == ROV_CONTEXT_RUNNING)
-                conn_running(conn, "peer resumed");
-        }
-        rov_conn_push(conn);
-        return;
-    }
-    conn->peer_eoc = true; /* (its size checked by rov_wire_decode()) */
-    conn->peer_eoc_seq = rov_get64(payload);
-    /* The peer quiesces: this connection does too (its sends held), so
-     * that its channels may end without a failover. */
-    if (conn->state == ROV_CONN_ESTABLISHED)
-        rov_conn_quiesce(conn);
-    if (conn->state == ROV_CONN_DRAINING && conn->rx_seq >= conn->peer_eoc_seq)
-        rov_conn_send_ack(conn); /* its last messages are here: the peer may finish */
-    rov_conn_push(conn);
-}
-
-/* Our HELLO on a channel we connected, once it is both open and
- * challenged (in either order, early_frame() in context.c). */
-static void chan_hello(struct rov_chan *chan)
-{
-    struct rov_conn *conn = chan->conn;
-
-    send_hello(chan, ROV_FT_HELLO,
-               conn->peer_id && conn->tx_rail == chan->rail->index
-                   ? conn->switch_tag | hold_flag(conn) : 0,
-               NULL);
-}
-
-void rov_conn_chan_connected(struct rov_chan *chan)
-{
-    if (chan->conn && chan->challenged)
-        chan_hello(chan);
-}
-
-/* The acceptor's CHALLENGE: the nonce our HELLO's MAC must cover. */
-static ROV_COLD void handle_challenge(struct rov_chan *chan, const uint8_t *payload)
-{
-    if (!chan->outbound || chan->challenged)
-        return protocol_error(chan, "unexpected challenge");
-    memcpy(chan->nonce, payload, ROV_NONCE_LEN);
-    chan->challenged = 1;
-    if (chan->state == ROV_CHAN_OPEN)
-        chan_hello(chan);
-}
-
-/* An accepted channel: challenge the connector at once (wire.h).  Its HELLO
- * must prove the key (or the connection's secret) over this nonce, so a
- * HELLO recorded on another channel opens nothing. */
-void rov_conn_chan_accepted(struct rov_chan *chan)
-{
-    if (rov_auth_random(chan->nonce, ROV_NONCE_LEN) != ROV_OK) {
-        rov_log_ratelimited(ROV_LOG_WARN, "conn", "no random bytes for a handshake challenge");
-        rov_ctx_chan_close(chan);
-        return;
-    }
-    send_ctrl(chan, ROV_FT_CHALLENGE, 0, chan->nonce, ROV_NONCE_LEN);
-}
-
 ROV_HOT void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr *hdr,
                                const uint8_t *payload)
 {
@@ -2087,23 +1215,23 @@ ROV_HOT void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr 
         return;
     if (!conn) {
         if (hdr->type != ROV_FT_HELLO)
-            return protocol_error(chan, "first frame on a channel is not a hello");
-        return handle_hello(chan, hdr, payload);
+            return conn_protocol_error(chan, "first frame on a channel is not a hello");
+        return conn_handle_hello(chan, hdr, payload);
     }
     if (conn->state == ROV_CONN_DEAD || conn->state == ROV_CONN_FAILED)
         return;
     if (hdr->type == ROV_FT_HELLO)
-        return protocol_error(chan, "second hello on a channel");
+        return conn_protocol_error(chan, "second hello on a channel");
     if (__builtin_expect(hdr->type == ROV_FT_CHALLENGE, 0))
-        return handle_challenge(chan, payload);
+        return conn_handle_challenge(chan, payload);
     if (__builtin_expect(hdr->type == ROV_FT_CLOSE && (hdr->tag & ROV_CLOSE_ABORT), 0) &&
         (chan->handshaken || chan->outbound))
         return peer_aborted(conn, hdr->tag); /* also the answer to our HELLO */
     if (hdr->type != ROV_FT_HELLO_ACK && !chan->handshaken)
-        return protocol_error(chan, "frame before the handshake");
+        return conn_protocol_error(chan, "frame before the handshake");
 
     /* Cumulative ack, valid whichever channel it came on. */
-    if (!apply_ack(conn, chan, hdr->ack))
+    if (!conn_apply_ack(conn, chan, hdr->ack))
         return;
 
     /* Data first, outside the switch: the switch's jump table is on a page
@@ -2116,7 +1244,7 @@ ROV_HOT void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr 
             conn->stats.acks_recv++;
             break;
         case ROV_FT_HELLO_ACK:
-            handle_hello_ack(conn, chan, hdr, payload);
+            conn_handle_hello_ack(conn, chan, hdr, payload);
             return;
         case ROV_FT_SWITCH:
             handle_switch(conn, chan, hdr);
@@ -2130,7 +1258,7 @@ ROV_HOT void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr 
             handle_close(conn, chan, hdr->tag);
             return;
         case ROV_FT_QUIESCE:
-            handle_quiesce(conn, chan, hdr, payload);
+            conn_handle_quiesce(conn, chan, hdr, payload);
             return;
         }
     }
@@ -2180,7 +1308,7 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
         return;
     for (struct rov_chan *c = conn->ctx->chans; c; c = c->next) {
         if (c->parked && c->conn == conn && c->rail->index == rail) {
-            adopt(conn, c, c->hello_flags, c->hello_ack);
+            conn_adopt(conn, c, c->hello_flags, c->hello_ack);
             return;
         }
     }
@@ -2192,7 +1320,7 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
                  * sends its CLOSE again) */
     if (conn->state == ROV_CONN_REOPENING) {
         if (rail == conn->tx_rail && !handshaken)
-            reopen_failed(conn, rail, status);
+            conn_reopen_failed(conn, rail, status);
         return;
     }
     if (conn->state == ROV_CONN_CLOSE_ANSWERED) {
@@ -2209,7 +1337,7 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
     /* Otherwise our transmit path ended under a CLOSE the peer may never have
      * received or answered: the peer may have ended the channel only because
      * it failed there (a stall on its side).  Move on like any failure; the
-     * CLOSE goes again once the move is through (peer_synced()).  A peer
+     * CLOSE goes again once the move is through (conn_peer_synced()).  A peer
      * that is gone fails the connection, or, if its CLOSE is here and all we
      * sent acknowledged, closes it (conn_fail()); so then does a peer that
      * refuses or drops the new channel before its handshake: it finished and
@@ -2221,7 +1349,7 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
         return;
     }
     if (!conn->peer_id && rail == conn->tx_rail) {
-        first_connect_failed(conn, rail, status);
+        conn_first_connect_failed(conn, rail, status);
         return;
     }
     reason = rov_reason_classify(status, reason);
@@ -2271,3 +1399,4 @@ void rov_conn_stats(const rov_conn_t *conn, rov_conn_stats_t *st)
     st->rail = conn->tx_rail;
     st->forced = conn->hold;
 }
+

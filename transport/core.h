@@ -70,7 +70,6 @@ struct rov_conn {
     uint8_t data_len;
     rov_status_t tried[ROV_MAX_RAILS]; /* first connect: each rail's last answer */
     uint64_t connect_again_ns;        /* first connect: next try after a reset, 0: none */
-    uint8_t connect_tries;            /* first connect: tries after a reset so far */
     /* Quiesce (stage.c): DRAINING, QUIESCED, REOPENING. */
     bool eoc_sent;                    /* our end marker went out (again after a switch) */
     bool peer_eoc;                    /* the peer's end marker came */
@@ -79,7 +78,9 @@ struct rov_conn {
     struct rov_msg *held, *held_tail; /* sends made meanwhile, in order */
     uint64_t held_msgs, held_bytes;
     uint64_t reopen_ns;               /* REOPENING since */
-    uint64_t reopen_backoff_ns;       /* its next try after a failed one waits this */
+    uint64_t backoff_ns;              /* the last wait between connect tries (first
+                                       * connect after a reset, reconnect after a
+                                       * reopen: rov_backoff_next()), 0: none yet */
     uint64_t resend_from, resend_to;  /* the range we last resent on a RESEND ... */
     uint64_t resend_ns;               /* ... then (honour_resend()) */
     uint64_t resend_ignored;          /* RESENDs for what was resent already */
@@ -303,8 +304,10 @@ void rov_ctx_close_rails(rov_context_t *ctx);
 /* The endpoint listens on every rail and encodes its address blob. */
 rov_status_t rov_endpoint_listen(rov_endpoint_t *ep);
 
-/* context.c: channel bookkeeping */
+/* chan.c: channel bookkeeping; close accepted channels whose peer did not
+ * authenticate in time (from the context's timer and epoll check). */
 void rov_ctx_chan_close(struct rov_chan *chan);
+void rov_ctx_sweep_unauthed(rov_context_t *ctx, uint64_t now);
 /* mem.c: run the callbacks of finished reads; the largest read a rail does;
  * release every registration's rail part before the rails close, and make
  * it again once they are open (its key changes). */
