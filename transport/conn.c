@@ -737,6 +737,26 @@ static ROV_INLINE void msg_params(struct rov_msg *m, uint32_t tag,
     }
 }
 
+/* Whether a send of len bytes must wait (counted): the connection's window
+ * covers what it retains and what it holds in a stage together, and one
+ * message always fits when there is neither; the per-context bound
+ * (tx_cap, window_update(); ctx->tx_bytes counts held bytes too) as well.
+ * A thousand connections times a 16 MiB window is more memory than a rank
+ * has: 1,024 connecting connections filled with 2 GiB of queued sends took
+ * the process's CPU in page faults for seconds, and their handshakes timed
+ * out. */
+static ROV_INLINE bool window_full(struct rov_conn *conn, size_t len)
+{
+    uint64_t msgs = conn->tx.count + conn->held_msgs;
+
+    if (!msgs || (msgs < conn->tx.max_msgs &&
+                  conn->tx.bytes + conn->held_bytes + len <= conn->tx.max_bytes &&
+                  conn->ctx->tx_bytes + len <= conn->ctx->tx_cap))
+        return false;
+    conn->stats.window_full++;
+    return true;
+}
+
 /* A send while the connection is not open for it: held in order while it
  * quiesces, is quiesced or reconnects after a reopen (railover.h,
  * "Checkpoint stages"), within the window the retained and held messages
@@ -754,15 +774,8 @@ static ROV_COLD rov_status_t send_held(struct rov_conn *conn, uint32_t tag, cons
     st = send_check(conn, buf, len, params, copy);
     if (st != ROV_OK)
         return st;
-    /* The connection's window covers what it retains and holds together;
-     * the context's bound (tx_cap) counts held bytes too (ctx->tx_bytes). */
-    if ((conn->held_msgs || conn->tx.count) &&
-        (conn->tx.count + conn->held_msgs >= conn->tx.max_msgs ||
-         conn->tx.bytes + conn->held_bytes + len > conn->tx.max_bytes ||
-         conn->ctx->tx_bytes + len > conn->ctx->tx_cap)) {
-        conn->stats.window_full++;
+    if (window_full(conn, len))
         return ROV_ERR_AGAIN;
-    }
     m = msg_new(conn, buf, blen, params, copy);
     if (!m)
         return ROV_ERR_NOMEM;
@@ -806,16 +819,8 @@ ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const v
     st = send_check(conn, buf, len, params, copy);
     if (__builtin_expect(st != ROV_OK, 0))
         return st;
-    /* The per-context bound: a thousand connections times a 16 MiB
-     * window is more memory than a rank has (1,024 connecting connections
-     * filled with 2 GiB of queued sends took the process's CPU in page
-     * faults for seconds, and their handshakes timed out), and in time
-     * (tx_cap, window_update()). */
-    if (!rov_retain_has_room(&conn->tx, len) ||
-        (conn->ctx->tx_bytes + len > conn->ctx->tx_cap && conn->tx.count)) {
-        conn->stats.window_full++;
+    if (__builtin_expect(window_full(conn, len), 0))
         return ROV_ERR_AGAIN;
-    }
     m = msg_new(conn, buf, blen, params, copy);
     if (!m)
         return ROV_ERR_NOMEM;
