@@ -31,11 +31,6 @@
 #define POLL_S 0.005
 /* One request's limit; a rank that takes longer is unreachable. */
 #define REQUEST_S 5.0
-/* A rank whose control endpoint is busy (as many clients as it serves) is
- * asked again after this, doubling up to BUSY_MAX_S, within the request's
- * limit and the stage's. */
-#define BUSY_FIRST_S 0.02
-#define BUSY_MAX_S 0.25
 
 struct rov_job {
     char id[ROV_JOB_MAX + 1];
@@ -229,33 +224,6 @@ rov_status_t rov_job_address(rov_job_t *job, long rank, void *buf, size_t *len)
     return ROV_OK;
 }
 
-/* rov_ctl_request(), asked again while the rank's endpoint answers busy (it
- * ran nothing), until REQUEST_S after t0 or the stage's limit. */
-static rov_status_t request_busy_again(const rov_job_t *job, const struct ccp_record *rec,
-                                       const char *verb, double t0, char **answer_p, char *err,
-                                       size_t err_len)
-{
-    double until = t0 + REQUEST_S, pause = BUSY_FIRST_S;
-    rov_status_t st;
-
-    if (job->until > 0 && job->until < until)
-        until = job->until;
-    for (;;) {
-        double left = t0 + REQUEST_S - now_s();
-        struct timespec ts;
-
-        st = rov_ctl_request(rec->ctl_net[0] ? rec->ctl_net : rec->ctl_path, job->key, verb,
-                             left > 0.1 ? left : 0.1, answer_p, err, err_len);
-        if (st != ROV_ERR_AGAIN || now_s() + pause > until)
-            return st;
-        rov_debug("ccp", "rank %ld: %s; asking again in %.0f ms", rec->rank, err, pause * 1e3);
-        ts.tv_sec = 0;
-        ts.tv_nsec = (long)(pause * 1e9);
-        nanosleep(&ts, NULL);
-        pause = pause * 2 < BUSY_MAX_S ? pause * 2 : BUSY_MAX_S;
-    }
-}
-
 /* One request to rank i; ROV_OK with its answer's last line "ok" (and the
  * stage it reports in r->stage), or why not in r->error. */
 static rov_status_t ask(rov_job_t *job, size_t i, const char *verb)
@@ -272,7 +240,11 @@ static rov_status_t ask(rov_job_t *job, size_t i, const char *verb)
         return r->status = ROV_ERR_UNREACHABLE;
     }
     t0 = now_s();
-    st = request_busy_again(job, rec, verb, t0, &answer, r->error, sizeof(r->error));
+    /* A busy endpoint (it ran nothing) is asked again within the request's
+     * limit and the stage's. */
+    st = rov_ctl_request(rec->ctl_net[0] ? rec->ctl_net : rec->ctl_path, job->key, verb,
+                         REQUEST_S, job->until > 0 ? job->until - t0 : REQUEST_S, &answer, NULL,
+                         r->error, sizeof(r->error));
     rov_debug("ccp", "rank %ld: '%s' answered in %.3f s (%s)", rec->rank, verb, now_s() - t0,
               rov_status_str(st));
     if (st == ROV_ERR_AGAIN) {
@@ -295,7 +267,10 @@ static rov_status_t ask(rov_job_t *job, size_t i, const char *verb)
         n = strnlen(msg, sizeof(r->error) - 1);
         memcpy(r->error, msg, n);
         r->error[n] = '\0';
-        return r->status = (st == ROV_ERR_PROTO ? ROV_ERR_UNREACHABLE : st);
+        /* Gone, silent, another uid's or not an endpoint: unreachable. */
+        return r->status = (st == ROV_ERR_PROTO || st == ROV_ERR_NOT_FOUND ||
+                            st == ROV_ERR_TIMEDOUT || st == ROV_ERR_REFUSED
+                                ? ROV_ERR_UNREACHABLE : st);
     }
     at = strstr(answer, "stage=");
     if (at)

@@ -1,41 +1,37 @@
 /*
  * railover status|force|release|ctl: clients of the per-process control
- * sockets.  They speak only the socket protocol (one request line; answer
- * lines ending in "ok" or "error: ..."); what they share with the library is
- * the run directory: where it is (rov_ctl_run_dir), so that the tool looks
- * where the processes put their sockets, and whether it is safe
- * (rov_ctl_run_dir_check), so that the tool trusts only sockets that only
- * its user could have made.  Each server's uid is checked as well, and what
- * a server sends is printed with its control characters escaped.
+ * sockets.  The requests go through the library's control client
+ * (rov_ctl_request(), railover/ctl.h: it checks that each server runs as our
+ * uid, and asks a busy one again within the request's 5 s); what this file
+ * adds is the command line: where the sockets are (rov_ctl_run_dir) and
+ * whether the directory is safe (rov_ctl_run_dir_check), so that the tool
+ * trusts only sockets that only its user could have made; which processes
+ * a command names; stale sockets removed; and what a server sends printed
+ * with its control characters escaped.
  */
-#define _GNU_SOURCE /* struct ucred */
 #include "ctl.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/types.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "railover/ctl.h"
 #include "railover/railover.h"
 
 #define CTL_TIMEOUT_S 5
-#define CTL_ANSWER_MAX (16u << 20)
 
 /* One control socket: process pid, its context number n. */
 struct target {
     long pid;
     unsigned n;
     char label[32];   /* "1234", or "1234.1" for a process's second context */
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char path[ROV_CTL_RUN_DIR_MAX + 32];  /* "<run dir>/<pid>.<n>.sock" */
 };
 
 struct targets {
@@ -46,15 +42,37 @@ struct targets {
 enum req_result {
     REQ_ANSWERED,  /* *answer_p holds what the process sent */
     REQ_STALE,     /* nobody listens: the process is gone; socket removed */
+    REQ_BUSY,      /* the socket stayed busy (as many clients as it serves) */
     REQ_FAILED,    /* timeout or error, reported on stderr */
 };
 
-static uint64_t now_ms(void)
+/* What a command met: its exit status is 1 when anything failed, else
+ * ROV_TOOL_EXIT_BUSY when a process stayed busy, else 0. */
+struct outcome {
+    bool failed, busy;
+};
+
+static int exit_status(const struct outcome *o)
+{
+    return o->failed ? 1 : o->busy ? ROV_TOOL_EXIT_BUSY : 0;
+}
+
+/* Note r in o; stale_fails: a stale socket is a failure (a process asked
+ * for by pid), not housekeeping. */
+static void outcome_add(struct outcome *o, enum req_result r, bool stale_fails)
+{
+    if (r == REQ_BUSY)
+        o->busy = true;
+    else if (r == REQ_FAILED || (r == REQ_STALE && stale_fails))
+        o->failed = true;
+}
+
+static double now_s(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Resolve the run directory and check it as the library does: sockets in a
@@ -191,216 +209,47 @@ static int find_targets(const char *dir, long pid, struct targets *t)
     return 0;
 }
 
-/* Wait for events on fd until deadline; 1 ready, 0 timed out, -1 error. */
-static int wait_fd(int fd, short events, uint64_t deadline)
-{
-    for (;;) {
-        uint64_t now = now_ms();
-        struct pollfd p = {.fd = fd, .events = events};
-        int n;
-
-        if (now >= deadline)
-            return 0;
-        n = poll(&p, 1, (int)(deadline - now));
-        if (n > 0)
-            return 1;
-        if (n < 0 && errno != EINTR)
-            return -1;
-    }
-}
-
-static void report_timeout(const struct target *t)
-{
-    fprintf(stderr, "railover: process %s did not answer within %d s (does it call "
-            "rov_progress?)\n", t->label, CTL_TIMEOUT_S);
-}
-
-/* Connect; false with *r_p set (and the reason reported) on failure. */
-static bool ctl_connect(int fd, const struct target *t, uint64_t deadline,
-                        enum req_result *r_p)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", t->path);
-    for (;;) {
-        int err = 0;
-        socklen_t len = sizeof(err);
-
-        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-            return true;
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN) {
-            /* The listen backlog is full: the process is not accepting. */
-            if (now_ms() >= deadline) {
-                report_timeout(t);
-                *r_p = REQ_FAILED;
-                return false;
-            }
-            poll(NULL, 0, 10);
-            continue;
-        }
-        if (errno == EINPROGRESS) {
-            int w = wait_fd(fd, POLLOUT, deadline);
-
-            if (w == 0) {
-                report_timeout(t);
-                *r_p = REQ_FAILED;
-                return false;
-            }
-            if (w < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-                err = errno;
-            if (err == 0)
-                return true;
-            errno = err;
-        }
-        break;
-    }
-    *r_p = REQ_STALE;
-    if (errno == ECONNREFUSED) {
-        /* A socket file nobody listens on: its process died without
-         * closing its context. */
-        if (unlink(t->path) == 0)
-            fprintf(stderr, "railover: %s: stale control socket (process %s is gone); "
-                    "removed\n", t->path, t->label);
-        else
-            fprintf(stderr, "railover: %s: stale control socket (process %s is gone); "
-                    "cannot remove it: %s\n", t->path, t->label, strerror(errno));
-        return false;
-    }
-    if (errno == ENOENT) {
-        fprintf(stderr, "railover: process %s has exited (%s is gone)\n", t->label, t->path);
-        return false;
-    }
-    fprintf(stderr, "railover: connect to %s: %s\n", t->path, strerror(errno));
-    *r_p = REQ_FAILED;
-    return false;
-}
-
-/* Only a process of our own user may answer for one: a socket another user
- * put where we look (the directory check rules out the usual ways) must not
- * make us print its lines or report its success.  The credentials are the
- * listening process's, taken when it called listen(). */
-static bool server_trusted(int fd, const struct target *t)
-{
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-        fprintf(stderr, "railover: %s: SO_PEERCRED: %s; not trusting it\n", t->path,
-                strerror(errno));
-        return false;
-    }
-    if (cred.uid != geteuid()) {
-        fprintf(stderr, "railover: %s is served by uid %u, not by us (uid %u); not trusting "
-                "it\n", t->path, (unsigned)cred.uid, (unsigned)geteuid());
-        return false;
-    }
-    return true;
-}
-
-/* Send line (without its newline) to t and collect the answer. */
+/* Send line (without its newline) to t and collect the answer; what went
+ * wrong is reported on stderr. */
 static enum req_result ctl_request(const struct target *t, const char *line, char **answer_p,
                                    size_t *len_p)
 {
-    uint64_t deadline = now_ms() + CTL_TIMEOUT_S * 1000u;
-    size_t req_len = strlen(line) + 1, sent = 0, len = 0, cap = 0;
-    char *req, *answer = NULL;
-    enum req_result r;
-    int fd;
+    double t0 = now_s();
+    char err[512];
+    rov_status_t st = rov_ctl_request(t->path, NULL, line, CTL_TIMEOUT_S, CTL_TIMEOUT_S,
+                                      answer_p, len_p, err, sizeof(err));
 
-    *answer_p = NULL;
-    *len_p = 0;
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        fprintf(stderr, "railover: socket(AF_UNIX): %s\n", strerror(errno));
+    switch (st) {
+    case ROV_OK:
+        return REQ_ANSWERED;
+    case ROV_ERR_NOT_FOUND:
+        /* No socket file, or one nobody listens on: its process died
+         * without closing its context. */
+        if (unlink(t->path) == 0)
+            fprintf(stderr, "railover: %s: stale control socket (process %s is gone); "
+                    "removed\n", t->path, t->label);
+        else if (errno == ENOENT)
+            fprintf(stderr, "railover: process %s has exited (%s is gone)\n", t->label,
+                    t->path);
+        else
+            fprintf(stderr, "railover: %s: stale control socket (process %s is gone); "
+                    "cannot remove it: %s\n", t->path, t->label, strerror(errno));
+        return REQ_STALE;
+    case ROV_ERR_TIMEDOUT:
+        fprintf(stderr, "railover: process %s did not answer within %d s (does it call "
+                "rov_progress?)\n", t->label, CTL_TIMEOUT_S);
+        return REQ_FAILED;
+    case ROV_ERR_AGAIN:
+        fprintf(stderr, "railover: process %s: control socket busy for %.1f s (%s)\n",
+                t->label, now_s() - t0, err);
+        return REQ_BUSY;
+    case ROV_ERR_REFUSED: /* err names the socket and both uids */
+        fprintf(stderr, "railover: %s\n", err);
+        return REQ_FAILED;
+    default:
+        fprintf(stderr, "railover: process %s: %s\n", t->label, err);
         return REQ_FAILED;
     }
-    if (!ctl_connect(fd, t, deadline, &r)) {
-        close(fd);
-        return r;
-    }
-    if (!server_trusted(fd, t)) {
-        close(fd);
-        return REQ_FAILED;
-    }
-    req = malloc(req_len);
-    if (!req) {
-        fprintf(stderr, "railover: out of memory\n");
-        close(fd);
-        return REQ_FAILED;
-    }
-    memcpy(req, line, req_len - 1);
-    req[req_len - 1] = '\n';
-    while (sent < req_len) {
-        ssize_t n = send(fd, req + sent, req_len - sent, MSG_NOSIGNAL);
-
-        if (n >= 0) {
-            sent += (size_t)n;
-        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            if (wait_fd(fd, POLLOUT, deadline) <= 0) {
-                report_timeout(t);
-                goto fail;
-            }
-        } else if (errno == EPIPE || errno == ECONNRESET) {
-            break; /* it closed before reading the request; its answer may say why */
-        } else if (errno != EINTR) {
-            fprintf(stderr, "railover: send to process %s: %s\n", t->label, strerror(errno));
-            goto fail;
-        }
-    }
-    shutdown(fd, SHUT_WR);
-    for (;;) {
-        ssize_t n;
-
-        if (cap - len < 4096) {
-            char *a;
-
-            if (cap >= CTL_ANSWER_MAX) {
-                fprintf(stderr, "railover: process %s: answer longer than %u bytes\n",
-                        t->label, CTL_ANSWER_MAX);
-                goto fail;
-            }
-            cap = cap ? 2 * cap : 16384;
-            a = realloc(answer, cap);
-            if (!a) {
-                fprintf(stderr, "railover: out of memory\n");
-                goto fail;
-            }
-            answer = a;
-        }
-        n = recv(fd, answer + len, cap - len - 1, 0);
-        if (n > 0) {
-            len += (size_t)n;
-            continue;
-        }
-        /* The server closes once it has answered; a reset after the answer
-         * is its close with our bytes unread, and as final. */
-        if (n == 0 || (errno == ECONNRESET && len > 0))
-            break;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            if (wait_fd(fd, POLLIN, deadline) <= 0) {
-                report_timeout(t);
-                goto fail;
-            }
-        } else if (errno != EINTR) {
-            fprintf(stderr, "railover: receive from process %s: %s\n", t->label,
-                    strerror(errno));
-            goto fail;
-        }
-    }
-    answer[len] = '\0';
-    free(req);
-    close(fd);
-    *answer_p = answer;
-    *len_p = len;
-    return REQ_ANSWERED;
-
-fail:
-    free(answer);
-    free(req);
-    close(fd);
-    return REQ_FAILED;
 }
 
 /* Write n bytes a process sent to f, each byte that is not printable ASCII
@@ -481,21 +330,22 @@ static void no_process(const char *dir)
 
 int rov_tool_status(int argc, char **argv)
 {
+    struct outcome o = {0};
     struct targets t = {0};
     char dir[ROV_CTL_RUN_DIR_MAX];
-    int rc = 0, live = 0;
+    int live = 0, busy = 0;
 
     if (run_dir(dir, sizeof(dir)) < 0)
         return 1;
     if (argc < 2) {
         if (select_targets(dir, NULL, false, &t) < 0)
-            rc = 1;
+            o.failed = true;
     }
     for (int i = 1; i < argc; i++) {
         size_t before = t.count;
 
         if (select_targets(dir, argv[i], false, &t) < 0 || t.count == before)
-            rc = 1;
+            o.failed = true;
     }
     for (size_t i = 0; i < t.count; i++) {
         const struct target *tg = &t.v[i];
@@ -503,31 +353,30 @@ int rov_tool_status(int argc, char **argv)
         char *answer;
         size_t len;
 
+        /* A stale socket in a scan of the directory is housekeeping; a
+         * process asked for by pid that is gone is a failure. */
         r = ctl_request(tg, "hello", &answer, &len);
-        if (r != REQ_ANSWERED) {
-            /* A stale socket in a scan of the directory is housekeeping; a
-             * process asked for by pid that is gone is a failure. */
-            if (r == REQ_FAILED || argc > 1)
-                rc = 1;
+        outcome_add(&o, r, argc > 1);
+        busy += r == REQ_BUSY;
+        if (r != REQ_ANSWERED)
             continue;
-        }
         if (live++)
             putchar('\n');
-        rc |= print_answer(tg, answer, len, "", false);
+        o.failed |= print_answer(tg, answer, len, "", false) != 0;
         free(answer);
-        if (ctl_request(tg, "status", &answer, &len) != REQ_ANSWERED) {
-            rc = 1;
+        r = ctl_request(tg, "status", &answer, &len);
+        outcome_add(&o, r, true);
+        if (r != REQ_ANSWERED)
             continue;
-        }
-        rc |= print_answer(tg, answer, len, "", false);
+        o.failed |= print_answer(tg, answer, len, "", false) != 0;
         free(answer);
     }
-    if (argc < 2 && live == 0) {
+    if (argc < 2 && live + busy == 0) {
         no_process(dir);
-        rc = 1;
+        o.failed = true;
     }
     free(t.v);
-    return rc;
+    return exit_status(&o);
 }
 
 /* Send line to each target.  all: the targets are every process of the run
@@ -536,7 +385,8 @@ int rov_tool_status(int argc, char **argv)
 static int send_all(const char *dir, const struct targets *t, const char *line, bool all,
                     bool print_ok)
 {
-    int rc = 0, live = 0;
+    struct outcome o = {0};
+    int live = 0;
 
     for (size_t i = 0; i < t->count; i++) {
         const struct target *tg = &t->v[i];
@@ -546,22 +396,21 @@ static int send_all(const char *dir, const struct targets *t, const char *line, 
         size_t len;
 
         r = ctl_request(tg, line, &answer, &len);
-        if (r != REQ_ANSWERED) {
-            if (r == REQ_FAILED || !all)
-                rc = 1;
+        outcome_add(&o, r, !all);
+        live += r == REQ_BUSY;
+        if (r != REQ_ANSWERED)
             continue;
-        }
         live++;
         if (all)
             snprintf(prefix, sizeof(prefix), "%s: ", tg->label);
-        rc |= print_answer(tg, answer, len, prefix, print_ok);
+        o.failed |= print_answer(tg, answer, len, prefix, print_ok) != 0;
         free(answer);
     }
     if (all && live == 0) {
         no_process(dir);
-        rc = 1;
+        o.failed = true;
     }
-    return rc;
+    return exit_status(&o);
 }
 
 static int force_usage(const char *verb)

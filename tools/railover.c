@@ -43,8 +43,10 @@ static void usage(FILE *stream)
             "RAILOVER_RUN_DIR (default $XDG_RUNTIME_DIR/railover or /tmp/railover-UID), a\n"
             "directory that must be this user's alone (mode 700); only processes of this\n"
             "user are trusted, and what they send is shown with control characters escaped.\n"
-            "A process answers while it calls rov_progress.  Exit status 0 when every answer\n"
-            "was 'ok'.\n");
+            "A process answers while it calls rov_progress; a busy one (as many control\n"
+            "clients as it serves) is asked again for up to 5 s.  Exit status 0 when every\n"
+            "answer was 'ok', 10 when the only failures were processes that stayed busy,\n"
+            "1 otherwise.\n");
 }
 
 static void info_recv_cb(void *arg, rov_conn_t *conn, uint32_t tag, const void *data,

@@ -14,6 +14,7 @@
 
 #include <stdio.h>
 
+#include "railover/ctl.h"
 #include "railover/railover.h"
 #include "transport/auth.h"
 
@@ -68,18 +69,7 @@ void rov_ctl_net_rekey(rov_context_t *ctx, const uint8_t key[ROV_KEY_LEN]);
 /** "IP:PORT" of the network endpoint, or NULL when there is none. */
 const char *rov_ctl_net_where(const rov_context_t *ctx);
 
-/**
- * The client's side: one request to a control endpoint, where either a
- * socket path (starting with '/') or the "IP:PORT" of a network endpoint
- * (then key, ROV_KEY_LEN bytes, makes the proof).  Blocks at most
- * timeout_s.  ROV_OK with *answer_p (malloc'd: the answer's lines, the last
- * "ok" or "error: ..."); ROV_ERR_AGAIN (the endpoint is busy: it has as
- * many clients as it serves, and ran nothing; err is its "busy: ..." line:
- * ask again), ROV_ERR_UNREACHABLE (nothing listens, no answer in time),
- * ROV_ERR_PROTO (not a Railover endpoint), with err saying why.
- */
-rov_status_t rov_ctl_request(const char *where, const uint8_t *key, const char *request,
-                             double timeout_s, char **answer_p, char *err, size_t err_len);
+/* The client's side, rov_ctl_request(), is public: railover/ctl.h. */
 
 /** Serve the requests that are ready (the context's dispatch calls it
  * after its epoll batch when the control set was readable). */

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """A fake Railover control server, for the control_*.sh hostile tests.
 
-    control_fake_server.py SOCKET UID REQUESTS ANSWER
+    control_fake_server.py SOCKET UID REQUESTS ANSWER [BUSY]
 
 Binds the Unix socket SOCKET (as the caller, root), then drops to UID (a
 number, or '-' to stay) before listen(): SO_PEERCRED reports the listening
 process's uid as of listen(), so clients see UID.  Every request line is
 appended to the file REQUESTS; each is answered with ANSWER, a Python bytes
 literal (so that it can hold escape codes), e.g. "b'process pid=1\\x1b[2J\\nok\\n'".
+BUSY: the first BUSY requests (every one if 'all') are answered as a
+process with a full client table answers, "error: busy: 16 control clients
+already; try again later", instead.
 Writes REQUESTS.ready once it listens; serves until killed.
 """
 import ast
@@ -15,10 +18,14 @@ import os
 import socket
 import sys
 
+BUSY = b"error: busy: 16 control clients already; try again later\n"
+
 
 def main():
     path, uid, requests, answer = sys.argv[1:5]
     answer = ast.literal_eval(answer)
+    busy = sys.argv[5] if len(sys.argv) > 5 else "0"
+    busy = -1 if busy == "all" else int(busy)
     if os.path.exists(path):
         os.unlink(path)
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -45,7 +52,11 @@ def main():
                     break
                 line += b
             log.write(line.split(b"\n")[0] + b"\n")
-            conn.sendall(answer)
+            if busy != 0:
+                conn.sendall(BUSY)
+                busy -= busy > 0
+            else:
+                conn.sendall(answer)
         except OSError:
             pass
         conn.close()

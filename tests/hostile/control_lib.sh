@@ -117,12 +117,13 @@ has_ctl_bytes() {
     LC_ALL=C grep -q '[^[:print:]	]' "$1"
 }
 
-# start_fake NAME SOCKET UID ANSWER: a fake control server (see
-# control_fake_server.py) on SOCKET, listening as UID; the requests it gets
-# go to $work/NAME.requests.
+# start_fake NAME SOCKET UID ANSWER [BUSY]: a fake control server (see
+# control_fake_server.py) on SOCKET, listening as UID, answering busy to its
+# first BUSY requests ('all': to every one); the requests it gets go to
+# $work/NAME.requests.
 start_fake() {
-    local name=$1 sock=$2 uid=$3 answer=$4
-    python3 "$fake_server" "$sock" "$uid" "$work/$name.requests" "$answer" \
+    local name=$1 sock=$2 uid=$3 answer=$4 busy=${5:-0}
+    python3 "$fake_server" "$sock" "$uid" "$work/$name.requests" "$answer" "$busy" \
         >"$work/$name.log" 2>&1 &
     pids+=($!)
     if ! wait_for 10 test -s "$work/$name.requests.ready"; then

@@ -15,8 +15,10 @@
 #  3. 1000 connections opened at once and held: the same;
 #  4. the local socket of a rank of job "local" (no network endpoint) held
 #     by 16 idle clients of its own uid: cprclient reports the rank busy
-#     (exit 10, "busy"), not unreachable or out of order, and a cprclient
-#     started while it is busy succeeds once the clients are gone.
+#     (exit 10, "busy"), not unreachable or out of order; a `railover status`
+#     and a cprclient started while it is busy are refused, ask again (the
+#     rank logs the refusals; cprclient says so) and succeed once the
+#     clients are gone.  (The tool on a rank that stays busy: control_lockout.)
 set -u
 
 if [ $# -ne 3 ]; then
@@ -206,8 +208,9 @@ else
     fail "under 1000 connections at once: cprclient $ok_cpr/$n, railover status $ok_local/$n"
 fi
 
-# 4. A busy control socket is reported as busy, and retried.
-RAILOVER_JOBID=local start_pair "$run_dir" "${pair_args[@]}"
+# 4. A busy control socket is reported as busy, and retried.  The rank logs
+# at debug level: each client it refuses for a full table.
+RAILOVER_LOG=debug RAILOVER_JOBID=local start_pair "$run_dir" "${pair_args[@]}"
 bpid=$lpid bsock=$lsock
 python3 - "$bsock" "$work/hold.stop" "$work/holding" >"$work/hold.log" 2>&1 <<'PY' &
 import os, socket, sys, time
@@ -223,9 +226,19 @@ PY
 pids+=($!)
 holder=$!
 wait_for 20 test -e "$work/holding" || fail "the holders did not start"
+# One request, not asked again (the tool would for 5 s).
 is_busy() {
-    "$railover" ctl "$bpid" ping 2>&1 | grep -q "error: busy"
+    python3 - "$bsock" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(5)
+s.connect(sys.argv[1])
+s.sendall(b"ping\n")
+s.shutdown(socket.SHUT_WR)
+sys.exit(0 if s.recv(256).startswith(b"error: busy") else 1)
+PY
 }
+refused() { grep -c "debug ctl: local client .* refused: 16 clients already" "$work/listener.log"; }
 if wait_for 5 is_busy; then
     run busy "$cprclient" --timeout 1 local status
     if [ "$(rc_of busy)" = 10 ] && grep -q "busy" "$work/busy.err" &&
@@ -235,13 +248,29 @@ if wait_for 5 is_busy; then
         fail "cprclient on a busy rank: expected exit 10 and 'busy'"
         show busy
     fi
-    # Started while busy; the holders leave once it has been told so.
+    # Started while busy; the holders leave once both have been refused
+    # and asked again: the tool at least twice (the rank's log), cprclient
+    # saying so.
+    before=$(refused)
+    "$railover" status "$bpid" >"$work/tretry.out" 2>"$work/tretry.err" &
+    tretry=$!
+    tool_asked_again() { [ $(( $(refused) - before )) -ge 2 ]; }
+    wait_for 20 tool_asked_again ||
+        fail "railover status was not refused twice by the busy rank ($(( $(refused) - before )))"
     RAILOVER_LOG=debug "$cprclient" --timeout 10 local status >"$work/retry.out" \
         2>"$work/retry.err" &
     retry=$!
     wait_for 20 grep -q "asking again" "$work/retry.err" ||
         fail "cprclient did not ask a busy rank again"
     touch "$work/hold.stop"
+    wait "$tretry"
+    rc=$?
+    if [ $rc = 0 ] && grep -q "^conn id=" "$work/tretry.out"; then
+        pass "railover status asked the busy rank again and succeeded once it had room"
+    else
+        fail "railover status after the rank stopped being busy: exit $rc"
+        sed 's/^/  /' "$work/tretry.out" "$work/tretry.err" | tail -n 20 >&2
+    fi
     wait "$retry"
     rc=$?
     if [ $rc = 0 ]; then
