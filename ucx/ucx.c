@@ -1350,8 +1350,8 @@ static void probe_conn_cb(ucp_conn_request_h req, void *arg)
         for (struct ucx_chan *c = r->chans; c && !known; c = c->next) {
             ucp_ep_attr_t a = {.field_mask = UCP_EP_ATTR_FIELD_REMOTE_SOCKADDR};
 
-            known = c->base.authed && !c->failed && ucp_ep_query(c->ep, &a) == UCS_OK &&
-                    same_host(&a.remote_sockaddr, &ra.client_address);
+            known = rov_chan_authed(&c->base) && !c->failed &&
+                    ucp_ep_query(c->ep, &a) == UCS_OK && same_host(&a.remote_sockaddr, &ra.client_address);
         }
     }
     if (known)
@@ -2212,7 +2212,7 @@ static rov_status_t ucx_chan_health(struct rov_chan *chan, struct rov_chan_healt
         c->heard_ns = now;
     }
     /* Only for an authenticated peer (the transport's flag, read only). */
-    if (r->blob && c->connected && !c->dead && !c->failed && c->base.authed)
+    if (r->blob && c->connected && !c->dead && !c->failed && rov_chan_authed(&c->base))
         probe_tick(c, now);
     h->busy = c->probe && c->probe->hw && unanswered(c);
     h->queued = c->nsend > 0 || c->refused;
