@@ -206,22 +206,6 @@ static void served_close_cb(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request);
 }
 
-/* Close an endpoint of the probes, forced (never from inside a UCX
- * callback): false when it is closed already. */
-static bool probe_ep_close(ucp_ep_h ep, ucp_send_nbx_callback_t cb, void *arg)
-{
-    ucp_request_param_t prm = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_FLAGS,
-        .flags = UCP_EP_CLOSE_FLAG_FORCE,
-        .cb.send = cb,
-        .user_data = arg,
-    };
-    ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &prm);
-
-    return req != NULL && !UCS_PTR_IS_ERR(req);
-}
-
 /* bury() frees it once UCX is done with it. */
 void ucx_probe_close(struct ucx_rail *r, struct ucx_probe *p)
 {
@@ -235,7 +219,7 @@ void ucx_probe_close(struct ucx_rail *r, struct ucx_probe *p)
     r->probes_closing = p;
     if (p->state == PROBE_WIRING)
         probe_set_state(p, PROBE_FAILED, "closed while wiring up");
-    p->close_done = !probe_ep_close(p->ep, probe_close_cb, p);
+    p->close_done = !ucx_ep_close_forced(p->ep, probe_close_cb, p);
 }
 
 void ucx_served_close(struct ucx_rail *r, struct ucx_served *v)
@@ -249,7 +233,7 @@ void ucx_served_close(struct ucx_rail *r, struct ucx_served *v)
     r->nserved--;
     v->next = r->served_closing;
     r->served_closing = v;
-    v->close_done = !probe_ep_close(v->ep, served_close_cb, v);
+    v->close_done = !ucx_ep_close_forced(v->ep, served_close_cb, v);
 }
 
 /* Close failed probe endpoints that no channel uses any more, and served

@@ -333,6 +333,20 @@ static void close_cb(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request);
 }
 
+bool ucx_ep_close_forced(ucp_ep_h ep, ucp_send_nbx_callback_t cb, void *arg)
+{
+    ucp_request_param_t prm = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_FLAGS,
+        .flags = UCP_EP_CLOSE_FLAG_FORCE,
+        .cb.send = cb,
+        .user_data = arg,
+    };
+    ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &prm);
+
+    return req != NULL && !UCS_PTR_IS_ERR(req);
+}
+
 /* Close the endpoint; the channel is freed by bury() once that is done.
  * Always forced: what had to reach the peer was flushed before (see
  * ucx_chan_close), and a flushing close that never ends (a peer lost during
@@ -340,19 +354,8 @@ static void close_cb(void *request, ucs_status_t status, void *user_data)
  * ucp_worker_destroy. */
 static void ep_close(struct ucx_chan *c)
 {
-    ucp_request_param_t p = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_FLAGS,
-        .flags = UCP_EP_CLOSE_FLAG_FORCE,
-        .cb.send = close_cb,
-        .user_data = c,
-    };
-    ucs_status_ptr_t req;
-
     c->close_due = false;
-    req = ucp_ep_close_nbx(c->ep, &p);
-    if (req == NULL || UCS_PTR_IS_ERR(req))
-        c->close_done = true;
+    c->close_done = !ucx_ep_close_forced(c->ep, close_cb, c);
 }
 
 static void bury(struct ucx_rail *r)

@@ -217,6 +217,9 @@ void ucx_op_put(struct ucx_op *op);
  * the request is freed; the channel it was for, NULL if that channel has
  * let go of it. */
 struct ucx_chan *ucx_op_done(void *request, struct ucx_op *op);
+/** Close an endpoint, forced, never from inside a UCX callback: cb(arg) once
+ * UCX is done with it; false when it is closed already (no callback). */
+bool ucx_ep_close_forced(ucp_ep_h ep, ucp_send_nbx_callback_t cb, void *arg);
 /** The live channel an active message came on, NULL if none. */
 struct ucx_chan *ucx_chan_of(struct ucx_rail *r, const ucp_am_recv_param_t *param);
 
