@@ -42,12 +42,13 @@ struct rov_watch {
     void (*cb)(struct rov_watch *watch, uint32_t events);
 };
 
-/* A channel.  The rail's part is `rail`, which the rail sets when it makes
- * the channel (before it hands it over: connect's *chan_p,
- * rov_rail_accepted()); everything after it is the transport's: a rail
- * writes none of it and reads it only through the accessors below
- * (rov_chan_authed(), rov_chan_handshaken(), rov_chan_rx_max_payload()).
- * tests/layering.sh checks that no rail names these fields. */
+/* A channel.  `rail` is shared: a rail may set it when it makes the channel
+ * (and read it), and the transport sets it when the channel is handed over
+ * (connect's *chan_p, rov_rail_accepted()).  Everything after it is the
+ * transport's: a rail writes none of it and reads it only through the
+ * accessors below (rov_chan_authed(), rov_chan_handshaken(),
+ * rov_chan_rx_max_payload()).  tests/layering.sh checks that no rail names
+ * these fields. */
 struct rov_chan {
     struct rov_rail *rail;
     /* The transport's part. */

@@ -84,7 +84,7 @@ static void probe_go_send(struct ucx_chan *c)
 }
 
 ucs_status_t ucx_probe_go_cb(void *arg, const void *header, size_t header_length, void *data,
-                                size_t length, const ucp_am_recv_param_t *param)
+                             size_t length, const ucp_am_recv_param_t *param)
 {
     struct ucx_chan *c = ucx_chan_of(arg, param);
 
@@ -96,7 +96,7 @@ ucs_status_t ucx_probe_go_cb(void *arg, const void *header, size_t header_length
 /* The peer's probe setup: kept (bounded) until the channel is authenticated;
  * nothing is built for a peer that has not proved its key. */
 ucs_status_t ucx_probe_am_cb(void *arg, const void *header, size_t header_length, void *data,
-                                size_t length, const ucp_am_recv_param_t *param)
+                             size_t length, const ucp_am_recv_param_t *param)
 {
     struct ucx_rail *r = arg;
     struct ucx_chan *c = ucx_chan_of(r, param);
