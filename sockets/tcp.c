@@ -729,8 +729,9 @@ static ROV_COLD int rail_frame(struct tcp_chan *c)
     struct tcp_read *rd;
 
     if (rov_wire_decode(p, avail, rov_chan_rx_max_payload(&c->base), &hdr, &why) != ROV_OK ||
-        !c->base.authed) {
-        fail(c, ROV_ERR_PROTO, c->base.authed ? why : "tcp: a read frame before the handshake");
+        !rov_chan_authed(&c->base)) {
+        fail(c, ROV_ERR_PROTO,
+             rov_chan_authed(&c->base) ? why : "tcp: a read frame before the handshake");
         return -1;
     }
     if (hdr.type == ROV_FT_READ) {
@@ -914,7 +915,7 @@ static ROV_HOT bool parse_frames(struct tcp_chan *c)
             fail(c, ROV_ERR_PROTO, why);
             return false;
         }
-        if (__builtin_expect(c->preauth, 0) && c->base.authed && !rx_grow(c))
+        if (__builtin_expect(c->preauth, 0) && rov_chan_authed(&c->base) && !rx_grow(c))
             return false;
         /* A whole header and a frame not yet whole (else handed up above). */
         if (flen > c->cap) {
@@ -937,7 +938,7 @@ static ROV_HOT bool parse_frames(struct tcp_chan *c)
         c->len -= c->off;
         c->off = 0;
     }
-    if (__builtin_expect(c->preauth, 0) && c->base.authed)
+    if (__builtin_expect(c->preauth, 0) && rov_chan_authed(&c->base))
         return rx_grow(c);
     return true;
 }
@@ -1367,7 +1368,7 @@ static ROV_COLD void poll_handshaking(struct tcp_rail *r)
     nfds_t n = 0;
 
     for (struct tcp_chan *c = r->chans; c && n < HANDSHAKE_POLL_MAX; c = c->next) {
-        if (c->dead || c->quiet || (c->base.handshaken && !c->connecting))
+        if (c->dead || c->quiet || (rov_chan_handshaken(&c->base) && !c->connecting))
             continue;
         p[n].fd = c->watch.fd;
         p[n].events = c->connecting ? POLLOUT : POLLIN;

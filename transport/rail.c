@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "transport/core.h"
 #include "transport/log.h"
 
 #define MAX_KINDS 16
@@ -127,4 +128,11 @@ void rov_rail_kinds(char *buf, size_t len)
     buf[0] = '\0';
     for (int i = 0; i < nkinds && off < len; i++)
         off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? "," : "", registry[i].name);
+}
+
+bool rov_rail_state_change(struct rov_rail *rail, const struct rov_state_info *table, int from,
+                           int to, const char *what, const char *why)
+{
+    return rov_state_change(table, from, to, rail->ops.name, what, why,
+                            &rail->ctx->illegal_transitions);
 }

@@ -17,6 +17,7 @@
 #ifndef ROV_RAIL_H
 #define ROV_RAIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -41,9 +42,16 @@ struct rov_watch {
     void (*cb)(struct rov_watch *watch, uint32_t events);
 };
 
+/* A channel.  `rail` is shared: a rail may set it when it makes the channel
+ * (and read it), and the transport sets it when the channel is handed over
+ * (connect's *chan_p, rov_rail_accepted()).  Everything after it is the
+ * transport's: a rail writes none of it and reads it only through the
+ * accessors below (rov_chan_authed(), rov_chan_handshaken(),
+ * rov_chan_rx_max_payload()).  tests/layering.sh checks that no rail names
+ * these fields. */
 struct rov_chan {
     struct rov_rail *rail;
-    /* Owned by the transport; rails must not touch what follows. */
+    /* The transport's part. */
     enum rov_chan_state state;
     struct rov_conn *conn;     /* bound connection, NULL until HELLO */
     uint64_t serial;           /* unique in the context, never reused */
@@ -267,6 +275,23 @@ struct rov_rail {
     struct rov_rail_ops ops;
 };
 
+/* What a rail may read of the transport's part of a channel ----------------- */
+
+/** Whether the peer proved its key on chan (its HELLO or HELLO_ACK MAC):
+ * before that a rail accepts only handshake frames and one-sided reads
+ * are refused. */
+static inline bool rov_chan_authed(const struct rov_chan *chan)
+{
+    return chan->authed;
+}
+
+/** Whether chan's HELLO/HELLO_ACK exchange is complete (a rail stops
+ * watching the handshake's progress then). */
+static inline bool rov_chan_handshaken(const struct rov_chan *chan)
+{
+    return chan->handshaken;
+}
+
 /** Largest payload a rail may accept, and buffer, for the next frame on
  * chan: RAILOVER_MAX_MSG once the peer is authenticated, before that only
  * a handshake frame (ROV_WIRE_HELLO_MAX), so that nobody who has not
@@ -380,6 +405,15 @@ void rov_rail_link_up(struct rov_rail *rail);
  * sends and receives nothing more on it; the transport will chan_close it.
  * why is a static string naming the cause precisely. */
 void rov_rail_failed(struct rov_chan *chan, rov_status_t status, const char *why);
+
+/** The check of a rail's own state machine (its setup, its probes): one
+ * const table and one setter per machine, as the transport's (states.h).
+ * rov_state_change() for the move from -> to of the object named what,
+ * logged under the rail kind's name; an illegal move is refused (false,
+ * logged at error level) and counted with the context's
+ * illegal_transitions, as the transport's own are. */
+bool rov_rail_state_change(struct rov_rail *rail, const struct rov_state_info *table, int from,
+                           int to, const char *what, const char *why);
 
 /** FNV-1a of len bytes at p, continuing from h (start: ROV_HASH_INIT). */
 #define ROV_HASH_INIT 0xcbf29ce484222325ull

@@ -2,8 +2,11 @@
  * The transport's state machines, as the rails and the policies see them:
  * a connection's state, a channel's state, and what a rail says of a
  * channel's health.  Each machine is one const table (name, the states it
- * may go to) and one setter in core.h that checks, logs and counts every
- * transition (conn.c: conn_set_state(), context.c: chan_set_state()).
+ * may go to) and one setter that checks, logs and counts every transition
+ * with rov_state_change() (conn.c: conn_set_state(), context.c:
+ * chan_set_state(), stage.c: stage_set()).  The policies' machines and the
+ * rails' own (through rov_rail_state_change(), rail.h) are built the same
+ * way; docs/architecture.md lists them all.
  */
 #ifndef ROV_STATES_H
 #define ROV_STATES_H

@@ -25,7 +25,7 @@
  * heard from the peer for half RAILOVER_FAILOVER_TIMEOUT reads 8 bytes of
  * the peer rail's keepalive word (ucp_get_nbx, an RDMA READ on RC) through
  * a probe endpoint of its own, connected to the peer rail's probe listener,
- * which the peer's HCA answers without the peer process.  See
+ * which the peer's HCA answers without the peer process (probe.c).  See
  * ucx_chan_health().
  *
  * UCX calls back only from ucp_worker_progress(); the transport may close a
@@ -53,35 +53,13 @@
 #include "transport/netlink.h"
 #include "transport/rail.h"
 #include "transport/wire.h"
+#include "ucx/ucx.h"
 
-/* The AM id of every frame: the frame header says what the frame is. */
-#define UCX_AM_FRAME 0x52
-#define UCX_AM_HDR_LEN 8
-/* Probe setup (ucx_chan_health), never frames; a peer without probes
- * ignores them.  UCX_AM_PROBE: what a channel's ends send each other once
- * authenticated, 8-byte header = the address of the sender rail's keepalive
- * word, data = u16 length, the address of the sender rail's probe listener
- * (netaddr.h form), the word's packed remote key.  UCX_AM_PROBE_GO, empty:
- * the leading side's probe endpoint is wired up, the other side may now
- * connect its own. */
-#define UCX_AM_PROBE 0x53
-#define UCX_AM_PROBE_GO 0x54
-/* The close handshake's flush (ucx_chan_flush): UCX_AM_FLUSH, 8-byte header =
- * the channel sequence number of the last frame sent before it; the peer's
- * rail answers UCX_AM_FLUSH_ACK with the same header once it has handed up
- * every frame up to that one.  No data. */
-#define UCX_AM_FLUSH 0x55
-#define UCX_AM_FLUSH_ACK 0x56
-#define UCX_PROBE_BLOB_MAX 4096
-/* Endpoints our probe listener keeps for peers' probe endpoints, at most. */
-#define UCX_SERVED_MAX 4096
 /* Sends UCX has not completed, per channel, before data sends are refused. */
 #define UCX_SENDS_MAX 256
 #define UCX_SEND_BYTES_MAX (16u << 20)
 /* Frames held behind an unfinished rendezvous; more means a lost frame. */
 #define UCX_HELD_MAX 65536
-/* Control frames are copied into the op; larger ones into a buffer. */
-#define UCX_OP_INLINE 256
 /* ucp_worker_progress() rounds per drive; the rest waits for the next call. */
 #define UCX_PROGRESS_ROUNDS 64
 /* On rail close: how long endpoint closes may take before the worker goes. */
@@ -90,155 +68,6 @@
  * been quiet this long (and at most this long is spent waiting for that). */
 #define UCX_LISTENER_QUIET_NS 200000000ull
 #define UCX_LISTENER_DRAIN_MAX_NS 1000000000ull
-
-/* What a UCX request's user_data points to: a frame being sent, a frame
- * received out of turn or being fetched (rendezvous), or the flush that
- * completes a connect or drains a closing channel.  Owned by the rail: a
- * channel that closes orphans its ops (chan = NULL) and an orphan goes back
- * to the free list when UCX completes its request; all are freed with the
- * rail. */
-struct ucx_op {
-    struct ucx_op *next, *prev; /* channel's sends or held frames; free list */
-    struct ucx_op *all_next;    /* every op of the rail */
-    struct ucx_rail *rail;
-    struct ucx_chan *chan;      /* NULL once the channel let go of it */
-    bool done;                  /* recv: the frame is complete */
-    void *cookie;               /* send: the transport's, NULL for a copy */
-    uint64_t seq;               /* channel sequence number */
-    uint8_t hdr[UCX_AM_HDR_LEN];
-    ucp_dt_iov_t iov[ROV_RAIL_MAX_IOV];
-    uint8_t *buf;               /* copy or receive buffer: small or malloc'd */
-    size_t len;
-    uint8_t small[UCX_OP_INLINE];
-};
-
-/* A probe endpoint: a client-server UCP endpoint to a peer rail's probe
- * listener (not its channel listener) that carries nothing but probes,
- * shared by every channel to that rail and kept for the rail's life, or
- * until it fails.  Its own endpoint because a probe on the channel's
- * endpoint waits behind the channel's queued sends, which wait for the
- * peer process (measured: docs/rdma.md).  Client-server, not created from
- * the peer's worker address: a worker-address endpoint arriving at a worker
- * that has client-server endpoints crashed that process in UCX 1.13's tcp
- * transport (SIGSEGV in uct_tcp_iface_progress, 2 of about 40 pairs of
- * processes in the VMs).  The two rails never connect theirs at the same
- * time: the one with the smaller probe listener address leads, the other
- * waits for its UCX_AM_PROBE_GO. */
-enum ucx_probe_state {
-    PROBE_WIRING,  /* wire-up flush in flight: needs the peer's worker */
-    PROBE_READY,   /* reads of the peer's word are RDMA READs */
-    PROBE_SOFT,    /* UCX would emulate them with messages the peer process
-                    * answers (UCX's tcp transport): no probes */
-    PROBE_FAILED,  /* the endpoint reported an error */
-};
-
-struct ucx_probe {
-    struct ucx_probe *next;     /* rail's probes or closing probes */
-    struct ucx_rail *rail;
-    ucp_ep_h ep;
-    ucp_rkey_h rkey;            /* the peer's keepalive word, once wired up */
-    uint8_t *key;               /* its packed form until then */
-    size_t klen;
-    uint64_t raddr;
-    enum ucx_probe_state state;
-    bool hw;                    /* was READY: its silence means a dead path */
-    bool flushing;              /* the wire-up flush's callback is due */
-    bool close_done;
-    int nchans;                 /* channels using it */
-    size_t alen;
-    uint8_t addr[ROV_NET_ADDR_MAX]; /* the peer's probe listener */
-};
-
-/* What our probe listener accepted for a peer's probe endpoint: it only
- * keeps the peer's queue pair to us; nothing is sent on it. */
-struct ucx_served {
-    struct ucx_served *next;    /* rail's served or closing list */
-    struct ucx_rail *rail;
-    ucp_ep_h ep;
-    bool failed, close_done;
-};
-
-struct ucx_chan {
-    struct rov_chan base;
-    struct ucx_rail *rail;
-    ucp_ep_h ep;
-    struct ucx_chan *next;      /* rail's live or closing list */
-    struct ucx_chan *hnext;     /* endpoint hash chain */
-    bool connected;             /* wire-up done (outbound) or accepted */
-    bool dead;                  /* closed by the transport */
-    bool failed;                /* failure reported: nothing more goes out */
-    bool fail_due;              /* UCX reported a failure: report it (run_due()) */
-    ucs_status_t fail_status;   /* ... this one */
-    bool force;                 /* close the endpoint without flushing */
-    bool close_due;             /* dead, endpoint close not issued yet */
-    bool close_done;            /* endpoint closed: may be freed */
-    bool connect_due;           /* connect completed: report it */
-    bool writable_due;          /* sends drained after ROV_ERR_AGAIN: report it */
-    bool refused;
-    struct ucx_op *flush_op;    /* connect or closing flush in flight */
-    struct ucx_op *sends;       /* in flight, newest first */
-    size_t nsend, send_bytes;
-    struct ucx_op *held, *held_tail; /* received, by sequence, not yet handed up */
-    size_t nheld;
-    uint64_t tx_seq, rx_seq;    /* next to send, next to hand up */
-    bool flush_wait;            /* chan_flush: the peer's UCX_AM_FLUSH_ACK is due */
-    uint64_t flush_ack_seq;     /* the peer's UCX_AM_FLUSH: answer once frames up
-                                 * to this one are handed up (0: none) */
-    /* Liveness for chan_health: counters on the data path, times taken only
-     * when the failover engine asks. */
-    uint64_t n_sent, n_heard, seen_sent, seen_heard, sent_ns, heard_ns;
-    bool unconfirmed;           /* sent since the remote transport was last heard */
-    bool blob_sent;             /* our probe setup went to the peer */
-    bool probe_go;              /* the peer leads and has its probe endpoint */
-    bool go_due;                /* we lead: tell the peer once ours is wired up */
-    uint8_t *peer_blob;         /* the peer's probe setup, until used */
-    size_t peer_blob_len;
-    uint64_t peer_word;
-    struct ucx_probe *probe;
-    struct ucx_op *probe_op;    /* a probe in flight */
-    uint64_t probe_ns;          /* when the last one went out */
-};
-
-struct ucx_rail {
-    struct rov_rail base;
-    ucp_context_h context;
-    ucp_worker_h worker;
-    ucp_listener_h listener;
-    bool listening;             /* accept what the listener reports */
-    uint64_t request_ns;        /* when the listener last reported a request */
-    struct rov_watch watch;     /* the worker's event fd */
-    struct sockaddr_storage local;
-    socklen_t local_len;
-    struct rov_net_links links; /* the interface with our address comes back */
-    uint8_t addr[ROV_RAIL_ADDR_MAX];
-    size_t addr_len;
-    int in_ucx;                 /* inside ucp_worker_progress(): defer closes */
-    uint64_t drives, seen_drives; /* drive() calls; as chan_health last saw them */
-    uint64_t drive_ns;          /* when chan_health first saw the latest */
-    bool armed;                 /* the event fd will signal the next event */
-    bool work_due;              /* some channel has a deferred action */
-    struct ucx_chan *chans, *closing;
-    int nchans;
-    struct ucx_chan **hash;     /* live channels by endpoint */
-    size_t hash_size;
-    struct ucx_op *free_ops, *all_ops;
-    /* Probes (NULL blob: none, e.g. RAILOVER_FAILOVER=off): our keepalive
-     * word, the listener peers' probe endpoints connect to, and what a peer
-     * needs to read the word. */
-    ucp_mem_h ka_memh;
-    uint8_t ka_hdr[8];          /* the word's address */
-    ucp_listener_h probe_listener;
-    uint8_t probe_addr[ROV_NET_ADDR_MAX]; /* its address */
-    size_t probe_alen;
-    uint8_t *blob;              /* u16 length, probe_addr, packed rkey */
-    size_t blob_len;
-    uint64_t probe_quiet_ns;    /* probe after this long with nothing heard */
-    struct ucx_probe *probes, *probes_closing;
-    struct ucx_served *served, *served_closing;
-    int nserved;
-    bool probe_open;            /* accept peers' probe endpoints */
-    bool probe_sweep;           /* something failed: close what is unused */
-};
 
 static uint64_t now_ns(void)
 {
@@ -298,7 +127,7 @@ static void ucx_addr_str(const void *addr, size_t len, char *buf, size_t buf_len
 
 /* Ops ------------------------------------------------------------------------ */
 
-static struct ucx_op *op_get(struct ucx_rail *r, struct ucx_chan *c)
+struct ucx_op *ucx_op_get(struct ucx_rail *r, struct ucx_chan *c)
 {
     struct ucx_op *op = r->free_ops;
 
@@ -329,7 +158,7 @@ static bool op_buf(struct ucx_op *op, size_t len)
     return op->buf != NULL;
 }
 
-static void op_put(struct ucx_op *op)
+void ucx_op_put(struct ucx_op *op)
 {
     struct ucx_rail *r = op->rail;
 
@@ -384,7 +213,7 @@ static struct ucx_chan *chan_by_ep(struct ucx_rail *r, ucp_ep_h ep)
 /* The channel an active message came on: every one is sent with
  * UCP_AM_SEND_FLAG_REPLY, and the reply endpoint is ours for that channel
  * (NULL: none, or a channel closed while it was on the way). */
-static struct ucx_chan *chan_of(struct ucx_rail *r, const ucp_am_recv_param_t *param)
+struct ucx_chan *ucx_chan_of(struct ucx_rail *r, const ucp_am_recv_param_t *param)
 {
     return param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP ? chan_by_ep(r, param->reply_ep)
                                                               : NULL;
@@ -408,15 +237,6 @@ static struct ucx_chan *chan_new(struct ucx_rail *r)
     c->tx_seq = c->rx_seq = 1;
     c->sent_ns = c->heard_ns = now_ns();
     return c;
-}
-
-/* The remote transport answered: a frame arrived, a send completed later
- * than it was posted (what held it back came from the peer), or a probe
- * was answered. */
-static inline void heard(struct ucx_chan *c)
-{
-    c->n_heard++;
-    c->unconfirmed = false;
 }
 
 /* Track a channel whose endpoint exists. */
@@ -513,6 +333,20 @@ static void close_cb(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request);
 }
 
+bool ucx_ep_close_forced(ucp_ep_h ep, ucp_send_nbx_callback_t cb, void *arg)
+{
+    ucp_request_param_t prm = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_FLAGS,
+        .flags = UCP_EP_CLOSE_FLAG_FORCE,
+        .cb.send = cb,
+        .user_data = arg,
+    };
+    ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &prm);
+
+    return req != NULL && !UCS_PTR_IS_ERR(req);
+}
+
 /* Close the endpoint; the channel is freed by bury() once that is done.
  * Always forced: what had to reach the peer was flushed before (see
  * ucx_chan_close), and a flushing close that never ends (a peer lost during
@@ -520,19 +354,8 @@ static void close_cb(void *request, ucs_status_t status, void *user_data)
  * ucp_worker_destroy. */
 static void ep_close(struct ucx_chan *c)
 {
-    ucp_request_param_t p = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_FLAGS,
-        .flags = UCP_EP_CLOSE_FLAG_FORCE,
-        .cb.send = close_cb,
-        .user_data = c,
-    };
-    ucs_status_ptr_t req;
-
     c->close_due = false;
-    req = ucp_ep_close_nbx(c->ep, &p);
-    if (req == NULL || UCS_PTR_IS_ERR(req))
-        c->close_done = true;
+    c->close_done = !ucx_ep_close_forced(c->ep, close_cb, c);
 }
 
 static void bury(struct ucx_rail *r)
@@ -573,23 +396,22 @@ static void bury(struct ucx_rail *r)
     }
 }
 
-static void probe_detach(struct ucx_chan *c);
 static void answer_flush(struct ucx_chan *c);
 
 /* A request of a one-shot op (flush, probe) is done: the channel it was
  * for, NULL if that channel has let go of it. */
-static struct ucx_chan *op_done(void *request, struct ucx_op *op)
+struct ucx_chan *ucx_op_done(void *request, struct ucx_op *op)
 {
     struct ucx_chan *c = op->chan;
 
     ucp_request_free(request);
-    op_put(op);
+    ucx_op_put(op);
     return c;
 }
 
 static void flush_cb(void *request, ucs_status_t status, void *user_data)
 {
-    struct ucx_chan *c = op_done(request, user_data);
+    struct ucx_chan *c = ucx_op_done(request, user_data);
 
     if (!c)
         return;
@@ -614,7 +436,7 @@ static ucs_status_t start_flush(struct ucx_chan *c)
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
         .cb.send = flush_cb,
     };
-    struct ucx_op *op = op_get(c->rail, c);
+    struct ucx_op *op = ucx_op_get(c->rail, c);
     ucs_status_ptr_t req;
 
     if (!op)
@@ -622,7 +444,7 @@ static ucs_status_t start_flush(struct ucx_chan *c)
     p.user_data = op;
     req = ucp_ep_flush_nbx(c->ep, &p);
     if (req == NULL || UCS_PTR_IS_ERR(req)) {
-        op_put(op);
+        ucx_op_put(op);
         return UCS_PTR_STATUS(req);
     }
     c->flush_op = op;
@@ -664,10 +486,10 @@ static void ucx_chan_close(struct rov_chan *chan)
         c->held = op->next;
         op->chan = NULL;
         if (op->done)
-            op_put(op); /* else the rendezvous callback frees it */
+            ucx_op_put(op); /* else the rendezvous callback frees it */
     }
     c->held_tail = NULL;
-    probe_detach(c);
+    ucx_probe_detach(c);
     if (c->flush_op) { /* a connect in progress */
         c->flush_op->chan = NULL;
         c->flush_op = NULL;
@@ -704,7 +526,7 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
         c->nsend--;
         c->send_bytes -= op->len;
         heard(c);
-        op_put(op);
+        ucx_op_put(op);
         /* Half drained: enough room that the transport's push pays off. */
         if (c->refused && c->nsend <= UCX_SENDS_MAX / 2 &&
             c->send_bytes <= UCX_SEND_BYTES_MAX / 2) {
@@ -717,7 +539,7 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
         if (status != UCS_OK && status != UCS_ERR_CANCELED)
             fail_ucs(c, status);
     } else {
-        op_put(op);
+        ucx_op_put(op);
     }
 }
 
@@ -751,7 +573,7 @@ static rov_status_t ucx_send(struct rov_chan *chan, const struct iovec *iov, int
         c->refused = true;
         return ROV_ERR_AGAIN;
     }
-    op = op_get(c->rail, c);
+    op = ucx_op_get(c->rail, c);
     if (!op)
         return ROV_ERR_NOMEM;
     if (!cookie) {
@@ -759,7 +581,7 @@ static rov_status_t ucx_send(struct rov_chan *chan, const struct iovec *iov, int
         size_t off = 0;
 
         if (!op_buf(op, total)) {
-            op_put(op);
+            ucx_op_put(op);
             return ROV_ERR_NOMEM;
         }
         for (int i = 0; i < iovcnt; i++) {
@@ -794,7 +616,7 @@ static rov_status_t ucx_send(struct rov_chan *chan, const struct iovec *iov, int
         rov_status_t st = ucs_to_rov(UCS_PTR_STATUS(req), &why);
 
         rov_debug("ucx", "ucp_am_send_nbx: %s", ucs_status_string(UCS_PTR_STATUS(req)));
-        op_put(op);
+        ucx_op_put(op);
         c->failed = c->force = true;
         return st;
     }
@@ -803,7 +625,7 @@ static rov_status_t ucx_send(struct rov_chan *chan, const struct iovec *iov, int
     c->unconfirmed = true;
     if (req == NULL) {
         /* Copied or posted: says nothing of the peer. */
-        op_put(op);
+        ucx_op_put(op);
         return ROV_OK;
     }
     op->prev = NULL;
@@ -821,12 +643,12 @@ static rov_status_t ucx_send(struct rov_chan *chan, const struct iovec *iov, int
 static void ctl_cb(void *request, ucs_status_t status, void *user_data)
 {
     (void)status;
-    op_done(request, user_data);
+    ucx_op_done(request, user_data);
 }
 
 static bool ctl_send(struct ucx_chan *c, unsigned id, uint64_t word)
 {
-    struct ucx_op *op = op_get(c->rail, NULL);
+    struct ucx_op *op = ucx_op_get(c->rail, NULL);
     ucp_request_param_t p = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                         UCP_OP_ATTR_FIELD_FLAGS,
@@ -841,7 +663,7 @@ static bool ctl_send(struct ucx_chan *c, unsigned id, uint64_t word)
     rov_put64(op->hdr, word);
     req = ucp_am_send_nbx(c->ep, id, op->hdr, UCX_AM_HDR_LEN, NULL, 0, &p);
     if (req == NULL || UCS_PTR_IS_ERR(req)) {
-        op_put(op);
+        ucx_op_put(op);
         return req == NULL;
     }
     return true;
@@ -899,7 +721,7 @@ static void drain_held(struct ucx_chan *c)
         c->nheld--;
         op->chan = NULL;
         deliver(c, op->buf, op->len);
-        op_put(op);
+        ucx_op_put(op);
     }
     answer_flush(c);
 }
@@ -937,7 +759,7 @@ static void rndv_cb(void *request, ucs_status_t status, size_t length, void *use
 
     ucp_request_free(request);
     if (!c) {
-        op_put(op);
+        ucx_op_put(op);
         return;
     }
     /* A failed fetch stays held (the channel has failed, so it is never
@@ -956,7 +778,7 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, v
 {
     struct ucx_rail *r = arg;
     bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
-    struct ucx_chan *c = chan_of(r, param);
+    struct ucx_chan *c = ucx_chan_of(r, param);
     struct ucx_op *op;
     uint64_t seq;
 
@@ -995,16 +817,16 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, v
         fail(c, ROV_ERR_PROTO, "ucx: large message before authentication");
         return UCS_OK;
     }
-    op = op_get(r, c);
+    op = ucx_op_get(r, c);
     if (!op || !op_buf(op, length)) {
         if (op)
-            op_put(op);
+            ucx_op_put(op);
         fail(c, ROV_ERR_NOMEM, "ucx: no memory for a received frame");
         return UCS_OK;
     }
     op->seq = seq;
     if (!hold(c, op)) {
-        op_put(op);
+        ucx_op_put(op);
         return UCS_OK;
     }
     if (!rndv) {
@@ -1031,27 +853,13 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, v
     return UCS_OK;
 }
 
-/* Probes ---------------------------------------------------------------------------- */
-
-/* Whether the channel has handed UCX anything the peer has not answered:
- * sends outstanding or refused, or sent since the peer was last heard. */
-static inline bool unanswered(const struct ucx_chan *c)
-{
-    return c->nsend > 0 || c->refused || c->unconfirmed;
-}
-
-static void free_cb(void *request, ucs_status_t status, void *user_data)
-{
-    (void)status;
-    (void)user_data;
-    ucp_request_free(request);
-}
+/* The close handshake's flush (ucx_chan_flush) ------------------------------------ */
 
 /* The peer's UCX_AM_FLUSH: answered once what it sent before is handed up. */
 static ucs_status_t flush_req_cb(void *arg, const void *header, size_t header_length,
                                  void *data, size_t length, const ucp_am_recv_param_t *param)
 {
-    struct ucx_chan *c = chan_of(arg, param);
+    struct ucx_chan *c = ucx_chan_of(arg, param);
 
     (void)data;
     if (!c || ended(c))
@@ -1070,7 +878,7 @@ static ucs_status_t flush_req_cb(void *arg, const void *header, size_t header_le
 static ucs_status_t flush_ack_cb(void *arg, const void *header, size_t header_length,
                                  void *data, size_t length, const ucp_am_recv_param_t *param)
 {
-    struct ucx_chan *c = chan_of(arg, param);
+    struct ucx_chan *c = ucx_chan_of(arg, param);
 
     (void)data;
     (void)length;
@@ -1081,547 +889,6 @@ static ucs_status_t flush_ack_cb(void *arg, const void *header, size_t header_le
     heard(c);
     rov_rail_flushed(&c->base);
     return UCS_OK;
-}
-
-/* Send the peer what it needs to probe us.  The rail's blob outlives any
- * request (the worker goes first), so UCX may keep referring to it. */
-static void blob_send(struct ucx_chan *c)
-{
-    struct ucx_rail *r = c->rail;
-    ucp_request_param_t p = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS |
-                        UCP_OP_ATTR_FIELD_DATATYPE,
-        .flags = UCP_AM_SEND_FLAG_REPLY,
-        .cb.send = free_cb,
-        .datatype = ucp_dt_make_contig(1),
-    };
-    ucs_status_ptr_t req = ucp_am_send_nbx(c->ep, UCX_AM_PROBE, r->ka_hdr, sizeof(r->ka_hdr),
-                                           r->blob, r->blob_len, &p);
-
-    if (UCS_PTR_IS_ERR(req))
-        rov_debug("ucx", "%s channel: probe setup not sent: %s", r->base.spec->name,
-                  ucs_status_string(UCS_PTR_STATUS(req)));
-}
-
-static void probe_go_send(struct ucx_chan *c)
-{
-    ucp_request_param_t p = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS,
-        .flags = UCP_AM_SEND_FLAG_REPLY,
-        .cb.send = free_cb,
-    };
-    ucs_status_ptr_t req = ucp_am_send_nbx(c->ep, UCX_AM_PROBE_GO, NULL, 0, NULL, 0, &p);
-
-    if (UCS_PTR_IS_ERR(req))
-        rov_debug("ucx", "%s channel: probe go not sent: %s", c->rail->base.spec->name,
-                  ucs_status_string(UCS_PTR_STATUS(req)));
-}
-
-static ucs_status_t probe_go_cb(void *arg, const void *header, size_t header_length, void *data,
-                                size_t length, const ucp_am_recv_param_t *param)
-{
-    struct ucx_chan *c = chan_of(arg, param);
-
-    if (c)
-        c->probe_go = true;
-    return UCS_OK;
-}
-
-/* The peer's probe setup: kept (bounded) until the channel is authenticated;
- * nothing is built for a peer that has not proved its key. */
-static ucs_status_t probe_am_cb(void *arg, const void *header, size_t header_length, void *data,
-                                size_t length, const ucp_am_recv_param_t *param)
-{
-    struct ucx_rail *r = arg;
-    struct ucx_chan *c = chan_of(r, param);
-    size_t alen;
-
-    if (!c || c->failed || !r->blob || c->probe || c->peer_blob)
-        return UCS_OK;
-    alen = length >= 2 ? rov_get16(data) : 0;
-    if (header_length != 8 || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
-        length > UCX_PROBE_BLOB_MAX || alen == 0 || alen > ROV_NET_ADDR_MAX ||
-        2 + alen >= length) {
-        rov_debug("ucx", "%s channel: malformed probe setup ignored", r->base.spec->name);
-        return UCS_OK;
-    }
-    c->peer_blob = malloc(length);
-    if (!c->peer_blob)
-        return UCS_OK;
-    memcpy(c->peer_blob, data, length);
-    c->peer_blob_len = length;
-    c->peer_word = rov_get64(header);
-    return UCS_OK;
-}
-
-/* Reads of the peer's word are RDMA READs (answered by its HCA, or its
- * kernel for rxe, or a shared-memory copy) only if UCX has a lane for
- * remote memory to that peer; without one (UCX's tcp transport) it emulates
- * them with active messages that the peer process answers when it calls
- * into UCX, and a probe would wait for the peer's application.  UCP 1.13
- * says which in its endpoint description only: a "get[lane]" protocol line
- * for a real lane.  Not found (another format): no probes, safely. */
-static bool ep_remote_get(ucp_ep_h ep)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    bool yes;
-
-    if (f) {
-        ucp_ep_print_info(ep, f);
-        fclose(f);
-    }
-    yes = buf && strstr(buf, " get[");
-    free(buf);
-    return yes;
-}
-
-/* Wired up: unpack the peer's key on the endpoint it now has lanes for. */
-static void probe_ready(struct ucx_probe *p)
-{
-    ucs_status_t st = ucp_ep_rkey_unpack(p->ep, p->key, &p->rkey);
-
-    free(p->key);
-    p->key = NULL;
-    if (st != UCS_OK) {
-        p->rkey = NULL;
-        p->state = PROBE_FAILED;
-        rov_debug("ucx", "rail %s: probe key: %s", p->rail->base.spec->name,
-                  ucs_status_string(st));
-        return;
-    }
-    p->hw = ep_remote_get(p->ep);
-    p->state = p->hw ? PROBE_READY : PROBE_SOFT;
-    rov_debug("ucx", "rail %s: probe endpoint ready: %s", p->rail->base.spec->name,
-              p->hw ? "RDMA READ" : "no remote-memory lane, no probes");
-}
-
-static void probe_flush_cb(void *request, ucs_status_t status, void *user_data)
-{
-    struct ucx_probe *p = user_data;
-
-    ucp_request_free(request);
-    p->flushing = false;
-    if (p->state != PROBE_WIRING)
-        return; /* failed or closing */
-    if (status != UCS_OK) {
-        rov_debug("ucx", "rail %s: probe endpoint wire-up: %s", p->rail->base.spec->name,
-                  ucs_status_string(status));
-        p->state = PROBE_FAILED;
-        return;
-    }
-    probe_ready(p);
-}
-
-static void probe_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
-{
-    struct ucx_probe *p = arg;
-
-    (void)ep;
-    rov_debug("ucx", "rail %s: probe endpoint: %s", p->rail->base.spec->name,
-              ucs_status_string(status));
-    p->state = PROBE_FAILED;
-    p->rail->probe_sweep = true;
-    p->rail->work_due = true;
-}
-
-static void probe_close_cb(void *request, ucs_status_t status, void *user_data)
-{
-    (void)status;
-    ((struct ucx_probe *)user_data)->close_done = true;
-    ucp_request_free(request);
-}
-
-static void served_close_cb(void *request, ucs_status_t status, void *user_data)
-{
-    (void)status;
-    ((struct ucx_served *)user_data)->close_done = true;
-    ucp_request_free(request);
-}
-
-/* Close an endpoint of the probes, forced (never from inside a UCX
- * callback): false when it is closed already. */
-static bool probe_ep_close(ucp_ep_h ep, ucp_send_nbx_callback_t cb, void *arg)
-{
-    ucp_request_param_t prm = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_FLAGS,
-        .flags = UCP_EP_CLOSE_FLAG_FORCE,
-        .cb.send = cb,
-        .user_data = arg,
-    };
-    ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &prm);
-
-    return req != NULL && !UCS_PTR_IS_ERR(req);
-}
-
-/* bury() frees it once UCX is done with it. */
-static void probe_close(struct ucx_rail *r, struct ucx_probe *p)
-{
-    for (struct ucx_probe **pp = &r->probes; *pp; pp = &(*pp)->next) {
-        if (*pp == p) {
-            *pp = p->next;
-            break;
-        }
-    }
-    p->next = r->probes_closing;
-    r->probes_closing = p;
-    if (p->state == PROBE_WIRING)
-        p->state = PROBE_FAILED;
-    p->close_done = !probe_ep_close(p->ep, probe_close_cb, p);
-}
-
-static void served_close(struct ucx_rail *r, struct ucx_served *v)
-{
-    for (struct ucx_served **pp = &r->served; *pp; pp = &(*pp)->next) {
-        if (*pp == v) {
-            *pp = v->next;
-            break;
-        }
-    }
-    r->nserved--;
-    v->next = r->served_closing;
-    r->served_closing = v;
-    v->close_done = !probe_ep_close(v->ep, served_close_cb, v);
-}
-
-/* Close failed probe endpoints that no channel uses any more, and served
- * endpoints whose peer is gone. */
-static void probe_sweep(struct ucx_rail *r)
-{
-    r->probe_sweep = false;
-    for (struct ucx_probe *p = r->probes, *next; p; p = next) {
-        next = p->next;
-        if (p->state == PROBE_FAILED && p->nchans == 0)
-            probe_close(r, p);
-    }
-    for (struct ucx_served *v = r->served, *next; v; v = next) {
-        next = v->next;
-        if (v->failed)
-            served_close(r, v);
-    }
-}
-
-static void served_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
-{
-    struct ucx_served *v = arg;
-
-    (void)ep;
-    (void)status;
-    v->failed = true;
-    v->rail->probe_sweep = true;
-    v->rail->work_due = true;
-}
-
-static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-    if (a->ss_family != b->ss_family)
-        return false;
-    if (a->ss_family == AF_INET)
-        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-    if (a->ss_family == AF_INET6)
-        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-                      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
-    return false;
-}
-
-/* A peer's probe endpoint.  Only from an address that one of our
- * authenticated channels comes from (it connects from its rail's address,
- * as its channels do), and boundedly many. */
-static void probe_conn_cb(ucp_conn_request_h req, void *arg)
-{
-    struct ucx_rail *r = arg;
-    ucp_conn_request_attr_t ra = {.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR};
-    ucp_ep_params_t p = {
-        .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .conn_request = req,
-        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-        .err_handler = {served_err_cb, NULL},
-    };
-    struct ucx_served *v = NULL;
-    bool known = false;
-
-    r->request_ns = now_ns();
-    if (r->probe_open && r->nserved < UCX_SERVED_MAX &&
-        ucp_conn_request_query(req, &ra) == UCS_OK) {
-        for (struct ucx_chan *c = r->chans; c && !known; c = c->next) {
-            ucp_ep_attr_t a = {.field_mask = UCP_EP_ATTR_FIELD_REMOTE_SOCKADDR};
-
-            known = c->base.authed && !c->failed && ucp_ep_query(c->ep, &a) == UCS_OK &&
-                    same_host(&a.remote_sockaddr, &ra.client_address);
-        }
-    }
-    if (known)
-        v = calloc(1, sizeof(*v));
-    if (!v) {
-        rov_debug("ucx", "rail %s: probe connection refused", r->base.spec->name);
-        ucp_listener_reject(r->probe_listener, req);
-        return;
-    }
-    v->rail = r;
-    p.err_handler.arg = v;
-    if (ucp_ep_create(r->worker, &p, &v->ep) != UCS_OK) {
-        free(v);
-        return;
-    }
-    v->next = r->served;
-    r->served = v;
-    r->nserved++;
-}
-
-static struct ucx_probe *probe_new(struct ucx_rail *r, const uint8_t *addr, size_t alen,
-                                   const uint8_t *key, size_t klen, uint64_t word)
-{
-    struct ucx_probe *p;
-    struct sockaddr_storage peer;
-    socklen_t pl;
-    ucp_ep_params_t ep = {
-        .field_mask = UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_FLAGS |
-                      UCP_EP_PARAM_FIELD_LOCAL_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
-        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-        .err_handler = {probe_err_cb, NULL},
-    };
-    ucp_request_param_t fp = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-        .cb.send = probe_flush_cb,
-    };
-    ucs_status_ptr_t req;
-    ucs_status_t st;
-
-    if (rov_net_addr_decode(addr, alen, &peer, &pl) != ROV_OK ||
-        peer.ss_family != r->local.ss_family)
-        return NULL;
-    p = calloc(1, sizeof(*p));
-    if (!p || !(p->key = malloc(klen))) {
-        free(p);
-        return NULL;
-    }
-    p->rail = r;
-    p->alen = alen;
-    memcpy(p->addr, addr, alen);
-    memcpy(p->key, key, klen);
-    p->klen = klen;
-    p->raddr = word;
-    ep.sockaddr.addr = (struct sockaddr *)&peer;
-    ep.sockaddr.addrlen = pl;
-    ep.local_sockaddr.addr = (struct sockaddr *)&r->local;
-    ep.local_sockaddr.addrlen = r->local_len;
-    ep.err_handler.arg = p;
-    st = ucp_ep_create(r->worker, &ep, &p->ep);
-    if (st != UCS_OK) {
-        rov_debug("ucx", "rail %s: probe endpoint: %s", r->base.spec->name, ucs_status_string(st));
-        free(p->key);
-        free(p);
-        return NULL;
-    }
-    p->next = r->probes;
-    r->probes = p;
-    /* Complete the wire-up now, while the peer is handshaking with us: a
-     * probe that waited for it would wait for the peer process. */
-    fp.user_data = p;
-    p->state = PROBE_WIRING;
-    req = ucp_ep_flush_nbx(p->ep, &fp);
-    if (req == NULL)
-        probe_ready(p);
-    else if (UCS_PTR_IS_ERR(req))
-        p->state = PROBE_FAILED;
-    else
-        p->flushing = true;
-    return p;
-}
-
-/* Whether our rail connects its probe endpoint first (the smaller probe
- * listener address leads). */
-static bool probe_leads(const struct ucx_rail *r, const uint8_t *addr, size_t alen)
-{
-    size_t n = r->probe_alen < alen ? r->probe_alen : alen;
-    int cmp = memcmp(r->probe_addr, addr, n);
-
-    return cmp < 0 || (cmp == 0 && r->probe_alen <= alen);
-}
-
-/* Use the probe endpoint to the peer's rail, connected if there is none
- * and it is our turn. */
-static void probe_attach(struct ucx_chan *c)
-{
-    struct ucx_rail *r = c->rail;
-    const uint8_t *b = c->peer_blob;
-    size_t alen = rov_get16(b);
-    bool leads = probe_leads(r, b + 2, alen);
-    struct ucx_probe *p;
-
-    for (p = r->probes; p; p = p->next)
-        if (p->state != PROBE_FAILED && p->alen == alen && memcmp(p->addr, b + 2, alen) == 0)
-            break;
-    if (!p && !leads && !c->probe_go)
-        return; /* the peer's comes first */
-    if (!p && !ep_remote_get(c->ep)) {
-        /* The channel's own endpoint has no remote-memory lane: nor would
-         * a probe endpoint to the same peer. */
-        rov_debug("ucx", "rail %s: no remote-memory lane to the peer, no probes",
-                  r->base.spec->name);
-    } else if (!p) {
-        p = probe_new(r, b + 2, alen, b + 2 + alen, c->peer_blob_len - 2 - alen, c->peer_word);
-    }
-    free(c->peer_blob);
-    c->peer_blob = NULL;
-    if (p) {
-        c->probe = p;
-        p->nchans++;
-    }
-    /* Even without an endpoint (the peer's turn comes all the same). */
-    c->go_due = leads;
-}
-
-static void probe_detach(struct ucx_chan *c)
-{
-    if (c->probe_op) { /* its completion only frees it */
-        c->probe_op->chan = NULL;
-        c->probe_op = NULL;
-    }
-    if (c->probe && --c->probe->nchans == 0 && c->probe->state == PROBE_FAILED) {
-        c->rail->probe_sweep = true;
-        c->rail->work_due = true;
-    }
-    c->probe = NULL;
-    free(c->peer_blob);
-    c->peer_blob = NULL;
-}
-
-static void probe_cb(void *request, ucs_status_t status, void *user_data)
-{
-    struct ucx_chan *c = op_done(request, user_data);
-
-    if (!c)
-        return;
-    c->probe_op = NULL;
-    if (status == UCS_OK)
-        heard(c);
-    else /* unanswered: the failover engine's timeout decides */
-        rov_debug("ucx", "%s channel: probe: %s", c->rail->base.spec->name,
-                  ucs_status_string(status));
-}
-
-/* Read the peer's keepalive word: answered by the peer's transport. */
-static void probe_issue(struct ucx_chan *c, uint64_t now)
-{
-    struct ucx_probe *p = c->probe;
-    struct ucx_op *op = op_get(c->rail, c);
-    ucp_request_param_t prm = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-        .cb.send = probe_cb,
-    };
-    ucs_status_ptr_t req;
-
-    if (!op)
-        return;
-    c->probe_ns = now;
-    prm.user_data = op;
-    req = ucp_get_nbx(p->ep, op->small, 8, p->raddr, p->rkey, &prm);
-    if (req == NULL) {
-        op_put(op);
-        heard(c);
-    } else if (UCS_PTR_IS_ERR(req)) {
-        op_put(op);
-        rov_debug("ucx", "%s channel: probe: %s", c->rail->base.spec->name,
-                  ucs_status_string(UCS_PTR_STATUS(req)));
-    } else {
-        c->probe_op = op;
-    }
-}
-
-/* From chan_health, on an authenticated channel: exchange probe setups,
- * and probe when the peer has been quiet for half the failover timeout
- * with sends unanswered. */
-static void probe_tick(struct ucx_chan *c, uint64_t now)
-{
-    struct ucx_rail *r = c->rail;
-
-    if (!c->blob_sent) {
-        c->blob_sent = true;
-        blob_send(c);
-    }
-    if (!c->probe && c->peer_blob && !r->in_ucx)
-        probe_attach(c);
-    if (c->go_due && (!c->probe || c->probe->state != PROBE_WIRING)) {
-        c->go_due = false;
-        probe_go_send(c);
-    }
-    if (c->probe && c->probe->state == PROBE_READY && !c->probe_op && unanswered(c) &&
-        now - c->heard_ns >= r->probe_quiet_ns && now - c->probe_ns >= r->probe_quiet_ns)
-        probe_issue(c, now);
-}
-
-/* Our keepalive word, the listener for peers' probe endpoints, and the
- * setup a peer needs; without them the rail has no probes (health from
- * UCX's errors only). */
-static void probe_init(struct ucx_rail *r, const struct rov_rail_env *env)
-{
-    ucp_mem_map_params_t mp = {
-        .field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS,
-        .length = 64,
-        .flags = UCP_MEM_MAP_ALLOCATE,
-    };
-    ucp_mem_attr_t ma = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS};
-    ucp_listener_params_t lp = {
-        .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
-        .sockaddr = {(const struct sockaddr *)&r->local, r->local_len},
-        .conn_handler = {probe_conn_cb, r},
-    };
-    ucp_listener_attr_t la = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
-    size_t kl = 0;
-    void *kb = NULL;
-    const char *what = "ucp_mem_map";
-    ucs_status_t st;
-
-    st = ucp_mem_map(r->context, &mp, &r->ka_memh);
-    if (st != UCS_OK) {
-        r->ka_memh = NULL;
-        goto off;
-    }
-    what = "ucp_mem_query";
-    if ((st = ucp_mem_query(r->ka_memh, &ma)) != UCS_OK)
-        goto off;
-    memset(ma.address, 0, 64);
-    what = "ucp_rkey_pack";
-    if ((st = ucp_rkey_pack(r->context, r->ka_memh, &kb, &kl)) != UCS_OK)
-        goto off;
-    what = "ucp_listener_create";
-    if ((st = ucp_listener_create(r->worker, &lp, &r->probe_listener)) != UCS_OK) {
-        r->probe_listener = NULL;
-        goto off;
-    }
-    what = "ucp_listener_query";
-    if ((st = ucp_listener_query(r->probe_listener, &la)) != UCS_OK)
-        goto off;
-    r->probe_alen = rov_net_addr_encode(&la.sockaddr, r->probe_addr);
-    what = "probe setup size";
-    st = UCS_ERR_EXCEEDS_LIMIT;
-    if (2 + r->probe_alen + kl > UCX_PROBE_BLOB_MAX)
-        goto off;
-    r->blob = malloc(2 + r->probe_alen + kl);
-    if (!r->blob)
-        goto off;
-    rov_put16(r->blob, (uint16_t)r->probe_alen);
-    memcpy(r->blob + 2, r->probe_addr, r->probe_alen);
-    memcpy(r->blob + 2 + r->probe_alen, kb, kl);
-    r->blob_len = 2 + r->probe_alen + kl;
-    rov_put64(r->ka_hdr, (uint64_t)(uintptr_t)ma.address);
-    r->probe_quiet_ns = env->stall_ns / 2;
-    r->probe_open = true;
-    ucp_rkey_buffer_release(kb);
-    return;
-
-off:
-    rov_debug("ucx", "rail %s: no probes: %s: %s", r->base.spec->name, what,
-              ucs_status_string(st));
-    if (kb)
-        ucp_rkey_buffer_release(kb);
 }
 
 /* Progress -------------------------------------------------------------------------- */
@@ -1639,7 +906,7 @@ static void run_due(struct ucx_rail *r)
         if (c->close_due)
             ep_close(c);
     if (r->probe_sweep)
-        probe_sweep(r);
+        ucx_probe_sweep(r);
     /* An upcall may close any channel: rescan from the head after each. */
     while (again) {
         again = false;
@@ -1956,16 +1223,16 @@ static rov_status_t ucx_open(rov_context_t *ctx, const struct rov_rail_spec *spe
         goto err;
     if (up.features & UCP_FEATURE_RMA) {
         ap.id = UCX_AM_PROBE;
-        ap.cb = probe_am_cb;
+        ap.cb = ucx_probe_am_cb;
         st = ucp_worker_set_am_recv_handler(r->worker, &ap);
         if (st != UCS_OK)
             goto err;
         ap.id = UCX_AM_PROBE_GO;
-        ap.cb = probe_go_cb;
+        ap.cb = ucx_probe_go_cb;
         st = ucp_worker_set_am_recv_handler(r->worker, &ap);
         if (st != UCS_OK)
             goto err;
-        probe_init(r, env);
+        ucx_probe_init(r, env);
     }
     r->watch.cb = efd_cb;
     if (rov_ctx_watch(ctx, &r->watch, EPOLLIN) != ROV_OK) {
@@ -2074,9 +1341,9 @@ static void ucx_close(struct rov_rail *rail)
     while (r->chans)
         ucx_chan_close(&r->chans->base);
     while (r->probes)
-        probe_close(r, r->probes);
+        ucx_probe_close(r, r->probes);
     while (r->served)
-        served_close(r, r->served);
+        ucx_served_close(r, r->served);
     if (r->worker) {
         ucx_unlisten(rail);
         /* Bounded: a flush towards a peer that is gone may never end; then
@@ -2212,8 +1479,8 @@ static rov_status_t ucx_chan_health(struct rov_chan *chan, struct rov_chan_healt
         c->heard_ns = now;
     }
     /* Only for an authenticated peer (the transport's flag, read only). */
-    if (r->blob && c->connected && !c->dead && !c->failed && c->base.authed)
-        probe_tick(c, now);
+    if (r->blob && c->connected && !c->dead && !c->failed && rov_chan_authed(&c->base))
+        ucx_probe_tick(c, now);
     h->busy = c->probe && c->probe->hw && unanswered(c);
     h->queued = c->nsend > 0 || c->refused;
     /* The silence this process saw: up to its last look at the worker. */

@@ -132,7 +132,8 @@ static void on_request(struct vb_rail *r, struct rdma_cm_id *id, const void *pda
         vb_bury(r);
         return;
     }
-    c->oob = OOB_ACCEPTED; /* setup under way: not polled, not yet known */
+    /* Setup under way: not polled, not yet known. */
+    vb_oob_set_state(c, OOB_ACCEPTED, "connect request");
     vb_preauth_begin(c);    /* timed until ESTABLISHED (the QP is made: private
                              * data has no room for a proof of the key) */
     if (vb_take_info(c, pdata, &why) != ROV_OK) {
@@ -187,7 +188,7 @@ static void on_event(struct vb_rail *r, const struct rdma_cm_event *ev)
             vb_setup_failed(c, ROV_ERR_UNREACHABLE, "verbs: rdma_connect failed");
         return;
     case RDMA_CM_EVENT_ESTABLISHED:
-        if (c->base.outbound) {
+        if (c->active) {
             if (ev->param.conn.private_data_len < sizeof(struct vb_oob) ||
                 vb_take_info(c, ev->param.conn.private_data, &why) != ROV_OK) {
                 vb_setup_failed(c, ROV_ERR_PROTO,
@@ -318,7 +319,7 @@ rov_status_t vb_cm_connect(struct vb_rail *r, const struct sockaddr_storage *pee
     /* Until the route is resolved the channel has no QP; cm_make_qp
      * attaches it.  The id is the channel's from now on. */
     c->cm_id = id;
-    c->oob = OOB_CONNECTING;
+    vb_oob_set_state(c, OOB_CONNECTING, "connecting");
     if (rdma_resolve_addr(id, (struct sockaddr *)&src, (struct sockaddr *)peer, 2000)) {
         rov_status_t st = errno == ENETUNREACH || errno == EHOSTUNREACH ? ROV_ERR_UNREACHABLE
                                                                           : ROV_ERR_IO;

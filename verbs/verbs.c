@@ -1,21 +1,9 @@
 /*
  * The verbs rail: reliable-connected queue pairs over libibverbs.
  *
- * Connection setup (RAILOVER_VERBS_CM=oob, the default): the rail address is
- * a small TCP listener on the IP address of the RDMA port (the IPv4 address
- * in its RoCE GID; RAILOVER_TCP_IF otherwise).  The acceptor sends a random
- * challenge at once; the connector, its QP made, answers with its QP number,
- * PSN, GID, LID, receive depth and keepalive target and a MAC over them and
- * the challenge under the listener's address key, or the connection's
- * secret when it reconnects (rov_rail_preauth_prove());
- * only then does the acceptor create its QP, CQ and registered rings (a
- * stranger without the key gets none), bring the QP to RTS and answer with
- * the same; the connector brings its QP to RTS and confirms; both close the
- * socket.  Until it is established, an accepted peer counts against the
- * transport's budget and deadline for unauthenticated peers
- * (rov_rail_preauth_begin(), rov_rail_accept_ok()).  Nothing of librdmacm is touched, so after the rail
- * is closed the process holds no /dev/infiniband descriptor and CRIU can dump
- * it (librdmacm keeps its device context open for the life of the process).
+ * Connection setup: oob.c (RAILOVER_VERBS_CM=oob, the default: a TCP
+ * handshake, CRIU can dump the process after the rail closes) or cm.c
+ * (librdmacm); both end in vb_chan_established().
  *
  * Data path.  Each channel has its own CQ (one completion channel per rail,
  * watched by the progress engine; a CQ is armed only when the application is
@@ -61,7 +49,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,15 +74,13 @@ static const char *mtu_str(enum ibv_mtu m)
 
 /* Failures ------------------------------------------------------------------ */
 
-static void vb_chan_close(struct rov_chan *chan);
-
 static void fail(struct vb_chan *c, rov_status_t st, const char *why)
 {
     if (c->dead)
         return;
     c->dead = true;
     rov_debug(VB, "channel qp %u failed: %s", c->qp ? c->qp->qp_num : 0, why);
-    if (!c->base.outbound && !c->accepted) {
+    if (!c->active && !c->accepted) {
         /* An inbound handshake the transport never saw: just drop it. */
         vb_chan_close(&c->base);
         return;
@@ -106,7 +91,7 @@ static void fail(struct vb_chan *c, rov_status_t st, const char *why)
 /* The transport knows the channel: its messages may be delivered. */
 static bool known(const struct vb_chan *c)
 {
-    return c->base.outbound || c->accepted;
+    return c->active || c->accepted;
 }
 
 /* Work completion status -> status and a precise, static reason. */
@@ -947,19 +932,9 @@ static void release_sends(struct vb_chan *c)
     c->pend_tail = NULL;
 }
 
-static void oob_close(struct vb_chan *c)
+void vb_chan_free(struct vb_chan *c)
 {
-    if (c->oob_fd >= 0) {
-        rov_ctx_unwatch(c->rail->base.ctx, &c->oob_watch);
-        close(c->oob_fd);
-        c->oob_fd = -1;
-    }
-    c->oob = OOB_NONE;
-}
-
-static void chan_free(struct vb_chan *c)
-{
-    oob_close(c);
+    vb_oob_close(c);
 #ifdef ROV_HAVE_RDMACM
     if (c->cm_id)
         vb_cm_chan_free(c);
@@ -1008,7 +983,7 @@ static void unlink_chan(struct vb_chan *c)
     c->linked = false;
 }
 
-static void vb_chan_close(struct rov_chan *chan)
+void vb_chan_close(struct rov_chan *chan)
 {
     struct vb_chan *c = (struct vb_chan *)chan;
     struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
@@ -1026,7 +1001,7 @@ static void vb_chan_close(struct rov_chan *chan)
         vb_cm_chan_close(c);
 #endif
     release_sends(c);
-    oob_close(c);
+    vb_oob_close(c);
     rov_rail_preauth_end(&c->preauth);
     unlink_chan(c);
     /* Freed later, outside any callback that may still hold c. */
@@ -1040,13 +1015,13 @@ void vb_bury(struct vb_rail *r)
         struct vb_chan *c = r->graveyard;
 
         r->graveyard = c->next;
-        chan_free(c);
+        vb_chan_free(c);
     }
 }
 
 /* A channel with nothing of the device yet (an acceptor's before the peer
  * proved its key). */
-static struct vb_chan *chan_shell(struct vb_rail *r, bool outbound)
+struct vb_chan *vb_chan_shell(struct vb_rail *r, bool outbound)
 {
     struct vb_chan *c = calloc(1, sizeof(*c));
 
@@ -1055,14 +1030,14 @@ static struct vb_chan *chan_shell(struct vb_rail *r, bool outbound)
     vb_refresh_port(r);
     c->rail = r;
     c->base.rail = &r->base;
-    c->base.outbound = outbound;
+    c->active = outbound;
     c->oob_fd = -1;
     return c;
 }
 
 /* Its CQ, rings and their registrations; false (logged) when they cannot
  * be had. */
-static bool chan_buffers(struct vb_chan *c)
+bool vb_chan_buffers(struct vb_chan *c)
 {
     struct vb_rail *r = c->rail;
     uint32_t ring;
@@ -1099,10 +1074,10 @@ static bool chan_buffers(struct vb_chan *c)
 
 struct vb_chan *vb_chan_alloc(struct vb_rail *r, bool outbound)
 {
-    struct vb_chan *c = chan_shell(r, outbound);
+    struct vb_chan *c = vb_chan_shell(r, outbound);
 
-    if (c && !chan_buffers(c)) {
-        chan_free(c);
+    if (c && !vb_chan_buffers(c)) {
+        vb_chan_free(c);
         return NULL;
     }
     return c;
@@ -1154,38 +1129,7 @@ void vb_chan_link(struct vb_chan *c)
 void vb_chan_discard(struct vb_chan *c)
 {
     unlink_chan(c);
-    chan_free(c);
-}
-
-/* Out-of-band mode: the channel's own QP, brought to INIT here.  False
- * (logged) when it cannot be made. */
-static bool chan_qp(struct vb_chan *c)
-{
-    struct vb_rail *r = c->rail;
-    struct ibv_qp_init_attr qia;
-    struct ibv_qp_attr attr = {0};
-    struct ibv_qp *qp;
-
-    vb_qp_init_attr(c, &qia);
-    qp = ibv_create_qp(r->pd, &qia);
-    if (!qp) {
-        rov_error(VB, "ibv_create_qp on %s: %m", r->dev_name);
-        return false;
-    }
-    c->qp = qp;
-    attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = 0;
-    attr.port_num = r->port;
-    /* Large frames and keepalive are written; memory registered for peers'
-     * reads (rov_mem_register()) is read.  The rest of our memory has no
-     * remote access in its registration, whatever the QP allows. */
-    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    if (ibv_modify_qp(qp, &attr,
-                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
-        rov_error(VB, "QP to INIT on %s: %m", r->dev_name);
-        return false;
-    }
-    return vb_chan_use_qp(c, qp) == 0;
+    vb_chan_free(c);
 }
 
 void vb_fill_info(struct vb_chan *c, struct vb_oob *m)
@@ -1236,62 +1180,11 @@ rov_status_t vb_take_info(struct vb_chan *c, const struct vb_oob *m, const char 
     return ROV_OK;
 }
 
-/* Out-of-band mode: check the peer's half and bring the QP to RTS. */
-static rov_status_t connect_qp(struct vb_chan *c, const char **why)
-{
-    struct vb_rail *r = c->rail;
-    const struct vb_oob *p = &c->peer;
-    struct ibv_qp_attr a = {0};
-    rov_status_t st = vb_take_info(c, (const struct vb_oob *)c->oob_buf, why);
-
-    if (st != ROV_OK)
-        return st;
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = p->mtu < r->mtu ? (enum ibv_mtu)p->mtu : r->mtu;
-    a.dest_qp_num = p->qpn;
-    a.rq_psn = p->psn;
-    a.max_dest_rd_atomic = VB_MAX_RD_ATOMIC;
-    a.min_rnr_timer = 12;
-    a.ah_attr.dlid = p->lid;
-    a.ah_attr.port_num = r->port;
-    if (r->global) {
-        a.ah_attr.is_global = 1;
-        memcpy(a.ah_attr.grh.dgid.raw, p->gid, 16);
-        a.ah_attr.grh.sgid_index = (uint8_t)r->gid_index;
-        a.ah_attr.grh.hop_limit = 64;
-    }
-    if (ibv_modify_qp(c->qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
-        rov_warn(VB, "QP %u to RTR: %m", c->qp->qp_num);
-        *why = errno == ENETUNREACH || errno == EHOSTUNREACH
-                   ? "verbs: no route to the peer's GID (QP to RTR failed)"
-                   : "verbs: QP to RTR failed";
-        return ROV_ERR_UNREACHABLE;
-    }
-    memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = r->timeout;
-    a.retry_cnt = r->retry;
-    a.rnr_retry = 0;
-    a.sq_psn = c->psn;
-    a.max_rd_atomic = VB_MAX_RD_ATOMIC;
-    if (ibv_modify_qp(c->qp, &a,
-                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                          IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
-        rov_warn(VB, "QP %u to RTS: %m", c->qp->qp_num);
-        *why = "verbs: QP to RTS failed";
-        return ROV_ERR_IO;
-    }
-    c->last_heard_ns = c->last_post_ns = rov_now_ns();
-    return ROV_OK;
-}
-
-/* Out-of-band handshake ------------------------------------------------------- */
+/* Connection setup, both ways (oob.c, cm.c) ------------------------------------ */
 
 void vb_setup_failed(struct vb_chan *c, rov_status_t st, const char *why)
 {
-    oob_close(c);
+    vb_oob_close(c);
     fail(c, st, why);
 }
 
@@ -1305,9 +1198,9 @@ void vb_chan_ended(struct vb_chan *c, rov_status_t st, const char *why)
 
 void vb_chan_established(struct vb_chan *c)
 {
-    oob_close(c);
+    vb_oob_close(c);
     rov_rail_preauth_end(&c->preauth);
-    if (c->base.outbound) {
+    if (c->active) {
         rov_rail_connected(&c->base);
         return;
     }
@@ -1318,168 +1211,6 @@ void vb_chan_established(struct vb_chan *c)
         deliver_held(c);
         poll_chan(c);
     }
-}
-
-/* Read until the buffer holds want bytes.  1: complete, 0: wait, -1: failed. */
-static int oob_read(struct vb_chan *c, size_t want)
-{
-    while (c->oob_have < want) {
-        ssize_t n = read(c->oob_fd, c->oob_buf + c->oob_have, want - c->oob_have);
-
-        if (n > 0) {
-            c->oob_have += (size_t)n;
-            continue;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-            return 0;
-        vb_setup_failed(c, n == 0 ? ROV_ERR_CLOSED : rov_net_errno_status(errno),
-                 n == 0 ? "verbs: peer closed the connection during the handshake"
-                        : "verbs: handshake socket error");
-        return -1;
-    }
-    return 1;
-}
-
-static bool oob_write(struct vb_chan *c, const void *buf, size_t len)
-{
-    /* Tiny messages on a fresh socket: the kernel takes them whole. */
-    if (send(c->oob_fd, buf, len, MSG_NOSIGNAL) != (ssize_t)len) {
-        vb_setup_failed(c, rov_net_errno_status(errno), "verbs: handshake send failed");
-        return false;
-    }
-    return true;
-}
-
-/* Once the peer's half of the handshake is in, bring the QP to RTS.  False
- * while it is still arriving, or when the setup failed (reported). */
-static bool take_peer_half(struct vb_chan *c)
-{
-    const char *why;
-    rov_status_t st;
-
-    if (oob_read(c, sizeof(struct vb_oob)) <= 0)
-        return false;
-    st = connect_qp(c, &why);
-    if (st != ROV_OK) {
-        vb_setup_failed(c, st, why);
-        return false;
-    }
-    return true;
-}
-
-/* Acceptor: the connector's half and its proof of our address key; only
- * then the QP, CQ and rings, brought to RTS.  False while it is still
- * arriving, or when the setup failed (reported). */
-static bool take_proven_half(struct vb_chan *c)
-{
-    struct vb_rail *r = c->rail;
-
-    if (oob_read(c, sizeof(struct vb_oob) + ROV_RAIL_PROOF_LEN) <= 0)
-        return false;
-    if (!rov_rail_preauth_check(&r->base, c->oob_challenge, c->oob_buf, sizeof(struct vb_oob),
-                                c->oob_buf + sizeof(struct vb_oob))) {
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof(ss);
-        char peer[64] = "?";
-
-        memset(&ss, 0, sizeof(ss));
-        if (getpeername(c->oob_fd, (struct sockaddr *)&ss, &sl) == 0)
-            rov_net_sockaddr_str(&ss, peer, sizeof(peer));
-        rov_log_ratelimited(ROV_LOG_WARN, VB, "%s: connection setup from %s without proof of "
-                            "this endpoint's address key or a connection's secret: closed",
-                            r->dev_name, peer);
-        vb_setup_failed(c, ROV_ERR_PROTO, "verbs: connection setup without proof of the key");
-        return false;
-    }
-    if (!chan_buffers(c) || !chan_qp(c)) {
-        vb_setup_failed(c, ROV_ERR_NOMEM, "verbs: no resources for an inbound connection");
-        return false;
-    }
-    return take_peer_half(c);
-}
-
-static void oob_cb(struct rov_watch *w, uint32_t events)
-{
-    struct vb_chan *c = rov_container_of(w, struct vb_chan, oob_watch);
-    struct vb_oob mine;
-    uint32_t ready = htonl(VB_OOB_READY);
-
-    switch (c->oob) {
-    case OOB_CONNECTING: {
-        int err = 0;
-        socklen_t el = sizeof(err);
-
-        getsockopt(c->oob_fd, SOL_SOCKET, SO_ERROR, &err, &el);
-        if (err) {
-            errno = err;
-            vb_setup_failed(c, rov_net_errno_status(err), "verbs: cannot reach the peer's handshake listener");
-            return;
-        }
-        c->oob = OOB_WAIT_CHALLENGE;
-        c->oob_have = 0;
-        rov_ctx_watch_mod(c->rail->base.ctx, &c->oob_watch, EPOLLIN);
-        return;
-    }
-    case OOB_WAIT_CHALLENGE: {
-        uint8_t msg[sizeof(struct vb_oob) + ROV_RAIL_PROOF_LEN];
-
-        if (oob_read(c, ROV_NONCE_LEN) <= 0)
-            return;
-        vb_fill_info(c, &mine);
-        memcpy(msg, &mine, sizeof(mine));
-        rov_rail_preauth_prove(&c->base, c->oob_buf, &mine, sizeof(mine), msg + sizeof(mine));
-        if (!oob_write(c, msg, sizeof(msg)))
-            return;
-        c->oob = OOB_WAIT_INFO;
-        c->oob_have = 0;
-        return;
-    }
-    case OOB_WAIT_INFO:
-        if (!take_peer_half(c))
-            return;
-        if (!oob_write(c, &ready, sizeof(ready)))
-            return;
-        vb_chan_established(c);
-        return;
-    case OOB_ACCEPTED:
-        if (!take_proven_half(c))
-            return;
-        vb_fill_info(c, &mine);
-        if (!oob_write(c, &mine, sizeof(mine)))
-            return;
-        c->oob = OOB_WAIT_READY;
-        c->oob_have = 0;
-        return;
-    case OOB_WAIT_READY:
-        if (oob_read(c, sizeof(ready)) <= 0)
-            return;
-        if (memcmp(c->oob_buf, &ready, sizeof(ready)) != 0) {
-            vb_setup_failed(c, ROV_ERR_PROTO, "verbs: bad handshake confirmation from peer");
-            return;
-        }
-        vb_chan_established(c);
-        return;
-    case OOB_NONE:
-        return;
-    }
-}
-
-static bool oob_watch(struct vb_chan *c, int fd, uint32_t events)
-{
-    /* While the handshake waits for the peer's half, it is the peer's turn
-     * and the failover engine does not time it: a path that died, or a peer
-     * socket that is gone (its reset lost on the dead link), must still end
-     * the wait. */
-    rov_net_keepalive(fd, c->rail->keepalive_ns);
-    c->oob_fd = fd;
-    c->oob_watch.fd = fd;
-    c->oob_watch.cb = oob_cb;
-    if (rov_ctx_watch(c->rail->base.ctx, &c->oob_watch, events) != ROV_OK) {
-        close(fd);
-        c->oob_fd = -1;
-        return false;
-    }
-    return true;
 }
 
 /* The transport drops an accepted peer still in its setup. */
@@ -1499,68 +1230,6 @@ void vb_preauth_begin(struct vb_chan *c)
     c->preauth.expire = preauth_expire;
     vb_chan_link(c);
     rov_rail_preauth_begin(&c->rail->base, &c->preauth);
-}
-
-static void vb_accept_resume(struct rov_rail *rail)
-{
-    struct vb_rail *r = (struct vb_rail *)rail;
-
-    if (r->accept_paused && r->listen_fd >= 0 &&
-        rov_ctx_watch(rail->ctx, &r->listen_watch, EPOLLIN) == ROV_OK)
-        r->accept_paused = false;
-}
-
-static void listen_cb(struct rov_watch *w, uint32_t events)
-{
-    struct vb_rail *r = rov_container_of(w, struct vb_rail, listen_watch);
-    bool made_room = false;
-
-    for (;;) {
-        struct vb_chan *c;
-        int fd;
-
-        if (!rov_rail_accept_ok(&r->base)) {
-            /* Connections wait in the listen queue until a slot frees. */
-            rov_ctx_unwatch(r->base.ctx, &r->listen_watch);
-            r->accept_paused = true;
-            return;
-        }
-        fd = accept4(r->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            /* Out of descriptors: the peer that has waited longest for its
-             * handshake makes room, as on every listener (once a readiness:
-             * one that held no descriptor freed none). */
-            if ((errno == EMFILE || errno == ENFILE) && !made_room &&
-                (made_room = rov_rail_fd_short(&r->base, -1)))
-                continue;
-            if (errno != EAGAIN)
-                rov_log_ratelimited(ROV_LOG_WARN, VB, "accept on %s: %m", r->base.spec->name);
-            return;
-        }
-        rov_rail_fd_short(&r->base, fd);
-        if (r->port_down || r->device_dead) {
-            close(fd); /* the connector sees EOF and fails over */
-            continue;
-        }
-        c = chan_shell(r, false);
-        if (!c || getentropy(c->oob_challenge, sizeof(c->oob_challenge)) != 0) {
-            rov_log_ratelimited(ROV_LOG_WARN, VB, "no memory or random bytes for an inbound "
-                                "connection");
-            free(c);
-            close(fd);
-            continue;
-        }
-        c->oob = OOB_ACCEPTED;
-        if (!oob_watch(c, fd, EPOLLIN)) {
-            free(c);
-            continue;
-        }
-        vb_preauth_begin(c);
-        oob_write(c, c->oob_challenge, sizeof(c->oob_challenge));
-    }
 }
 
 /* Completion channel and async events ------------------------------------------- */
@@ -1791,7 +1460,6 @@ static rov_status_t open_dev(struct vb_rail *r, const char *want, bool require_a
 }
 
 static void vb_close(struct rov_rail *rail);
-static void vb_unlisten(struct rov_rail *rail);
 
 /* The rail's settings (transport/settings.h) ----------------------------- */
 
@@ -2011,46 +1679,14 @@ static rov_status_t vb_listen(struct rov_rail *rail, void *addr, size_t *len_p)
     }
 #endif
     if (!r->cm && r->listen_fd < 0) {
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof(ss);
-        int one = 1;
-        int fd = socket(r->oob_local.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        rov_status_t st = vb_oob_listen(r);
 
-        if (fd < 0)
-            return ROV_ERR_IO;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, (struct sockaddr *)&r->oob_local, r->oob_local_len) < 0 ||
-            listen(fd, 512) < 0 || getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
-            rov_error(VB, "rail %s: cannot listen for handshakes: %m", rail->spec->name);
-            close(fd);
-            return ROV_ERR_IO;
-        }
-        r->listen_fd = fd;
-        r->listen_watch.fd = fd;
-        r->listen_watch.cb = listen_cb;
-        if (rov_ctx_watch(rail->ctx, &r->listen_watch, EPOLLIN) != ROV_OK) {
-            close(fd);
-            r->listen_fd = -1;
-            return ROV_ERR_IO;
-        }
-        r->addr_len = rov_net_addr_encode(&ss, r->addr);
+        if (st != ROV_OK)
+            return st;
     }
     memcpy(addr, r->addr, r->addr_len);
     *len_p = r->addr_len;
     return ROV_OK;
-}
-
-static void vb_unlisten(struct rov_rail *rail)
-{
-    struct vb_rail *r = (struct vb_rail *)rail;
-
-    if (r->listen_fd >= 0) {
-        if (!r->accept_paused)
-            rov_ctx_unwatch(rail->ctx, &r->listen_watch);
-        r->accept_paused = false;
-        close(r->listen_fd);
-        r->listen_fd = -1;
-    }
 }
 
 static rov_status_t vb_connect(struct rov_rail *rail, const void *addr, size_t len,
@@ -2060,7 +1696,7 @@ static rov_status_t vb_connect(struct rov_rail *rail, const void *addr, size_t l
     struct sockaddr_storage peer;
     socklen_t pl;
     struct vb_chan *c;
-    int fd, one = 1;
+    rov_status_t st;
 
     if (rov_net_addr_decode(addr, len, &peer, &pl) != ROV_OK)
         return ROV_ERR_INVAL;
@@ -2070,48 +1706,16 @@ static rov_status_t vb_connect(struct rov_rail *rail, const void *addr, size_t l
     }
 #ifdef ROV_HAVE_RDMACM
     if (r->cm) {
-        rov_status_t st = vb_cm_connect(r, &peer, &c);
-
+        st = vb_cm_connect(r, &peer, &c);
         if (st == ROV_OK)
             *chan_p = &c->base;
         return st;
     }
 #endif
-    c = vb_chan_alloc(r, true);
-    if (c && !chan_qp(c)) {
-        chan_free(c);
-        c = NULL;
-    }
-    if (!c)
-        return ROV_ERR_NOMEM;
-    fd = socket(peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        vb_chan_close(&c->base);
-        vb_bury(r);
-        return ROV_ERR_IO;
-    }
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    /* From the RDMA port's address, so that the handshake takes the fabric. */
-    if (peer.ss_family == r->oob_local.ss_family)
-        (void)bind(fd, (struct sockaddr *)&r->oob_local, r->oob_local_len);
-    if (connect(fd, (struct sockaddr *)&peer, pl) < 0 && errno != EINPROGRESS) {
-        rov_status_t st = rov_net_errno_status(errno);
-
-        close(fd);
-        c->dead = true;
-        vb_chan_close(&c->base);
-        vb_bury(r);
-        return st;
-    }
-    c->oob = OOB_CONNECTING;
-    if (!oob_watch(c, fd, EPOLLOUT)) {
-        c->dead = true;
-        vb_chan_close(&c->base);
-        vb_bury(r);
-        return ROV_ERR_IO;
-    }
-    *chan_p = &c->base;
-    return ROV_OK;
+    st = vb_oob_connect(r, &peer, pl, &c);
+    if (st == ROV_OK)
+        *chan_p = &c->base;
+    return st;
 }
 
 static int vb_progress(struct rov_rail *rail)
@@ -2166,18 +1770,7 @@ static rov_status_t vb_chan_health(struct rov_chan *chan, struct rov_chan_health
         return ROV_ERR_RESET;
     h->peer_turn = 0;
     if (c->oob != OOB_NONE) {
-        /* Handshake: the TCP connect is the path's part; once the peer's
-         * kernel has acknowledged our half, the answer needs the peer's
-         * application, which may be busy computing. */
-        struct tcp_info ti;
-        socklen_t tl = sizeof(ti);
-
-        h->busy = 1;
-        h->queued = 0;
-        h->heard_ago_ns = h->sent_ago_ns = 0;
-        if (c->oob == OOB_WAIT_INFO &&
-            getsockopt(c->oob_fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 && ti.tcpi_unacked == 0)
-            h->peer_turn = 1;
+        vb_oob_health(c, h);
         return ROV_OK;
     }
     /* Probe a quiet channel so that a dead path shows before it is needed. */

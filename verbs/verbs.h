@@ -1,6 +1,7 @@
 /*
- * Internals of the verbs rail shared by verbs.c (data path, out-of-band
- * connection setup) and cm.c (connection setup through librdmacm).
+ * Internals of the verbs rail shared by verbs.c (data path, channels),
+ * oob.c (connection setup over a TCP handshake) and cm.c (connection setup
+ * through librdmacm).
  */
 #ifndef ROV_VERBS_H
 #define ROV_VERBS_H
@@ -127,6 +128,8 @@ struct vb_stage {
     size_t wlen;              /* the written part */
 };
 
+/* A channel's connection setup, either way (oob.c's handshake, cm.c's
+ * rdma_cm events); changed only by vb_oob_set_state() (oob.c: its table). */
 enum vb_oob_state {
     OOB_NONE,          /* handshake over (or never: chan is OPEN) */
     OOB_CONNECTING,    /* connector: TCP connect in progress */
@@ -145,6 +148,8 @@ struct vb_chan {
     bool dead;                 /* failed or closed: no more upcalls */
     bool closed;               /* chan_close called: waiting to be freed */
     bool armed;                /* CQ notification requested, its event not yet read */
+    bool active;               /* we connect it (RDMA CM's active side); the
+                                * transport keeps its own record (rail.h) */
     bool accepted;             /* reported to the transport (acceptor side) */
     bool linked;               /* on the rail's list of live channels */
 
@@ -239,11 +244,21 @@ struct vb_rail {
     struct rov_watch cm_watch;
 };
 
-/* verbs.c, for cm.c ---------------------------------------------------------- */
+/* verbs.c, for oob.c and cm.c ------------------------------------------------ */
 
+/** A channel with nothing of the device yet (an acceptor's before the peer
+ * proved its key); NULL without memory. */
+struct vb_chan *vb_chan_shell(struct vb_rail *r, bool outbound);
+/** Its CQ, rings and their registrations; false (logged) when they cannot
+ * be had. */
+bool vb_chan_buffers(struct vb_chan *c);
 /** A channel with its buffers, registrations and CQ, on the rail's list;
  * no QP yet. */
 struct vb_chan *vb_chan_alloc(struct vb_rail *r, bool outbound);
+/** Free a channel and all it holds now (no upcalls; not on the rail's list). */
+void vb_chan_free(struct vb_chan *c);
+/** The chan_close op: the QP to error, sends released, freed by vb_bury(). */
+void vb_chan_close(struct rov_chan *chan);
 /** Free a channel the transport never saw (no upcalls). */
 void vb_chan_discard(struct vb_chan *c);
 /** Put it on the rail's list (polled, failed with the others); idempotent. */
@@ -274,6 +289,25 @@ void vb_refresh_port(struct vb_rail *r);
 bool vb_use_port(struct vb_rail *r, struct ibv_context *ctx, unsigned port, bool require_active);
 void vb_bury(struct vb_rail *r);
 int vb_set_nonblock(int fd); /* 0 or -1 */
+
+/* oob.c ------------------------------------------------------------------------ */
+
+/** The one setter of c->oob: checked against the table, logged. */
+void vb_oob_set_state(struct vb_chan *c, enum vb_oob_state state, const char *why);
+/** Close the handshake socket, if any; the setup is over (OOB_NONE). */
+void vb_oob_close(struct vb_chan *c);
+/** Listen for handshakes on the RDMA port's IP address; r->addr is the
+ * listener's.  ROV_ERR_IO (logged) when it cannot. */
+rov_status_t vb_oob_listen(struct vb_rail *r);
+/** The unlisten and accept_resume ops. */
+void vb_unlisten(struct rov_rail *rail);
+void vb_accept_resume(struct rov_rail *rail);
+/** Start a channel's setup to the peer's handshake listener (the connect
+ * op without rdma_cm). */
+rov_status_t vb_oob_connect(struct vb_rail *r, const struct sockaddr_storage *peer,
+                            socklen_t pl, struct vb_chan **chan_p);
+/** chan_health of a channel whose setup is under way. */
+void vb_oob_health(struct vb_chan *c, struct rov_chan_health *h);
 
 /* cm.c (only with librdmacm) ---------------------------------------------------- */
 
