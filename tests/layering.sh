@@ -3,11 +3,11 @@
 # source tree (CTest `layering`, label unit):
 #   - transport/ includes nothing from a rail, failover/ or ccp/;
 #   - a rail (sockets/, verbs/, ucx/, loop/) includes nothing from another
-#     rail, a policy, or the transport's internals (core.h, policy.h);
+#     rail, a policy, or the transport's internals (core.h, conn_int.h, policy.h);
 #   - a policy (failover/, ccp/) includes nothing from a rail, and of the
 #     transport only the policy contract and what it leans on (policy.h,
 #     states.h, config.h, log.h, control.h, auth.h, compiler.h), never
-#     core.h or rail.h;
+#     core.h, conn_int.h or rail.h;
 #   - tools/ and mpi-btl/ include only include/railover/ (and their own);
 #   - a rail reads no configuration but its own settings block and the
 #     rail environment (struct rov_rail_env): no struct rov_config in a rail;
@@ -59,10 +59,10 @@ deny "transport/ includes a rail or a policy" "\"($railpat|$polpat)/" transport
 for r in $rails; do
     others=$(echo $rails | tr ' ' '\n' | grep -vx "$r" | paste -sd'|')
     deny "rail $r/ includes another rail, a policy or the transport's internals" \
-        "\"($others|$polpat)/|\"transport/(core|policy)\.h\"" "$r"
+        "\"($others|$polpat)/|\"transport/(core|conn_int|policy)\.h\"" "$r"
 done
 deny "a policy includes a rail or the transport's internals" \
-    "\"($railpat)/|\"transport/(core|rail|conn|retain|wire)\.h\"" $policies
+    "\"($railpat)/|\"transport/(core|conn_int|rail|conn|retain|wire)\.h\"" $policies
 deny "tools/ or mpi-btl/ includes something other than include/railover/" \
     "\"(transport|$railpat|$polpat)/" tools mpi-btl
 
