@@ -23,9 +23,11 @@ cmake -S "$src" -B "$root/asan" -DROV_WERROR=ON -DROV_SANITIZE=ON -DCMAKE_BUILD_
 cmake --build "$root/asan" -j "$jobs"
 # The 1000-cycle soak runs in the release tier (under ASan it takes ~4x as
 # long); benchmark smoke tests (label perf) measure nothing under ASan; the
-# Soft-RoCE VM tier (label softroce, minutes of TCG) runs in the release tier.
+# Soft-RoCE VM tier (label softroce, minutes of TCG) runs in the release tier;
+# so do the packages (label package: what a site installs is a release build,
+# and its MPI job runs in a clean environment, without the sanitizer runtime).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$root/asan" --output-on-failure -LE "fuzz|perf|softroce" -E failover_soak
+    ctest --test-dir "$root/asan" --output-on-failure -LE "fuzz|perf|softroce|package" -E failover_soak
 # The verbs rail's conformance suite and its one-sided reads under the
 # sanitizers, on Soft-RoCE (leaks at exit included: every verbs object must
 # be released on close, every read's record freed).
