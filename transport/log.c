@@ -39,6 +39,18 @@ static int hook_level = ROV_LOG_OFF;
  * hook causes goes to stderr instead of deadlocking. */
 static __thread bool in_hook;
 
+/* A child of fork() has only the forking thread: a lock another thread held
+ * at the fork is never released there. */
+static void log_atfork_child(void)
+{
+    pthread_mutex_init(&log_lock, NULL);
+}
+
+__attribute__((constructor)) static void log_init(void)
+{
+    pthread_atfork(NULL, NULL, log_atfork_child);
+}
+
 static int clamp_level(int level)
 {
     return level < ROV_LOG_OFF ? ROV_LOG_OFF : level > ROV_LOG_TRACE ? ROV_LOG_TRACE : level;

@@ -1,12 +1,15 @@
 /* Unit tests for transport/log.c: levels per subsystem (RAILOVER_LOG), the
  * host program's hook, and the stderr line format that tests and tools grep. */
 #include <check.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <regex.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "transport/config.h"
@@ -276,6 +279,60 @@ START_TEST(test_hook_swap_under_threads)
 }
 END_TEST
 
+/* A child forked while another thread writes a line (holding the log's
+ * lock) logs all the same. */
+static atomic_int in_blocking_hook, release_hook;
+
+static void blocking_hook(void *arg, rov_log_level_t level, const char *tag, const char *msg)
+{
+    (void)arg, (void)level, (void)tag, (void)msg;
+    atomic_store(&in_blocking_hook, 1);
+    while (!atomic_load(&release_hook))
+        usleep(1000);
+}
+
+static void *log_once(void *arg)
+{
+    (void)arg;
+    rov_warn("helper", "held in the hook");
+    return NULL;
+}
+
+START_TEST(test_fork_while_logging)
+{
+    pthread_t t;
+    pid_t pid, done = 0;
+    int status = -1;
+
+    rov_log_set_hook(blocking_hook, NULL, ROV_LOG_OFF);
+    ck_assert_int_eq(pthread_create(&t, NULL, log_once, NULL), 0);
+    while (!atomic_load(&in_blocking_hook))
+        usleep(1000);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int nul = open("/dev/null", O_WRONLY);
+
+        dup2(nul, STDERR_FILENO);
+        rov_log_set_hook(NULL, NULL, ROV_LOG_OFF);
+        rov_warn("core", "from the child");
+        _exit(0);
+    }
+    for (int i = 0; i < 500 && done == 0; i++) {
+        done = waitpid(pid, &status, WNOHANG);
+        if (done == 0)
+            usleep(10000);
+    }
+    if (done == 0)
+        kill(pid, SIGKILL);
+    atomic_store(&release_hook, 1);
+    pthread_join(t, NULL);
+    rov_log_set_hook(NULL, NULL, ROV_LOG_OFF);
+    ck_assert_msg(done == pid, "the child hung on the log's lock");
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+END_TEST
+
 /* ---- RAILOVER_LOG through the settings ---------------------------------- */
 
 START_TEST(test_setting_round_trip)
@@ -398,6 +455,7 @@ static Suite *log_suite(void)
     tcase_add_test(tc, test_hook_replaces_stderr_and_removal_restores_it);
     tcase_add_test(tc, test_hook_that_logs);
     tcase_add_test(tc, test_hook_swap_under_threads);
+    tcase_add_test(tc, test_fork_while_logging);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("setting");
