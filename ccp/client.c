@@ -146,12 +146,14 @@ rov_status_t rov_job_open(const char *jobid, rov_job_t **job_p, char *err, size_
     rov_status_t st;
 
     const char *level = getenv("RAILOVER_LOG");
+    struct rov_log_levels levels;
+    char why[256];
 
     *job_p = NULL;
     /* No context reads the environment here: RAILOVER_LOG=debug shows
      * each request and how long its answer took. */
-    if (level && rov_log_level_parse(level) >= 0)
-        rov_log_set_level(rov_log_level_parse(level));
+    if (level && rov_log_levels_parse(level, &levels, why, sizeof(why)) == ROV_OK)
+        rov_log_set_levels(&levels);
     if (!jobid || !ccp_jobid_ok(jobid)) {
         snprintf(err, err_len, "'%.*s%s' is not a job id: 1 to %d characters of A-Z a-z 0-9 . _ "
                  "-, not starting with '.' (as RAILOVER_JOBID)", 80, jobid ? jobid : "",

@@ -73,7 +73,9 @@ typedef struct mca_btl_railover_module_t {
 
 typedef struct mca_btl_railover_component_t {
     mca_btl_base_component_t super;
-    int verbose;                 /* opal_output stream (btl_base_verbose) */
+    int verbose;                 /* the component's opal_output stream */
+    int verbosity;               /* btl_railover_verbose; the stream's is the higher of
+                                  * this and btl_base_verbose */
     opal_recursive_mutex_t lock; /* every call into the Railover context */
     atomic_int lock_waiters;     /* senders waiting for the lock: progress stands back */
     rov_context_t *ctx;
@@ -121,6 +123,17 @@ static inline void mca_btl_railover_unlock(void)
 
 /* A message of help-btl-railover.txt, printed by this process. */
 void mca_btl_railover_show_help(const char *topic, ...);
+
+/* Railover's log lines through opal_output on `stream` (btl_railover_log.c):
+ * open installs the hook, with Railover's levels raised as verbosity asks
+ * (mca_btl_railover_log_level()); close removes it.  Lines of Railover's
+ * progress helper wait for the next progress unless MPI is thread-safe:
+ * progress calls flush when mca_btl_railover_log_pending is set. */
+void mca_btl_railover_log_open(int stream, int verbosity);
+void mca_btl_railover_log_close(void);
+void mca_btl_railover_log_flush(void);
+rov_log_level_t mca_btl_railover_log_level(int verbosity);
+extern atomic_int mca_btl_railover_log_pending;
 
 /* btl_railover_params.c: the MCA parameters made from Railover's
  * settings, and the configuration they give. */

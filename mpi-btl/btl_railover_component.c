@@ -59,17 +59,40 @@ static int railover_register(void)
     rc = mca_btl_base_param_register(&mca_btl_railover_component.super.btl_version, m);
     if (OPAL_SUCCESS != rc)
         return rc;
+    /* Names (error, info, debug, ...) or 0-100, as btl_base_verbose. */
+    mca_btl_railover_component.verbosity = MCA_BASE_VERBOSE_ERROR;
+    rc = mca_base_component_var_register(
+        &mca_btl_railover_component.super.btl_version, "verbose",
+        "Verbosity of the railover component and of Railover's log lines (the higher of this "
+        "and btl_base_verbose applies).  Railover's errors and warnings are always shown "
+        "(unless btl_railover_log lowers Railover's level); 40 (info) adds its info lines, "
+        "80 (debug) its debug lines, 100 its trace lines; btl_railover_log (RAILOVER_LOG) "
+        "raises Railover's levels further, per subsystem",
+        MCA_BASE_VAR_TYPE_INT, &mca_base_var_enum_verbose, 0, 0, OPAL_INFO_LVL_5,
+        MCA_BASE_VAR_SCOPE_LOCAL, &mca_btl_railover_component.verbosity);
+    if (0 > rc)
+        return rc;
     /* Among Railover's settings: btl_railover_unreachable_timeout, after
      * which a connection none of whose rails works fails (the one failure
      * ob1 hears of), so a job whose peer is gone ends instead of hanging. */
     return mca_btl_railover_params_register();
 }
 
+static int railover_verbosity(void)
+{
+    int framework = opal_btl_base_framework.framework_verbose;
+    int own = mca_btl_railover_component.verbosity;
+
+    return own > framework ? own : framework;
+}
+
 static int railover_open(void)
 {
     mca_btl_railover_component_t *c = &mca_btl_railover_component;
 
-    c->verbose = opal_btl_base_framework.framework_output;
+    /* The component's own stream (Open MPI's "[host:pid] " prefix, stderr). */
+    c->verbose = opal_output_open(NULL);
+    opal_output_set_verbosity(c->verbose, railover_verbosity());
     OBJ_CONSTRUCT(&c->lock, opal_recursive_mutex_t);
     OBJ_CONSTRUCT(&c->peers, opal_hash_table_t);
     OBJ_CONSTRUCT(&c->endpoints, opal_list_t);
@@ -83,6 +106,12 @@ static int railover_open(void)
 static int railover_close(void)
 {
     mca_btl_railover_component_t *c = &mca_btl_railover_component;
+
+    /* After finalize (the context and its progress helper are gone), and
+     * after a failed init: Open MPI closes the component then. */
+    mca_btl_railover_log_close();
+    opal_output_close(c->verbose);
+    c->verbose = -1;
 
     OBJ_DESTRUCT(&c->max_frags);
     OBJ_DESTRUCT(&c->eager_frags);
@@ -314,6 +343,9 @@ static mca_btl_base_module_t **railover_init(int *num_btls, bool progress_thread
         return NULL;
     }
     railover_add_help_dir();
+    /* From here Railover's lines (the context's creation first) go through
+     * the component's stream; railover_close() removes the hook. */
+    mca_btl_railover_log_open(c->verbose, railover_verbosity());
     if (OPAL_SUCCESS != mca_btl_railover_params_check_sizes() ||
         OPAL_SUCCESS != context_open())
         return NULL;
@@ -369,5 +401,7 @@ static int railover_progress(void)
             mca_btl_railover_flush_pending();
     }
     OPAL_THREAD_UNLOCK(&c->lock);
+    if (OPAL_UNLIKELY(atomic_load_explicit(&mca_btl_railover_log_pending, memory_order_relaxed)))
+        mca_btl_railover_log_flush();
     return n;
 }

@@ -245,7 +245,7 @@ static void transport_defaults(void *block)
     struct rov_config *c = block;
 
     rov_parse_rails("tcp", c->rails, &c->nrails, NULL, 0);
-    c->log_level = ROV_LOG_WARN;
+    rov_log_levels_init(&c->log, ROV_LOG_WARN);
     c->window_msgs = 8192;
     c->window_bytes = 16 * MiB;
     c->window_total = 256 * MiB;
@@ -284,8 +284,9 @@ static const struct rov_var transport_vars[] = {
      "rails in order of preference: kind[@arg],... (tcp@IFACE)"},
     {"RAILOVER_TCP_IF", ROV_VAR_IFNAME, OFF(tcp_if), LEN(tcp_if), 0, 0, NULL,
      "interface of tcp rails without @IFACE (empty: first non-loopback)"},
-    {"RAILOVER_LOG", ROV_VAR_LOG, OFF(log_level), 0, 0, 0, NULL,
-     "error, warn, info, debug or trace"},
+    {"RAILOVER_LOG", ROV_VAR_LOG, OFF(log), 0, 0, 0, NULL,
+     "log level (error, warn, info, debug or trace) of every subsystem, then "
+     "subsystem=level for some: warn,verbs=debug,failover=info"},
     {"RAILOVER_WINDOW_MSGS", ROV_VAR_COUNT, OFF(window_msgs), 0, 1, 1u << 20, NULL,
      "unacknowledged messages per connection"},
     {"RAILOVER_WINDOW_BYTES", ROV_VAR_SIZE, OFF(window_bytes), 0, 4 * KiB, 64 * GiB, NULL,
@@ -467,17 +468,9 @@ static rov_status_t set_var(struct rov_config *c, const struct rov_settings *t,
             snprintf(field, v->len, "%s", value);
         }
         break;
-    case ROV_VAR_LOG: {
-        int level = rov_log_level_parse(value);
-
-        if (level < 0) {
-            snprintf(why, sizeof(why), "'%s' is not a log level", value);
-            st = ROV_ERR_INVAL;
-        } else {
-            *(int *)field = level;
-        }
+    case ROV_VAR_LOG:
+        st = rov_log_levels_parse(value, field, why, sizeof(why));
         break;
-    }
     case ROV_VAR_COUNT:
         st = rov_parse_u64(value, v->min, v->max, field, why, sizeof(why));
         break;
@@ -662,7 +655,7 @@ static void print_value(const struct rov_config *c, const struct rov_settings *t
         fputs(*(const int *)field ? "on" : "off", f);
         break;
     case ROV_VAR_LOG:
-        fputs(rov_log_level_name(*(const int *)field), f);
+        rov_log_levels_print(field, f);
         break;
     case ROV_VAR_COUNT:
     case ROV_VAR_SIZE:
@@ -726,7 +719,7 @@ static const struct {
     const char *units;
 } public_type[] = {
     [ROV_VAR_RAILS] = {ROV_CONFIG_STRING, ""},     [ROV_VAR_IFNAME] = {ROV_CONFIG_STRING, ""},
-    [ROV_VAR_LOG] = {ROV_CONFIG_CHOICE, ""},       [ROV_VAR_COUNT] = {ROV_CONFIG_COUNT, "count"},
+    [ROV_VAR_LOG] = {ROV_CONFIG_STRING, ""},       [ROV_VAR_COUNT] = {ROV_CONFIG_COUNT, "count"},
     [ROV_VAR_SIZE] = {ROV_CONFIG_SIZE, "bytes"},   [ROV_VAR_DURATION] = {ROV_CONFIG_DURATION, "time"},
     [ROV_VAR_BOOL] = {ROV_CONFIG_BOOL, ""},        [ROV_VAR_FAULT] = {ROV_CONFIG_STRING, ""},
     [ROV_VAR_PATH] = {ROV_CONFIG_STRING, "path"},  [ROV_VAR_DEVLIST] = {ROV_CONFIG_STRING, ""},

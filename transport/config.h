@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "railover/railover.h"
+#include "transport/log.h"
 #include "transport/settings.h"
 
 #define ROV_MAX_RAILS 8
@@ -34,7 +35,7 @@ struct rov_config {
     struct rov_rail_spec rails[ROV_MAX_RAILS];
     unsigned nrails;
     char tcp_if[ROV_RAIL_ARG_MAX]; /* empty: first non-loopback IPv4 interface */
-    int log_level;
+    struct rov_log_levels log;     /* RAILOVER_LOG */
     /* failure detection: read by the transport, rails (rov_rail_env) and failover/ */
     int failover;                  /* detect failures and move connections */
     uint64_t failover_timeout_ns;  /* no rail-level completion for this long: stalled */

@@ -631,7 +631,7 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
         ctx->config = *envcfg;
         rov_config_free(envcfg);
     }
-    rov_log_set_level(ctx->config.log_level);
+    rov_log_set_levels(&ctx->config.log);
     ctx->recv_cb = params->recv_cb;
     ctx->event_cb = params->event_cb;
     ctx->arg = params->arg;

@@ -27,7 +27,7 @@
 enum rov_var_type {
     ROV_VAR_RAILS,    /* RAILOVER_RAILS (transport only) */
     ROV_VAR_IFNAME,   /* interface name or address; char[len] */
-    ROV_VAR_LOG,      /* log level; int */
+    ROV_VAR_LOG,      /* log levels; struct rov_log_levels (transport/log.h) */
     ROV_VAR_COUNT,    /* uint64_t in [min, max] */
     ROV_VAR_SIZE,     /* uint64_t bytes, with k/M/G suffixes, in [min, max] */
     ROV_VAR_DURATION, /* uint64_t ns, with a unit, in [min, max] */

@@ -44,7 +44,7 @@
  *
  * Errors: every call that can fail returns rov_status_t: ROV_OK (0),
  * ROV_INPROGRESS (1), or a negative ROV_ERR_* code; rov_status_str() names it.
- * The function that first detects a problem logs it (RAILOVER_LOG); callers
+ * The function that first detects a problem logs it (see Logging below); callers
  * need not log again.
  */
 #ifndef RAILOVER_RAILOVER_H
@@ -108,6 +108,58 @@ enum {
 const char *rov_status_str(rov_status_t status);
 
 /* ------------------------------------------------------------------------ */
+/* Logging                                                                   */
+
+/*
+ * The library logs what it detects (a rail failed, a connection moved, a
+ * setting refused) one line at a time, each with a level and the tag of the
+ * subsystem that wrote it: auth, ccp, config, conn, core, ctl, failover,
+ * fault, helper, loop, netlink, stage, tcp, ucx, verbs.  RAILOVER_LOG sets
+ * the levels: one for every subsystem, then overrides by tag, e.g.
+ * "warn,verbs=debug,failover=info" (default "warn"); a context applies its
+ * configuration's value when it is created, process-wide.
+ *
+ * Without a hook each line goes to stderr in one write(2):
+ *   [<seconds>.<microseconds>] railover[<pid>] <level> <tag>: <message>
+ * A host program with a log of its own (an MPI library, a daemon) installs
+ * a hook instead and receives the parts of each line.
+ */
+typedef enum rov_log_level {
+    ROV_LOG_OFF = -1, /* as a level to log at: nothing */
+    ROV_LOG_ERROR = 0,
+    ROV_LOG_WARN,
+    ROV_LOG_INFO,
+    ROV_LOG_DEBUG,
+    ROV_LOG_TRACE,
+} rov_log_level_t;
+
+/** Receives one log line: its level, the subsystem's tag ("tcp") and the
+ * message (lowercase, without a newline).  tag and msg are valid during
+ * the call only. */
+typedef void (*rov_log_hook_t)(void *arg, rov_log_level_t level, const char *tag,
+                               const char *msg);
+
+/**
+ * Send the log lines to hook (with arg) instead of stderr; NULL sends them
+ * to stderr again.  level is the most detailed level the hook wants of
+ * every subsystem: each subsystem then logs at the higher of level and
+ * its RAILOVER_LOG level (ROV_LOG_OFF: RAILOVER_LOG's alone).
+ *
+ * May be called at any time, from any thread, before any context exists
+ * too.  When it returns the previous hook is not running and is not
+ * called again, so its code may be unloaded.  The hook runs in the thread
+ * that logs (an application's call into the library, or a context's
+ * progress helper: see Threading above), one line at a time, with the
+ * log's lock held: it must be quick and must not call this library (a line
+ * the library logs from inside the hook goes to stderr).
+ */
+void rov_log_set_hook(rov_log_hook_t hook, void *arg, rov_log_level_t level);
+
+/** Static name of a level: "error", "warn", "info", "debug", "trace"
+ * ("off" for ROV_LOG_OFF, "?" out of range). */
+const char *rov_log_level_str(rov_log_level_t level);
+
+/* ------------------------------------------------------------------------ */
 /* Configuration                                                             */
 
 /*
@@ -157,7 +209,9 @@ typedef struct rov_config_var {
     const char *default_value; /* text form of the built-in default */
     const char *help;          /* one line: what it does */
     const char *units;         /* "bytes", "time", "messages", ... or "" */
-    const char *choices;       /* CHOICE (and the log level): "a|b|c", else "" */
+    const char *choices;       /* CHOICE: its words, "a|b|c"; else the words taken besides
+                                * the type's form (COUNT: "auto"; RAILOVER_LOG, a
+                                * STRING: its levels) or "" */
     uint64_t min, max;         /* COUNT, SIZE, DURATION (ns): the accepted range */
 } rov_config_var_t;
 

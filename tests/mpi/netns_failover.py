@@ -261,7 +261,9 @@ def reference_results(tests):
     return re.findall(r"^result: .*$", r.stdout, re.M)
 
 
-FAILBACK_RE = re.compile(r"^\[(\d+\.\d+)\] railover\[(\d+)\] info conn: conn (\d+): "
+# Railover's lines reach the job's output through the BTL's log hook:
+# "[host:pid] [<s>.<us>] railover info conn: ..." (docs/mpi.md, Logging).
+FAILBACK_RE = re.compile(r"^\[[^\]]*:(\d+)\] \[(\d+\.\d+)\] railover info conn: conn (\d+): "
                          r"rail tcp@eth -> tcp@fab \((failback|peer\.failback):", re.M)
 
 
@@ -270,7 +272,7 @@ def failbacks_after(out, t_heal):
     back to the fabric after the heal, from the job's output so far."""
     first = {}
     with open(out) as f:
-        for t, pid, conn, _why in FAILBACK_RE.findall(f.read()):
+        for pid, t, conn, _why in FAILBACK_RE.findall(f.read()):
             t = float(t) - t_heal
             if t >= 0 and (pid, conn) not in first:
                 first[(pid, conn)] = t

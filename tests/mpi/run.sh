@@ -29,6 +29,10 @@
 #   badparam               bad btl_railover_* values (Railover's settings, the BTL
 #                          sizes, an in-process rail) are refused, naming the
 #                          parameter and what it accepts; the component declines
+#   logs                   Railover's log lines come through Open MPI's output (the
+#                          BTL's log hook): warnings always, info lines with
+#                          btl_railover_verbose 40 (or btl_base_verbose), debug
+#                          ones with debug (80), a subsystem's with RAILOVER_LOG
 #   decline                railover not named in the btl selection: it is not
 #                          opened, or declines before creating anything
 #
@@ -264,7 +268,8 @@ params)
 badparam)
     # One rank: every rank refuses on its own, and with one rank the job
     # still runs (on btl self) instead of aborting for want of a BTL.
-    for setting in "failover_timeout 5parsecs|a time from" "log loud|one of error|" \
+    for setting in "failover_timeout 5parsecs|a time from" \
+                   "log loud|error|warn|info|debug|trace" \
                    "window_msgs 0|an integer from 1"; do
         param=${setting%% *} rest=${setting#* } value=${rest%%|*} accepted=${rest#*|}
         run_mpi 1 --mca btl self,railover --mca btl_base_verbose 10 \
@@ -274,6 +279,11 @@ badparam)
         expect "Accepted:   $accepted"
         expect "init of component railover returned failure"
     done
+    # RAILOVER_LOG's form, naming the bad part.
+    run_mpi 1 --mca btl self,railover --mca btl_base_verbose 10 \
+        --mca btl_railover_log warn,verb=debug -- "$ROV_MPI_CHECK" ring
+    expect "Problem:    RAILOVER_LOG='warn,verb=debug': 'verb' is not a subsystem (auth, "
+    expect "init of component railover returned failure"
     # Open MPI's own BTL sizes: "abc" would be read as 0 without a word, and
     # a too small eager limit was named only by ob1's message, which
     # mpirun loses about half the time (issue 35).
@@ -301,6 +311,36 @@ badparam)
         -- "$ROV_MPI_CHECK" ring
     expect "Set in:     the environment (RAILOVER_RAILS)"
     refuse "lost every rail"
+    ;;
+logs)
+    # Railover's lines reach the job's output through opal_output (the
+    # BTL's log hook), with Open MPI's "[host:pid] " prefix: warnings
+    # always (the injected fault's), info lines (the failover's) only
+    # from btl_railover_verbose 40 on, or when RAILOVER_LOG asks for them.
+    fault_job() {
+        run_mpi 2 --mca btl self,railover --mca btl_railover_rails tcp@127.0.0.1,tcp@127.0.0.2 \
+            --mca btl_railover_fault rail=0,mode=error,after=100 \
+            --mca btl_railover_failover_timeout 200ms "$@" -- "$ROV_MPI_CHECK" ring
+        [ "$rc" -eq 0 ] || fail "the job exited with $rc"
+        expect "PASSED: 2 rank(s), 0 failure(s)"
+    }
+    opal='^\[[^]]*:[0-9]*\] \[[0-9]*\.[0-9]\{6\}\] railover'
+    info="$opal info conn: conn [0-9]*: rail tcp@127.0.0.1 -> tcp@127.0.0.2 (failover\."
+    fault_job
+    expect "$opal warn core: fault injection armed"
+    refuse "railover info "
+    refuse "railover\[[0-9]*\]" # nothing in Railover's own stderr format
+    fault_job --mca btl_railover_verbose 40
+    expect "$info"
+    refuse "railover debug "
+    fault_job --mca btl_railover_verbose debug
+    expect "$opal debug conn: "
+    fault_job --mca btl_base_verbose 40
+    expect "$info"
+    # RAILOVER_LOG raises a subsystem alone.
+    RAILOVER_LOG=warn,conn=info fault_job -x RAILOVER_LOG
+    expect "$info"
+    refuse "railover info fault: "
     ;;
 decline)
     # An include list without railover: Open MPI does not even open it.

@@ -511,7 +511,7 @@ START_TEST(test_read_defaults)
     ck_assert_uint_eq(c->nrails, 1);
     ck_assert_str_eq(c->rails[0].name, "tcp");
     ck_assert_str_eq(c->tcp_if, "");
-    ck_assert_int_eq(c->log_level, ROV_LOG_WARN);
+    ck_assert_int_eq(c->log.dflt, ROV_LOG_WARN);
     ck_assert_uint_eq(c->window_msgs, 8192);
     ck_assert_uint_eq(c->window_bytes, 16 * MiB);
     ck_assert_uint_eq(c->eager_limit, 8 * KiB);
@@ -548,7 +548,7 @@ START_TEST(test_read_good)
     ck_assert_str_eq(c->rails[0].name, "tcp@lo");
     ck_assert_str_eq(c->rails[1].name, "tcp@eth0");
     ck_assert_str_eq(c->tcp_if, "eth1");
-    ck_assert_int_eq(c->log_level, ROV_LOG_DEBUG);
+    ck_assert_int_eq(c->log.dflt, ROV_LOG_DEBUG);
     ck_assert_uint_eq(c->window_msgs, 64);
     ck_assert_uint_eq(c->window_bytes, 16 * MiB);
     ck_assert_uint_eq(c->eager_limit, 64 * KiB);
@@ -711,7 +711,7 @@ START_TEST(test_set_good)
     ck_assert_int_eq(rov_config_set(c, "RAILOVER_WINDOW_BYTES", "64k", err, sizeof(err)), ROV_OK);
     ck_assert_uint_eq(c->window_bytes, 64 * KiB);
     ck_assert_int_eq(rov_config_set(c, "RAILOVER_LOG", "trace", err, sizeof(err)), ROV_OK);
-    ck_assert_int_eq(c->log_level, ROV_LOG_TRACE);
+    ck_assert_int_eq(c->log.dflt, ROV_LOG_TRACE);
     ck_assert_int_eq(rov_config_set(c, "RAILOVER_TCP_IF", "eth0", err, sizeof(err)), ROV_OK);
     ck_assert_str_eq(c->tcp_if, "eth0");
     ck_assert_int_eq(rov_config_set(c, "RAILOVER_TCP_IF", "", err, sizeof(err)), ROV_OK);
