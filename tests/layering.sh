@@ -11,6 +11,7 @@
 #   - tools/ and mpi-btl/ include only include/railover/ (and their own);
 #   - a rail reads no configuration but its own settings block and the
 #     rail environment (struct rov_rail_env): no struct rov_config in a rail;
+#     a policy likewise (its settings block, struct rov_policy_env);
 #   - every state field is assigned in its setter only (states.h): a
 #     connection's state in conn_set_state(), a channel's in
 #     chan_set_state(), a failover rail's in fo_set_state(), a context's
@@ -61,6 +62,15 @@ deny "tools/ or mpi-btl/ includes something other than include/railover/" \
 hits=$(for r in $rails; do [ -d "$r" ] && grep -Hn 'struct rov_config\b\|rov_config_t\b' -r --include='*.c' --include='*.h' "$r"; done)
 if [ -n "$hits" ]; then
     echo "layering: a rail reads the configuration (struct rov_config) instead of its settings block:"
+    echo "$hits" | sed 's/^/  /'
+    bad=1
+fi
+
+# A policy's likewise: its own block and the policy environment.  (ccp/'s
+# client reads a rov_config_t of its own through the public API, as a tool.)
+hits=$(for p in $policies; do [ -d "$p" ] && grep -Hn 'struct rov_config\b\|rov_policy_config' -r --include='*.c' --include='*.h' "$p"; done)
+if [ -n "$hits" ]; then
+    echo "layering: a policy reads the configuration (struct rov_config) instead of its settings block and struct rov_policy_env:"
     echo "$hits" | sed 's/^/  /'
     bad=1
 fi
