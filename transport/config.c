@@ -168,6 +168,19 @@ rov_status_t rov_parse_bool(const char *s, int *out_p, char *err, size_t err_len
     return ROV_ERR_INVAL;
 }
 
+bool rov_jobid_ok(const char *id)
+{
+    size_t n = strlen(id);
+
+    if (n == 0 || n > ROV_JOB_MAX || id[0] == '.')
+        return false;
+    for (const char *p = id; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '_' || *p == '-'))
+            return false;
+    return true;
+}
+
 static int valid_token(const char *s, size_t n, int allow_punct)
 {
     if (n == 0)
@@ -262,6 +275,7 @@ static void transport_defaults(void *block)
     c->unreachable_timeout_ns = 60 * NS_PER_S;
     c->control = 1;
     c->progress_thread = 1;
+    c->rank = -1;
 }
 
 static rov_status_t transport_check(const void *block, char *err, size_t err_len)
@@ -334,6 +348,12 @@ static const struct rov_var transport_vars[] = {
      "application computes without calling the library (off: only its progress calls do)"},
     {"RAILOVER_RUN_DIR", ROV_VAR_PATH, OFF(run_dir), LEN(run_dir), 0, 0, NULL,
      "directory of control sockets (empty: $XDG_RUNTIME_DIR/railover or /tmp/railover-UID)"},
+    {"RAILOVER_JOBID", ROV_VAR_JOBID, OFF(jobid), LEN(jobid), 0, 0, NULL,
+     "the job this process belongs to, naming its entry in the job registry (empty: a fresh "
+     "UUID; under Open MPI: ompi-<job id>)"},
+    {"RAILOVER_RANK", ROV_VAR_RANK, OFF(rank), 0, 0, INT32_MAX, NULL,
+     "this process's rank in its job (empty: the pid; under Open MPI: the MPI rank, whatever "
+     "this says)"},
 };
 
 /* The transport's block is the configuration itself (offset 0); the other
@@ -556,6 +576,28 @@ static rov_status_t set_var(struct rov_config *c, const struct rov_settings *t,
         }
         break;
     }
+    case ROV_VAR_JOBID:
+        if (*value && !rov_jobid_ok(value)) {
+            snprintf(why, sizeof(why), "'%.80s%s' is not a job id: 1 to %d characters of A-Z "
+                     "a-z 0-9 . _ -, not starting with '.'", value, strlen(value) > 80 ? "..." : "",
+                     ROV_JOB_MAX);
+            st = ROV_ERR_INVAL;
+        } else {
+            snprintf(field, v->len, "%s", value);
+        }
+        break;
+    case ROV_VAR_RANK: {
+        uint64_t u;
+
+        if (!*value) {
+            *(long *)field = -1;
+        } else {
+            st = rov_parse_u64(value, v->min, v->max, &u, why, sizeof(why));
+            if (st == ROV_OK)
+                *(long *)field = (long)u;
+        }
+        break;
+    }
     case ROV_VAR_PATH:
         if (*value && (value[0] != '/' || strlen(value) >= v->len - 32)) {
             snprintf(why, sizeof(why), "not an absolute path shorter than %zu characters",
@@ -638,6 +680,7 @@ static void print_value(const struct rov_config *c, const struct rov_settings *t
         break;
     case ROV_VAR_IFNAME:
     case ROV_VAR_FAULT:
+    case ROV_VAR_JOBID:
     case ROV_VAR_PATH:
     case ROV_VAR_STRING:
     case ROV_VAR_DEVLIST:
@@ -657,6 +700,10 @@ static void print_value(const struct rov_config *c, const struct rov_settings *t
             fputs("auto", f);
         else
             fprintf(f, "%d", *(const int *)field);
+        break;
+    case ROV_VAR_RANK:
+        if (*(const long *)field >= 0)
+            fprintf(f, "%ld", *(const long *)field);
         break;
     case ROV_VAR_BOOL:
         fputs(*(const int *)field ? "on" : "off", f);
@@ -731,7 +778,8 @@ static const struct {
     [ROV_VAR_BOOL] = {ROV_CONFIG_BOOL, ""},        [ROV_VAR_FAULT] = {ROV_CONFIG_STRING, ""},
     [ROV_VAR_PATH] = {ROV_CONFIG_STRING, "path"},  [ROV_VAR_DEVLIST] = {ROV_CONFIG_STRING, ""},
     [ROV_VAR_CHOICE] = {ROV_CONFIG_CHOICE, ""},    [ROV_VAR_INDEX] = {ROV_CONFIG_COUNT, "index"},
-    [ROV_VAR_STRING] = {ROV_CONFIG_STRING, ""},
+    [ROV_VAR_STRING] = {ROV_CONFIG_STRING, ""},    [ROV_VAR_JOBID] = {ROV_CONFIG_STRING, ""},
+    [ROV_VAR_RANK] = {ROV_CONFIG_COUNT, "index"},
 };
 
 static rov_config_var_t public_vars[MAX_VARS];
@@ -761,7 +809,7 @@ static void public_init(void)
                      v->type == ROV_VAR_CHOICE ? v->choices :
                      v->type == ROV_VAR_INDEX  ? "auto" : "";
         if (v->type == ROV_VAR_COUNT || v->type == ROV_VAR_SIZE ||
-            v->type == ROV_VAR_DURATION || v->type == ROV_VAR_INDEX) {
+            v->type == ROV_VAR_DURATION || v->type == ROV_VAR_INDEX || v->type == ROV_VAR_RANK) {
             p->min = v->min;
             p->max = v->max;
         }
