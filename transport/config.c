@@ -295,9 +295,10 @@ static rov_status_t transport_check(const void *block, char *err, size_t err_len
 
 static const struct rov_var transport_vars[] = {
     {"RAILOVER_RAILS", ROV_VAR_RAILS, OFF(rails), 0, 0, 0, NULL,
-     "rails in order of preference: kind[@arg],... (tcp@IFACE)"},
+     "rails in order of preference: kind[@arg],... (tcp@eth0, tcp@192.0.2.1: an address of "
+     "this host's; 0.0.0.0, ::, broadcast and multicast addresses are refused)"},
     {"RAILOVER_TCP_IF", ROV_VAR_IFNAME, OFF(tcp_if), LEN(tcp_if), 0, 0, NULL,
-     "interface of tcp rails without @IFACE (empty: first non-loopback)"},
+     "interface of tcp and ucx rails without @IFACE (empty: first non-loopback)"},
     {"RAILOVER_LOG", ROV_VAR_LOG, OFF(log_level), 0, 0, 0, NULL,
      "error, warn, info, debug or trace"},
     {"RAILOVER_WINDOW_MSGS", ROV_VAR_COUNT, OFF(window_msgs), 0, 1, 1u << 20, NULL,
@@ -320,7 +321,7 @@ static const struct rov_var transport_vars[] = {
      "early arrivals buffered per connection"},
     {"RAILOVER_REORDER_BYTES", ROV_VAR_SIZE, OFF(reorder_bytes), 0, 0, 64 * GiB, NULL,
      "bytes of early arrivals buffered per connection; beyond, they are dropped and "
-     "asked for again"},
+     "asked for again (0: none buffered)"},
     {"RAILOVER_ACK_DELAY", ROV_VAR_DURATION, OFF(ack_delay_ns), 0, 1000, 1000 * NS_PER_MS, NULL,
      "longest wait before a stand-alone acknowledgement"},
     {"RAILOVER_SPIN", ROV_VAR_DURATION, OFF(spin_ns), 0, 0, NS_PER_S, NULL,
@@ -331,13 +332,14 @@ static const struct rov_var transport_vars[] = {
      3600 * NS_PER_S, NULL, "work on a rail with no rail-level completion this long is a failure"},
     {"RAILOVER_CONNECT_TIMEOUT", ROV_VAR_DURATION, OFF(connect_timeout_ns), 0, 0,
      3600 * NS_PER_S, NULL,
-     "a connection's first connect on a rail may take this long (0s: RAILOVER_FAILOVER_TIMEOUT)"},
+     "a connection's first connect on a rail may take this long before the next rail is "
+     "tried (0s: RAILOVER_FAILOVER_TIMEOUT; longer for wire-up storms at scale)"},
     {"RAILOVER_KEEPALIVE", ROV_VAR_DURATION, OFF(keepalive_ns), 0, 0, 3600 * NS_PER_S, NULL,
      "probe a channel that sent nothing this long (0s: never)"},
     {"RAILOVER_UNREACHABLE_TIMEOUT", ROV_VAR_DURATION, OFF(unreachable_timeout_ns), 0, 0,
      7 * 24 * 3600 * NS_PER_S, NULL,
-     "a connection none of whose rails has worked for this long fails as unreachable "
-     "(0s: it reconnects for ever)"},
+     "a connection none of whose rails has worked for this long fails as unreachable, "
+     "ROV_ERR_UNREACHABLE (0s: it reconnects for ever)"},
     {"RAILOVER_FAULT", ROV_VAR_FAULT, OFF(fault), LEN(fault), 0, 0, NULL,
      "fault injection for tests: rail=N,mode=error|silent,after=N[,every=N][,seed=N] "
      "or at=close|last-close|close-answer instead of after="},
@@ -345,9 +347,11 @@ static const struct rov_var transport_vars[] = {
      "serve the per-process control socket (railover status/force/release)"},
     {"RAILOVER_PROGRESS_THREAD", ROV_VAR_BOOL, OFF(progress_thread), 0, 0, 0, NULL,
      "a helper thread answers control requests and completes checkpoint stages while the "
-     "application computes without calling the library (off: only its progress calls do)"},
+     "application computes without calling the library (off: only its progress calls do; no "
+     "lock, no thread)"},
     {"RAILOVER_RUN_DIR", ROV_VAR_PATH, OFF(run_dir), LEN(run_dir), 0, 0, NULL,
-     "directory of control sockets (empty: $XDG_RUNTIME_DIR/railover or /tmp/railover-UID)"},
+     "directory of control sockets, owner-only (empty: $XDG_RUNTIME_DIR/railover or "
+     "/tmp/railover-UID)"},
     {"RAILOVER_JOBID", ROV_VAR_JOBID, OFF(jobid), LEN(jobid), 0, 0, NULL,
      "the job this process belongs to, naming its entry in the job registry (empty: a fresh "
      "UUID; under Open MPI: ompi-<job id>)"},
