@@ -97,7 +97,7 @@ static bool job_ready(rov_context_t *ctx)
     struct ccp_ctx *c = C(ctx);
     char base[CCP_DIR_MAX], err[256];
 
-    if (ccp_base_dir(s->job_dir, base, sizeof(base)) != ROV_OK ||
+    if (ccp_base_dir(s->job_dir, rov_policy_env(ctx)->run_dir, base, sizeof(base)) != ROV_OK ||
         ccp_job_dir(base, rov_context_jobid(ctx), true, c->jobdir, sizeof(c->jobdir), err,
                     sizeof(err)) != ROV_OK ||
         ccp_secret(c->jobdir, true, c->key, err, sizeof(err)) != ROV_OK) {
@@ -133,7 +133,7 @@ static void ccp_ctx_open(rov_context_t *ctx)
         rov_debug("ccp", "no control socket: not registered in the job registry");
         return;
     }
-    if (!ccp_jobid_ok(job)) {
+    if (!rov_jobid_ok(job)) {
         rov_warn("ccp", "job id '%s' cannot name a registry entry (1 to %d of A-Z a-z 0-9 . _ "
                  "-): this process cannot be checkpointed", job, ROV_JOB_MAX);
         return;

@@ -49,7 +49,28 @@ static const char *const stage_names[] = {"status", "drain",      "close",
 
 bool rov_job_id_ok(const char *id)
 {
-    return id && ccp_jobid_ok(id);
+    return id && rov_jobid_ok(id);
+}
+
+/* The registry's base directory (ccp_base_dir()) from RAILOVER_JOB_DIR and
+ * RAILOVER_RUN_DIR, read and checked as a rank reads them: a bad value of
+ * any setting is refused, with err saying which. */
+static rov_status_t registry_base(char *out, size_t len, char *err, size_t err_len)
+{
+    char job_dir[CCP_DIR_MAX], run_dir[ROV_CTL_RUN_DIR_MAX];
+    rov_config_t *config;
+    rov_status_t st = rov_config_read(err, err_len, &config);
+
+    if (st != ROV_OK)
+        return st;
+    if (rov_config_get(config, "RAILOVER_JOB_DIR", job_dir, sizeof(job_dir)) != ROV_OK ||
+        rov_config_get(config, "RAILOVER_RUN_DIR", run_dir, sizeof(run_dir)) != ROV_OK ||
+        ccp_base_dir(job_dir, run_dir, out, len) != ROV_OK) {
+        snprintf(err, err_len, "no job registry (RAILOVER_JOB_DIR too long?)");
+        st = ROV_ERR_INVAL;
+    }
+    rov_config_free(config);
+    return st;
 }
 
 const char *rov_job_stage_str(rov_job_stage_t stage)
@@ -154,16 +175,15 @@ rov_status_t rov_job_open(const char *jobid, rov_job_t **job_p, char *err, size_
      * each request and how long its answer took. */
     if (level && rov_log_levels_parse(level, &levels, why, sizeof(why)) == ROV_OK)
         rov_log_set_levels(&levels);
-    if (!jobid || !ccp_jobid_ok(jobid)) {
+    if (!rov_job_id_ok(jobid)) {
         snprintf(err, err_len, "'%.*s%s' is not a job id: 1 to %d characters of A-Z a-z 0-9 . _ "
                  "-, not starting with '.' (as RAILOVER_JOBID)", 80, jobid ? jobid : "",
                  jobid && strlen(jobid) > 80 ? "..." : "", ROV_JOB_MAX);
         return ROV_ERR_INVAL;
     }
-    if (ccp_base_dir(NULL, base, sizeof(base)) != ROV_OK) {
-        snprintf(err, err_len, "no job registry (RAILOVER_JOB_DIR too long?)");
-        return ROV_ERR_INVAL;
-    }
+    st = registry_base(base, sizeof(base), err, err_len);
+    if (st != ROV_OK)
+        return st;
     job = calloc(1, sizeof(*job));
     if (!job)
         return ROV_ERR_NOMEM;
@@ -623,7 +643,7 @@ int rov_job_list(void (*fn)(void *arg, const char *jobid, size_t ranks), void *a
     int count = 0;
     DIR *d;
 
-    if (ccp_base_dir(NULL, base, sizeof(base)) != ROV_OK)
+    if (registry_base(base, sizeof(base), err, sizeof(err)) != ROV_OK)
         return ROV_ERR_INVAL;
     d = opendir(base);
     if (!d)
@@ -632,7 +652,7 @@ int rov_job_list(void (*fn)(void *arg, const char *jobid, size_t ranks), void *a
     while ((e = readdir(d)) != NULL) {
         rov_job_t *job;
 
-        if (!ccp_jobid_ok(e->d_name) || rov_job_open(e->d_name, &job, err, sizeof(err)) != ROV_OK)
+        if (!rov_job_id_ok(e->d_name) || rov_job_open(e->d_name, &job, err, sizeof(err)) != ROV_OK)
             continue; /* not a job, or not ours */
         fn(arg, job->id, job->n);
         rov_job_close(job);

@@ -15,31 +15,15 @@
 #define RECORD_MAGIC "railover-rank 1\n"
 #define SEAL_LABEL "railover job record"
 
-bool ccp_jobid_ok(const char *id)
+rov_status_t ccp_base_dir(const char *job_dir, const char *run_dir, char *out, size_t len)
 {
-    size_t n = strlen(id);
-
-    if (n == 0 || n > ROV_JOB_MAX || id[0] == '.')
-        return false;
-    for (const char *p = id; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '.' || *p == '_' || *p == '-'))
-            return false;
-    return true;
-}
-
-rov_status_t ccp_base_dir(const char *base, char *out, size_t len)
-{
-    const char *env = getenv("RAILOVER_JOB_DIR"), *run_env = getenv("RAILOVER_RUN_DIR");
     char run[ROV_CTL_RUN_DIR_MAX];
     int n;
 
-    if (base && base[0])
-        n = snprintf(out, len, "%s", base);
-    else if (env && env[0])
-        n = snprintf(out, len, "%s", env);
-    else if (run_env && run_env[0])
-        n = snprintf(out, len, "%s/jobs", run_env);
+    if (job_dir[0])
+        n = snprintf(out, len, "%s", job_dir);
+    else if (run_dir[0])
+        n = snprintf(out, len, "%s/jobs", run_dir);
     else if (rov_ctl_run_dir(NULL, run, sizeof(run)) == ROV_OK)
         n = snprintf(out, len, "%s/jobs", run);
     else
@@ -70,7 +54,7 @@ rov_status_t ccp_job_dir(const char *base, const char *job, bool create, char *o
     struct stat st;
     int n = snprintf(out, len, "%s/%s", base, job);
 
-    if (!ccp_jobid_ok(job)) {
+    if (!rov_jobid_ok(job)) {
         snprintf(err, err_len, "'%s' is not a job id (1 to %d of A-Z a-z 0-9 . _ -)", job,
                  ROV_JOB_MAX);
         return ROV_ERR_INVAL;

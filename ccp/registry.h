@@ -26,6 +26,7 @@
 
 #include "railover/railover.h"
 #include "transport/auth.h"
+#include "transport/config.h"
 
 #define CCP_DIR_MAX 200
 #define CCP_HOST_MAX 64
@@ -57,13 +58,10 @@ struct ccp_record {
     long ckpt_ms;
 };
 
-/** Whether id can name a job: 1 to ROV_JOB_MAX of [A-Za-z0-9._-], not
- * starting with '.'. */
-bool ccp_jobid_ok(const char *id);
-
-/** The registry's base directory: base if set, else RAILOVER_JOB_DIR,
- * else <run directory>/jobs. */
-rov_status_t ccp_base_dir(const char *base, char *out, size_t len);
+/** The registry's base directory: job_dir (RAILOVER_JOB_DIR) if set, else
+ * <run_dir>/jobs (RAILOVER_RUN_DIR), else <the per-user run directory>/jobs
+ * (rov_ctl_run_dir()).  ROV_ERR_INVAL: too long for out (len bytes). */
+rov_status_t ccp_base_dir(const char *job_dir, const char *run_dir, char *out, size_t len);
 
 /** <base>/<job>; with create, made (0700) when missing.  Refused
  * (ROV_ERR_REFUSED) when it is not a directory of ours with mode 0700,

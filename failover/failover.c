@@ -2,9 +2,10 @@
  * The failover engine (see failover.h): detection, reroute, failback and
  * operator control, on top of the transport's switch primitive.
  *
- * Everything runs from a periodic timer in the context's epoll set (every
- * RAILOVER_FAILOVER_TIMEOUT / 50, between 1 and 5 ms, while connections
- * exist) and from the transport's failure upcalls.  Nothing here runs per
+ * Everything runs from the context's tick (the policy's tick hook: every
+ * RAILOVER_FAILOVER_TIMEOUT / 100, between 1 and 5 ms, while connections
+ * exist, from progress or the sleeper's timer; the engine owns no timer)
+ * and from the transport's failure upcalls.  Nothing here runs per
  * message: the busy-poll fast path does not know the engine exists.
  */
 #include "failover/failover.h"
@@ -67,9 +68,9 @@ static bool is_bug(rov_status_t status)
 
 /* Helpers -------------------------------------------------------------------- */
 
-static const struct rov_config *cfg(const rov_conn_t *conn)
+static const struct rov_policy_env *env_of(const rov_conn_t *conn)
 {
-    return rov_policy_config(CTX(conn));
+    return rov_policy_env(CTX(conn));
 }
 
 /* The side with the smaller endpoint id reconnects failed rails and decides
@@ -281,7 +282,7 @@ static bool move_or_wait(rov_conn_t *conn, int to, rov_reason_t reason, const ch
  * that busy-polls takes no timer interrupts from it. */
 static void start_ticks(rov_context_t *ctx)
 {
-    if (!rov_policy_config(ctx)->failover || E(ctx)->active)
+    if (!rov_policy_env(ctx)->failover || E(ctx)->active)
         return;
     E(ctx)->active = true;
     E(ctx)->next_ns = rov_now_ns() + E(ctx)->tick_ns;
@@ -295,7 +296,7 @@ static bool fo_chan_failed(rov_conn_t *conn, int rail, rov_status_t status,
     uint64_t now = rov_now_ns();
     int to;
 
-    if (!cfg(conn)->failover)
+    if (!env_of(conn)->failover)
         return false;
     if (is_bug(status)) {
         rov_error("failover", "conn %llu: %s channel failed with '%s' (%s): this is a bug, "
@@ -337,7 +338,7 @@ static void fo_peer_failed(rov_conn_t *conn, int rail)
 {
     struct rov_policy_chan chan;
 
-    if (!cfg(conn)->failover)
+    if (!env_of(conn)->failover)
         return;
     rov_debug("failover", "conn %llu: peer reports %s failed", (unsigned long long)rov_policy_id(conn),
               rov_context_rail_name(CTX(conn), rail));
@@ -431,7 +432,7 @@ static void check_siblings_now(rov_conn_t *conn, uint64_t now)
 static bool check_chan(rov_conn_t *conn, int rail, uint64_t now)
 {
     struct rov_fo_rail *r = &F(conn)->rails[rail];
-    const struct rov_config *c = cfg(conn);
+    const struct rov_policy_env *env = env_of(conn);
     struct rov_chan_health h;
     struct rov_policy_chan chan;
     rov_status_t st;
@@ -457,13 +458,13 @@ static bool check_chan(rov_conn_t *conn, int rail, uint64_t now)
          * Sooner means RETRY_MAX, or four times what the rail's last
          * completed connect took if that is longer (a UCX wire-up under
          * TCG takes hundreds of ms); the full timeout before any did. */
-        uint64_t limit = c->failover_timeout_ns;
+        uint64_t limit = env->failover_timeout_ns;
         bool retry = false, first = false;
 
-        if (!r->connect_ns && c->connect_timeout_ns > limit) {
+        if (!r->connect_ns && env->connect_timeout_ns > limit) {
             /* No connect of this rail has completed for this connection
              * yet: connection setup may take longer than a stall. */
-            limit = c->connect_timeout_ns;
+            limit = env->connect_timeout_ns;
             first = true;
         } else if (r->state == ROV_FO_DOWN && r->connect_ns) {
             uint64_t rmax = S(CTX(conn))->failback_retry_max_ns;
@@ -522,8 +523,8 @@ static bool check_chan(rov_conn_t *conn, int rail, uint64_t now)
             return true;
         /* Probe an idle channel; one held back by flow control has data
          * waiting already, and a probe would only queue behind it. */
-        if (c->keepalive_ns && !h.queued && h.sent_ago_ns >= c->keepalive_ns &&
-            now - r->probe_ns >= c->keepalive_ns && rov_policy_probe(conn, rail) == ROV_OK) {
+        if (env->keepalive_ns && !h.queued && h.sent_ago_ns >= env->keepalive_ns &&
+            now - r->probe_ns >= env->keepalive_ns && rov_policy_probe(conn, rail) == ROV_OK) {
             r->probe_sent = true;
             r->probe_ns = now;
             r->busy_since_ns = now;
@@ -539,9 +540,9 @@ static bool check_chan(rov_conn_t *conn, int rail, uint64_t now)
      * 1,024 connections on one host, TCP's memory pressure drops segments
      * (TcpExtPruneCalled 9,940 in 6 s) and 72 of them were judged stalled
      * on loopback; a dead path leaves the retransmission unanswered. */
-    if (now - r->busy_since_ns >= c->failover_timeout_ns &&
-        h.heard_ago_ns >= c->failover_timeout_ns &&
-        (!h.retransmits || h.sent_ago_ns >= c->failover_timeout_ns / 4)) {
+    if (now - r->busy_since_ns >= env->failover_timeout_ns &&
+        h.heard_ago_ns >= env->failover_timeout_ns &&
+        (!h.retransmits || h.sent_ago_ns >= env->failover_timeout_ns / 4)) {
         check_siblings_now(conn, now);
         if (r->probe_sent)
             rov_policy_chan_fail(conn, rail, ROV_ERR_TIMEDOUT,
@@ -626,7 +627,7 @@ static void probe_fallbacks(rov_conn_t *conn, uint64_t now)
  * probe (a handshake) is up again and ends the count.  False: not so. */
 static bool unreachable(rov_conn_t *conn, uint64_t now)
 {
-    uint64_t limit = cfg(conn)->unreachable_timeout_ns, since = 0;
+    uint64_t limit = env_of(conn)->unreachable_timeout_ns, since = 0;
     char why[256];
     size_t off;
 
@@ -707,7 +708,7 @@ static void check_conn(rov_conn_t *conn, uint64_t now)
  * connections, over 1.6 million a second, a core's worth. */
 static uint64_t check_ns(const rov_context_t *ctx)
 {
-    uint64_t t = rov_policy_config(ctx)->failover_timeout_ns / 16;
+    uint64_t t = rov_policy_env(ctx)->failover_timeout_ns / 16;
 
     return t < E(ctx)->tick_ns ? E(ctx)->tick_ns : t > CHECK_MAX_NS ? CHECK_MAX_NS : t;
 }
@@ -776,7 +777,7 @@ static uint64_t fo_due_ns(const rov_context_t *ctx)
 
 static void fo_ctx_init(rov_context_t *ctx)
 {
-    uint64_t tick = rov_policy_config(ctx)->failover_timeout_ns / 100;
+    uint64_t tick = rov_policy_env(ctx)->failover_timeout_ns / 100;
 
     E(ctx)->tick_ns = tick < TICK_MIN_NS ? TICK_MIN_NS : tick > TICK_MAX_NS ? TICK_MAX_NS : tick;
 }
@@ -832,12 +833,12 @@ static rov_status_t fo_hold(rov_conn_t *conn, bool on)
 
 static void fo_status_ctx(rov_context_t *ctx, FILE *out)
 {
-    const struct rov_config *c = rov_policy_config(ctx);
+    const struct rov_policy_env *env = rov_policy_env(ctx);
     const struct rov_fo_settings *s = S(ctx);
 
     fprintf(out, " failover=%s timeout_ms=%" PRIu64 " keepalive_ms=%" PRIu64 " failback=%s "
-            "dwell_ms=%" PRIu64, c->failover ? "on" : "off", c->failover_timeout_ns / MS,
-            c->keepalive_ns / MS, s->failback ? "on" : "off", s->failback_dwell_ns / MS);
+            "dwell_ms=%" PRIu64, env->failover ? "on" : "off", env->failover_timeout_ns / MS,
+            env->keepalive_ns / MS, s->failback ? "on" : "off", s->failback_dwell_ns / MS);
 }
 
 static void fo_status_rail(rov_conn_t *conn, int rail, bool chan, uint64_t now, FILE *out)

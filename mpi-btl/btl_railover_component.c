@@ -275,7 +275,7 @@ static int context_open(void)
         .event_cb = mca_btl_railover_event,
     };
     rov_config_t *config;
-    char jobid[32];
+    char jobid[ROV_JOB_MAX + 1];
     rov_status_t st;
     int rc;
 
@@ -289,15 +289,15 @@ static int context_open(void)
     }
     params.config = config;
     /* The job's identity (`railover status`, the checkpoint client's job
-     * registry, docs/ccp.md): the site's job id when it sets RAILOVER_JOBID,
-     * else one derived from Open MPI's job id, the same in every rank of the
-     * job: "ompi-<its 32 bits in hex>" (OPAL_JOBID_PRINT's "[f,j]" has
-     * characters a registry entry cannot be named with). */
-    params.job = getenv("RAILOVER_JOBID");
-    if (NULL == params.job || '\0' == params.job[0]) {
+     * registry, docs/ccp.md): the site's job id when it sets RAILOVER_JOBID
+     * (or btl_railover_jobid), else one derived from Open MPI's job id, the
+     * same in every rank of the job: "ompi-<its 32 bits in hex>"
+     * (OPAL_JOBID_PRINT's "[f,j]" has characters a registry entry cannot be
+     * named with).  The rank is always the MPI rank. */
+    if (ROV_OK != rov_config_get(config, "RAILOVER_JOBID", jobid, sizeof(jobid)) ||
+        '\0' == jobid[0])
         snprintf(jobid, sizeof(jobid), "ompi-%08x", (unsigned) OPAL_PROC_MY_NAME.jobid);
-        params.job = jobid;
-    }
+    params.job = jobid;
     params.rank = (long) OPAL_PROC_MY_NAME.vpid;
     st = rov_context_create(&params, &c->ctx);
     rov_config_free(config);

@@ -11,6 +11,7 @@
 #   - tools/ and mpi-btl/ include only include/railover/ (and their own);
 #   - a rail reads no configuration but its own settings block and the
 #     rail environment (struct rov_rail_env): no struct rov_config in a rail;
+#     a policy likewise (its settings block, struct rov_policy_env);
 #   - a rail names no field of the transport's part of struct rov_chan
 #     (transport/rail.h; the field list is read from there): not through
 #     anything it declares as a struct rov_chan (its embedded `base`, an
@@ -122,6 +123,15 @@ for r in $rails; do
         bad=1
     fi
 done
+
+# A policy's likewise: its own block and the policy environment.  (ccp/'s
+# client reads a rov_config_t of its own through the public API, as a tool.)
+hits=$(for p in $policies; do [ -d "$p" ] && grep -Hn 'struct rov_config\b\|rov_policy_config' -r --include='*.c' --include='*.h' "$p"; done)
+if [ -n "$hits" ]; then
+    echo "layering: a policy reads the configuration (struct rov_config) instead of its settings block and struct rov_policy_env:"
+    echo "$hits" | sed 's/^/  /'
+    bad=1
+fi
 
 # setter FIELD SETTERS FILE... : assignments to FIELD (any variable: x->F,
 # x.F) outside the functions named in SETTERS (space-separated)

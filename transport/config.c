@@ -168,6 +168,19 @@ rov_status_t rov_parse_bool(const char *s, int *out_p, char *err, size_t err_len
     return ROV_ERR_INVAL;
 }
 
+bool rov_jobid_ok(const char *id)
+{
+    size_t n = strlen(id);
+
+    if (n == 0 || n > ROV_JOB_MAX || id[0] == '.')
+        return false;
+    for (const char *p = id; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '_' || *p == '-'))
+            return false;
+    return true;
+}
+
 static int valid_token(const char *s, size_t n, int allow_punct)
 {
     if (n == 0)
@@ -262,6 +275,7 @@ static void transport_defaults(void *block)
     c->unreachable_timeout_ns = 60 * NS_PER_S;
     c->control = 1;
     c->progress_thread = 1;
+    c->rank = -1;
 }
 
 static rov_status_t transport_check(const void *block, char *err, size_t err_len)
@@ -281,9 +295,10 @@ static rov_status_t transport_check(const void *block, char *err, size_t err_len
 
 static const struct rov_var transport_vars[] = {
     {"RAILOVER_RAILS", ROV_VAR_RAILS, OFF(rails), 0, 0, 0, NULL,
-     "rails in order of preference: kind[@arg],... (tcp@IFACE)"},
+     "rails in order of preference: kind[@arg],... (tcp@eth0, tcp@192.0.2.1: an address of "
+     "this host's; 0.0.0.0, ::, broadcast and multicast addresses are refused)"},
     {"RAILOVER_TCP_IF", ROV_VAR_IFNAME, OFF(tcp_if), LEN(tcp_if), 0, 0, NULL,
-     "interface of tcp rails without @IFACE (empty: first non-loopback)"},
+     "interface of tcp and ucx rails without @IFACE (empty: first non-loopback)"},
     {"RAILOVER_LOG", ROV_VAR_LOG, OFF(log), 0, 0, 0, NULL,
      "log level (error, warn, info, debug or trace) of every subsystem, then "
      "subsystem=level for some: warn,verbs=debug,failover=info"},
@@ -307,7 +322,7 @@ static const struct rov_var transport_vars[] = {
      "early arrivals buffered per connection"},
     {"RAILOVER_REORDER_BYTES", ROV_VAR_SIZE, OFF(reorder_bytes), 0, 0, 64 * GiB, NULL,
      "bytes of early arrivals buffered per connection; beyond, they are dropped and "
-     "asked for again"},
+     "asked for again (0: none buffered)"},
     {"RAILOVER_ACK_DELAY", ROV_VAR_DURATION, OFF(ack_delay_ns), 0, 1000, 1000 * NS_PER_MS, NULL,
      "longest wait before a stand-alone acknowledgement"},
     {"RAILOVER_SPIN", ROV_VAR_DURATION, OFF(spin_ns), 0, 0, NS_PER_S, NULL,
@@ -318,13 +333,14 @@ static const struct rov_var transport_vars[] = {
      3600 * NS_PER_S, NULL, "work on a rail with no rail-level completion this long is a failure"},
     {"RAILOVER_CONNECT_TIMEOUT", ROV_VAR_DURATION, OFF(connect_timeout_ns), 0, 0,
      3600 * NS_PER_S, NULL,
-     "a connection's first connect on a rail may take this long (0s: RAILOVER_FAILOVER_TIMEOUT)"},
+     "a connection's first connect on a rail may take this long before the next rail is "
+     "tried (0s: RAILOVER_FAILOVER_TIMEOUT; longer for wire-up storms at scale)"},
     {"RAILOVER_KEEPALIVE", ROV_VAR_DURATION, OFF(keepalive_ns), 0, 0, 3600 * NS_PER_S, NULL,
      "probe a channel that sent nothing this long (0s: never)"},
     {"RAILOVER_UNREACHABLE_TIMEOUT", ROV_VAR_DURATION, OFF(unreachable_timeout_ns), 0, 0,
      7 * 24 * 3600 * NS_PER_S, NULL,
-     "a connection none of whose rails has worked for this long fails as unreachable "
-     "(0s: it reconnects for ever)"},
+     "a connection none of whose rails has worked for this long fails as unreachable, "
+     "ROV_ERR_UNREACHABLE (0s: it reconnects for ever)"},
     {"RAILOVER_FAULT", ROV_VAR_FAULT, OFF(fault), LEN(fault), 0, 0, NULL,
      "fault injection for tests: rail=N,mode=error|silent,after=N[,every=N][,seed=N] "
      "or at=close|last-close|close-answer instead of after="},
@@ -332,9 +348,17 @@ static const struct rov_var transport_vars[] = {
      "serve the per-process control socket (railover status/force/release)"},
     {"RAILOVER_PROGRESS_THREAD", ROV_VAR_BOOL, OFF(progress_thread), 0, 0, 0, NULL,
      "a helper thread answers control requests and completes checkpoint stages while the "
-     "application computes without calling the library (off: only its progress calls do)"},
+     "application computes without calling the library (off: only its progress calls do; no "
+     "lock, no thread)"},
     {"RAILOVER_RUN_DIR", ROV_VAR_PATH, OFF(run_dir), LEN(run_dir), 0, 0, NULL,
-     "directory of control sockets (empty: $XDG_RUNTIME_DIR/railover or /tmp/railover-UID)"},
+     "directory of control sockets, owner-only (empty: $XDG_RUNTIME_DIR/railover or "
+     "/tmp/railover-UID)"},
+    {"RAILOVER_JOBID", ROV_VAR_JOBID, OFF(jobid), LEN(jobid), 0, 0, NULL,
+     "the job this process belongs to, naming its entry in the job registry (empty: a fresh "
+     "UUID; under Open MPI: ompi-<job id>)"},
+    {"RAILOVER_RANK", ROV_VAR_RANK, OFF(rank), 0, 0, INT32_MAX, NULL,
+     "this process's rank in its job (empty: the pid; under Open MPI: the MPI rank, whatever "
+     "this says)"},
 };
 
 /* The transport's block is the configuration itself (offset 0); the other
@@ -549,6 +573,28 @@ static rov_status_t set_var(struct rov_config *c, const struct rov_settings *t,
         }
         break;
     }
+    case ROV_VAR_JOBID:
+        if (*value && !rov_jobid_ok(value)) {
+            snprintf(why, sizeof(why), "'%.80s%s' is not a job id: 1 to %d characters of A-Z "
+                     "a-z 0-9 . _ -, not starting with '.'", value, strlen(value) > 80 ? "..." : "",
+                     ROV_JOB_MAX);
+            st = ROV_ERR_INVAL;
+        } else {
+            snprintf(field, v->len, "%s", value);
+        }
+        break;
+    case ROV_VAR_RANK: {
+        uint64_t u;
+
+        if (!*value) {
+            *(long *)field = -1;
+        } else {
+            st = rov_parse_u64(value, v->min, v->max, &u, why, sizeof(why));
+            if (st == ROV_OK)
+                *(long *)field = (long)u;
+        }
+        break;
+    }
     case ROV_VAR_PATH:
         if (*value && (value[0] != '/' || strlen(value) >= v->len - 32)) {
             snprintf(why, sizeof(why), "not an absolute path shorter than %zu characters",
@@ -631,6 +677,7 @@ static void print_value(const struct rov_config *c, const struct rov_settings *t
         break;
     case ROV_VAR_IFNAME:
     case ROV_VAR_FAULT:
+    case ROV_VAR_JOBID:
     case ROV_VAR_PATH:
     case ROV_VAR_STRING:
     case ROV_VAR_DEVLIST:
@@ -650,6 +697,10 @@ static void print_value(const struct rov_config *c, const struct rov_settings *t
             fputs("auto", f);
         else
             fprintf(f, "%d", *(const int *)field);
+        break;
+    case ROV_VAR_RANK:
+        if (*(const long *)field >= 0)
+            fprintf(f, "%ld", *(const long *)field);
         break;
     case ROV_VAR_BOOL:
         fputs(*(const int *)field ? "on" : "off", f);
@@ -724,7 +775,8 @@ static const struct {
     [ROV_VAR_BOOL] = {ROV_CONFIG_BOOL, ""},        [ROV_VAR_FAULT] = {ROV_CONFIG_STRING, ""},
     [ROV_VAR_PATH] = {ROV_CONFIG_STRING, "path"},  [ROV_VAR_DEVLIST] = {ROV_CONFIG_STRING, ""},
     [ROV_VAR_CHOICE] = {ROV_CONFIG_CHOICE, ""},    [ROV_VAR_INDEX] = {ROV_CONFIG_COUNT, "index"},
-    [ROV_VAR_STRING] = {ROV_CONFIG_STRING, ""},
+    [ROV_VAR_STRING] = {ROV_CONFIG_STRING, ""},    [ROV_VAR_JOBID] = {ROV_CONFIG_STRING, ""},
+    [ROV_VAR_RANK] = {ROV_CONFIG_COUNT, "index"},
 };
 
 static rov_config_var_t public_vars[MAX_VARS];
@@ -754,7 +806,7 @@ static void public_init(void)
                      v->type == ROV_VAR_CHOICE ? v->choices :
                      v->type == ROV_VAR_INDEX  ? "auto" : "";
         if (v->type == ROV_VAR_COUNT || v->type == ROV_VAR_SIZE ||
-            v->type == ROV_VAR_DURATION || v->type == ROV_VAR_INDEX) {
+            v->type == ROV_VAR_DURATION || v->type == ROV_VAR_INDEX || v->type == ROV_VAR_RANK) {
             p->min = v->min;
             p->max = v->max;
         }

@@ -2,6 +2,7 @@
 #ifndef ROV_CONFIG_H
 #define ROV_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,9 @@ struct rov_config {
     int control;                   /* serve the per-process control socket */
     int progress_thread;           /* a helper advances stages while the caller computes */
     char run_dir[108];             /* where control sockets live; empty: per-user default */
+    /* the job (rov_context_create(): when the caller names none) */
+    char jobid[ROV_JOB_MAX + 1];   /* RAILOVER_JOBID; empty: a fresh UUID */
+    long rank;                     /* RAILOVER_RANK; -1: the pid */
     /* The settings blocks of the other layers (rails, policies), each at
      * its table's offset (transport/settings.h): a layer reads its own
      * with rov_settings_of().  Inline, so that a configuration copies by
@@ -70,6 +74,12 @@ rov_status_t rov_parse_rails(const char *s, struct rov_rail_spec *rails, unsigne
 
 /* Booleans: on/off, yes/no, true/false, 1/0. */
 rov_status_t rov_parse_bool(const char *s, int *out_p, char *err, size_t err_len);
+
+/* Job ids (RAILOVER_JOBID, rov_context_params_t.job): 1 to ROV_JOB_MAX
+ * characters of A-Z a-z 0-9 . _ -, not starting with '.'.  An id names the
+ * job's directory in the registry (ccp/): cut short, two jobs would be
+ * one; with a '/' or "..", it would name another directory. */
+bool rov_jobid_ok(const char *id);
 
 /* Defaults for every field. */
 void rov_config_defaults(struct rov_config *config);

@@ -478,34 +478,21 @@ const char *rov_context_rail_name(const rov_context_t *ctx, int rail)
     return rail >= 0 && rail < ctx->nrails ? ctx->rails[rail]->spec->name : "none";
 }
 
-/* The job and rank `railover status` shows: the caller's, else
- * RAILOVER_JOBID's (no rank); text only (it goes into a status line). */
-/* The job the context belongs to (include/railover/ccp.h): the one given,
- * else RAILOVER_JOBID, else a fresh UUID; its rank: the one given, else
- * RAILOVER_RANK, else the pid. */
+/* The job the context belongs to (include/railover/railover.h): the one
+ * given (an empty one: a fresh UUID), else RAILOVER_JOBID, else a fresh
+ * UUID; its rank: the one given with the job, else RAILOVER_RANK, else the
+ * pid.  The configuration's values were checked when it was read. */
 static rov_status_t set_job(rov_context_t *ctx, const rov_context_params_t *params)
 {
-    const char *env = getenv("RAILOVER_JOBID");
-    const char *job = params->job ? params->job : env;
-    const char *rank = getenv("RAILOVER_RANK");
-    size_t len = job ? strlen(job) : 0;
-    bool ok = len <= ROV_JOB_MAX && (len == 0 || job[0] != '.');
+    const char *job = params->job ? params->job : ctx->config.jobid;
 
-    /* The id names the job's directory in the registry (ccp/): cut short,
-     * two jobs would be one; with a '/' or "..", it would name another. */
-    for (size_t i = 0; ok && i < len; i++)
-        ok = (job[i] >= 'a' && job[i] <= 'z') || (job[i] >= 'A' && job[i] <= 'Z') ||
-             (job[i] >= '0' && job[i] <= '9') || job[i] == '.' || job[i] == '_' || job[i] == '-';
-    if (!ok) {
-        /* (the Open MPI BTL passes RAILOVER_JOBID as the job) */
-        rov_error("core", "%s='%.80s%s' is not a job id: 1 to %d characters of A-Z a-z 0-9 . _ -, "
-                  "not starting with '.'",
-                  !params->job || (env && strcmp(env, params->job) == 0)
-                      ? "RAILOVER_JOBID" : "job (rov_context_params_t)",
-                  job, len > 80 ? "..." : "", ROV_JOB_MAX);
+    if (params->job && params->job[0] && !rov_jobid_ok(params->job)) {
+        rov_error("core", "job (rov_context_params_t)='%.80s%s' is not a job id: 1 to %d "
+                  "characters of A-Z a-z 0-9 . _ -, not starting with '.'",
+                  params->job, strlen(params->job) > 80 ? "..." : "", ROV_JOB_MAX);
         return ROV_ERR_INVAL;
     }
-    if (job && job[0]) {
+    if (job[0]) {
         snprintf(ctx->job, sizeof(ctx->job), "%s", job);
     } else {
         uint8_t u[16];
@@ -520,23 +507,12 @@ static rov_status_t set_job(rov_context_t *ctx, const rov_context_params_t *para
                  u[13], u[14], u[15]);
         rov_info("core", "job id %s (generated; RAILOVER_JOBID names the job)", ctx->job);
     }
-    if (params->job && params->rank >= 0) {
+    if (params->job && params->rank >= 0)
         ctx->rank = params->rank;
-    } else if (rank && rank[0]) {
-        char *end;
-        long r;
-
-        errno = 0;
-        r = strtol(rank, &end, 10);
-        if (errno || *end || r < 0 || r > INT32_MAX) {
-            rov_error("core", "RAILOVER_RANK=%s: not a rank (an integer from 0 to %d)", rank,
-                      INT32_MAX);
-            return ROV_ERR_INVAL;
-        }
-        ctx->rank = r;
-    } else {
+    else if (ctx->config.rank >= 0)
+        ctx->rank = ctx->config.rank;
+    else
         ctx->rank = getpid();
-    }
     return ROV_OK;
 }
 
@@ -619,9 +595,6 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
     ctx = rov_zalloc_lines(rov_policy_ctx_size());
     if (!ctx)
         return ROV_ERR_NOMEM;
-    st = set_job(ctx, params);
-    if (st != ROV_OK)
-        goto err_free;
     if (params->config) {
         ctx->config = *params->config;
     } else {
@@ -631,6 +604,9 @@ rov_status_t rov_context_create(const rov_context_params_t *params, rov_context_
         ctx->config = *envcfg;
         rov_config_free(envcfg);
     }
+    st = set_job(ctx, params);
+    if (st != ROV_OK)
+        goto err_free;
     rov_log_set_levels(&ctx->config.log);
     ctx->recv_cb = params->recv_cb;
     ctx->event_cb = params->event_cb;

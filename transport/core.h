@@ -177,6 +177,7 @@ struct rov_context {
     struct rov_deferred *deferred_tail;
     struct rov_ended ended[ROV_ENDED_MAX]; /* the last connections freed (cold: last) */
     unsigned ended_next;
+    struct rov_policy_env policy_env; /* rov_policy_env(), from config */
 };
 
 /* Where an application callback goes: the context, to be kept, inside a

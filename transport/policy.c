@@ -157,6 +157,14 @@ size_t rov_policy_conn_size(void)
 
 void rov_policies_ctx_init(rov_context_t *ctx)
 {
+    ctx->policy_env = (struct rov_policy_env){
+        .failover = ctx->config.failover,
+        .failover_timeout_ns = ctx->config.failover_timeout_ns,
+        .connect_timeout_ns = ctx->config.connect_timeout_ns,
+        .keepalive_ns = ctx->config.keepalive_ns,
+        .unreachable_timeout_ns = ctx->config.unreachable_timeout_ns,
+        .run_dir = ctx->config.run_dir,
+    };
     EACH(ctx_init, ctx);
 }
 
@@ -278,9 +286,9 @@ rov_reason_t rov_reason_of_peer(rov_reason_t reason)
 
 /* Accessors ----------------------------------------------------------------------- */
 
-const struct rov_config *rov_policy_config(const rov_context_t *ctx)
+const struct rov_policy_env *rov_policy_env(const rov_context_t *ctx)
 {
-    return &ctx->config;
+    return &ctx->policy_env;
 }
 
 int rov_policy_nrails(const rov_context_t *ctx)

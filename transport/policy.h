@@ -1,6 +1,6 @@
 /*
- * The policy contract: what a policy above the transport (failover/, and
- * ccp/ to come) is told, what it may read, and what it may ask for.
+ * The policy contract: what a policy above the transport (failover/, ccp/)
+ * is told, what it may read, and what it may ask for.
  *
  * A policy is an ops table of cold-path hooks, registered from a
  * constructor with one line (ROV_POLICY_REGISTER); hooks it leaves NULL get
@@ -13,9 +13,12 @@
  * accessors below, never through transport/core.h, and changes them only
  * through the transport's mechanisms (move, open a rail, probe, fail a
  * channel, fail the connection), each of which keeps the transport's state
- * machines and wire protocol whole.  It keeps its own state per context
- * and per connection in areas the transport allocates for it (ctx_size,
- * conn_size: zeroed; rov_policy_ctx(), rov_policy_conn()).
+ * machines and wire protocol whole.  Of the configuration it reads its own
+ * settings block (rov_policy_settings()) and the policy environment
+ * (struct rov_policy_env), never the transport's struct rov_config.  It
+ * keeps its own state per context and per connection in areas the
+ * transport allocates for it (ctx_size, conn_size: zeroed; rov_policy_ctx(),
+ * rov_policy_conn()).
  */
 #ifndef ROV_POLICY_H
 #define ROV_POLICY_H
@@ -28,6 +31,22 @@
 #include "railover/railover.h"
 #include "transport/config.h"
 #include "transport/states.h"
+
+/* What a policy reads of the transport's settings (as a rail reads struct
+ * rov_rail_env): the failure detection's and where the control sockets
+ * live.  The context's, fixed for its life (rov_policy_env()). */
+struct rov_policy_env {
+    bool failover;                   /* RAILOVER_FAILOVER: detect failures and move connections */
+    uint64_t failover_timeout_ns;    /* RAILOVER_FAILOVER_TIMEOUT: no rail-level completion
+                                      * this long is a stall */
+    uint64_t connect_timeout_ns;     /* RAILOVER_CONNECT_TIMEOUT: a rail's first connect per
+                                      * connection; 0: failover_timeout_ns */
+    uint64_t keepalive_ns;           /* RAILOVER_KEEPALIVE: probe an idle channel; 0: never */
+    uint64_t unreachable_timeout_ns; /* RAILOVER_UNREACHABLE_TIMEOUT: every rail down this long
+                                      * fails the connection; 0: never */
+    const char *run_dir;             /* RAILOVER_RUN_DIR: "" for the per-user default
+                                      * (rov_ctl_run_dir()) */
+};
 
 struct rov_policy_ops {
     const char *name;
@@ -103,7 +122,7 @@ rov_reason_t rov_reason_of_peer(rov_reason_t reason);
 
 /* Read-only accessors ------------------------------------------------------ */
 
-const struct rov_config *rov_policy_config(const rov_context_t *ctx);
+const struct rov_policy_env *rov_policy_env(const rov_context_t *ctx);
 int rov_policy_nrails(const rov_context_t *ctx);
 /** The context's connections, in no particular order, DEAD ones included. */
 rov_conn_t *rov_policy_first(const rov_context_t *ctx);

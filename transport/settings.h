@@ -38,6 +38,8 @@ enum rov_var_type {
     ROV_VAR_CHOICE,   /* one of choices ("a|b|c"), stored as its index; int */
     ROV_VAR_INDEX,    /* "auto" (-1) or an integer in [min, max]; int */
     ROV_VAR_STRING,   /* printable text (a command line); char[len] */
+    ROV_VAR_JOBID,    /* empty or a job id (rov_jobid_ok()); char[len] */
+    ROV_VAR_RANK,     /* empty (-1) or an integer in [min, max]; long */
 };
 
 struct rov_var {

@@ -4,7 +4,8 @@
  *
  * Every context belongs to a job: RAILOVER_JOBID (or the job given at
  * rov_context_create()), else a fresh UUID that the context logs once; and
- * has a rank: the one given at create, else RAILOVER_RANK, else its pid.
+ * has a rank: the one given at create, else RAILOVER_RANK, else its pid
+ * (rov_context_jobid(), rov_context_rank(): railover.h).
  * Each context with a job registers in the job registry
  * (RAILOVER_JOB_DIR/<jobid>/; a directory on a filesystem that every host
  * of the job shares, or by default the per-user run directory, for jobs
@@ -52,10 +53,6 @@ extern "C" {
 #if defined(__GNUC__)
 #pragma GCC visibility push(default)
 #endif
-
-/** The context's job id and rank (see above). */
-const char *rov_context_jobid(const rov_context_t *context);
-long rov_context_rank(const rov_context_t *context);
 
 typedef struct rov_job rov_job_t;
 

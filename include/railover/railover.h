@@ -314,12 +314,14 @@ typedef struct rov_context_params {
     void *arg;                  /* passed to both callbacks */
     /* The job this process belongs to and its rank there (an MPI job id
      * and rank), shown by `railover status` so an operator or a
-     * checkpointer finds a job's processes.  NULL: RAILOVER_JOBID, and no
-     * rank.  1 to ROV_JOB_MAX characters of A-Z a-z 0-9 . _ -, not
+     * checkpointer finds a job's processes.  NULL: the configuration's
+     * RAILOVER_JOBID (empty: a fresh UUID) and RAILOVER_RANK (empty: the
+     * pid).  1 to ROV_JOB_MAX characters of A-Z a-z 0-9 . _ -, not
      * starting with '.' (it names the job's directory in the registry);
-     * anything else, RAILOVER_JOBID too, is refused: ROV_ERR_INVAL. */
+     * anything else is refused: ROV_ERR_INVAL (RAILOVER_JOBID already by
+     * rov_config_read()). */
     const char *job;
-    long rank;                  /* with job: its rank, >= 0 (negative: none) */
+    long rank;                  /* with job: its rank, >= 0 (negative: as without job) */
 } rov_context_params_t;
 
 #define ROV_JOB_MAX 63
@@ -384,6 +386,12 @@ typedef struct rov_limits {
 
 void rov_context_limits(const rov_context_t *context, rov_limits_t *limits_p);
 const char *rov_context_rail_name(const rov_context_t *context, int rail);
+
+/** The context's job id and rank (rov_context_params_t.job and .rank,
+ * else RAILOVER_JOBID and RAILOVER_RANK, else a fresh UUID and the pid);
+ * the job registry (include/railover/ccp.h) files the process under them. */
+const char *rov_context_jobid(const rov_context_t *context);
+long rov_context_rank(const rov_context_t *context);
 
 /* ------------------------------------------------------------------------ */
 /* Endpoint                                                                  */

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 35, item 6d: a job id that does not fit the registry's record (more
 # than 63 characters) or holds anything but A-Z a-z 0-9 . _ - is refused at
-# context creation, naming RAILOVER_JOBID, and by cprclient with its usage
-# exit code (64); nothing is registered (docs/ccp.md, "Job identity").
+# context creation (as any bad setting, naming RAILOVER_JOBID), and by
+# cprclient with its usage exit code (64); nothing is registered
+# (docs/ccp.md, "Job identity").
 #
 #   ccp_jobid.sh CPRCLIENT ROV_JOB
 #
@@ -24,7 +25,7 @@ x63=$(printf 'j%.0s' $(seq 63))
 
 # check_refused N ID: the rank of run idN exited 1 with the context refused.
 check_refused() {
-    if [ "$(rc_of "id$1")" = 1 ] && grep -q "error core: RAILOVER_JOBID=.* is not a job id" \
+    if [ "$(rc_of "id$1")" = 1 ] && grep -q "error config: RAILOVER_JOBID=.* is not a job id" \
         "$work/id$1.err" && grep -q "rov_context_create: invalid argument" "$work/id$1.err"; then
         pass "RAILOVER_JOBID='$2' (${#2} characters) refused at context creation"
     else

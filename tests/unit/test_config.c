@@ -37,7 +37,8 @@ static const char *const all_vars[] = {
     "RAILOVER_CONTROL",      "RAILOVER_RUN_DIR",    "RAILOVER_CONNECT_TIMEOUT",
     "RAILOVER_SPIN",         "RAILOVER_REORDER_BYTES", "RAILOVER_UNREACHABLE_TIMEOUT",
     "RAILOVER_PROGRESS_THREAD", "RAILOVER_JOB_DIR",  "RAILOVER_CCP_ADDR",
-    "RAILOVER_CHECKPOINT_CMD", "RAILOVER_CHECKPOINT_TIMEOUT",
+    "RAILOVER_CHECKPOINT_CMD", "RAILOVER_CHECKPOINT_TIMEOUT", "RAILOVER_JOBID",
+    "RAILOVER_RANK",
 };
 #define NVARS (sizeof(all_vars) / sizeof(all_vars[0]))
 
@@ -887,6 +888,57 @@ END_TEST
  * 2^64-1 (every=2^64-1 made the next firing point divide by zero), and a
  * key given twice is refused, not silently overridden.  The message names
  * the variable and says what is wrong. */
+/* The job's identity: a job id (which names a directory of the registry)
+ * and a rank, each empty by default (a fresh UUID, the pid). */
+START_TEST(test_job_vars)
+{
+    static const struct name_value bad[] = {
+        {"RAILOVER_JOBID", "a b"},
+        {"RAILOVER_JOBID", "../up"},
+        {"RAILOVER_JOBID", ".hidden"},
+        {"RAILOVER_JOBID", "x/y"},
+        {"RAILOVER_JOBID", "jjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjj"},
+        {"RAILOVER_RANK", "-1"},
+        {"RAILOVER_RANK", "abc"},
+        {"RAILOVER_RANK", "1.5"},
+        {"RAILOVER_RANK", "2147483648"},
+    };
+    struct rov_config *c = default_config();
+    char buf[128], err[512];
+
+    ck_assert_str_eq(c->jobid, "");
+    ck_assert_int_eq(c->rank, -1);
+    ck_assert_int_eq(rov_config_get(c, "RAILOVER_RANK", buf, sizeof(buf)), ROV_OK);
+    ck_assert_str_eq(buf, "");
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_JOBID", "ompi-1a2b.run_3", err, sizeof(err)),
+                     ROV_OK);
+    ck_assert_str_eq(c->jobid, "ompi-1a2b.run_3");
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_RANK", "2147483647", err, sizeof(err)), ROV_OK);
+    ck_assert_int_eq(c->rank, 2147483647);
+    ck_assert_int_eq(rov_config_get(c, "RAILOVER_RANK", buf, sizeof(buf)), ROV_OK);
+    ck_assert_str_eq(buf, "2147483647");
+    set_all_rejected(c, bad, sizeof(bad) / sizeof(bad[0]));
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_JOBID", "", err, sizeof(err)), ROV_OK);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_RANK", "", err, sizeof(err)), ROV_OK);
+    ck_assert_str_eq(c->jobid, "");
+    ck_assert_int_eq(c->rank, -1);
+    rov_config_free(c);
+
+    /* From the environment, refused as any setting is: naming it, the
+     * value and the rule. */
+    setenv("RAILOVER_JOBID", "../up", 1);
+    ck_assert_int_eq(rov_config_read(err, sizeof(err), &c), ROV_ERR_INVAL);
+    ck_assert_msg(strstr(err, "RAILOVER_JOBID='../up': '../up' is not a job id: 1 to 63 "
+                          "characters") != NULL, "%s", err);
+    setenv("RAILOVER_JOBID", "j0", 1);
+    setenv("RAILOVER_RANK", "3", 1);
+    ck_assert_int_eq(rov_config_read(err, sizeof(err), &c), ROV_OK);
+    ck_assert_str_eq(c->jobid, "j0");
+    ck_assert_int_eq(c->rank, 3);
+    rov_config_free(c);
+}
+END_TEST
+
 START_TEST(test_fault_strict)
 {
     static const struct {
@@ -1220,6 +1272,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_bool);
     tcase_add_test(tc, test_failover_vars);
     tcase_add_test(tc, test_fault_strict);
+    tcase_add_test(tc, test_job_vars);
     tcase_add_test(tc, test_verbs_vars);
     tcase_add_test(tc, test_layer_tables);
     tcase_add_test(tc, test_print_names);

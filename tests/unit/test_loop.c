@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "railover/railover.h"
 #include "transport/core.h" /* the contexts' state counters */
@@ -545,6 +546,57 @@ START_TEST(test_tables)
 }
 END_TEST
 
+/* A context's job and rank: the caller's, else the configuration's
+ * RAILOVER_JOBID and RAILOVER_RANK, else a fresh UUID and the pid.  A job
+ * the caller names badly is refused; an empty one means a fresh UUID. */
+START_TEST(test_job_identity)
+{
+    rov_context_params_t p = {.recv_cb = on_recv, .rank = -1};
+    rov_config_t *cfg;
+    rov_context_t *ctx;
+    char err[256];
+
+    ck_assert_int_eq(rov_config_read(err, sizeof(err), &cfg), ROV_OK);
+    ck_assert_int_eq(rov_config_set(cfg, "RAILOVER_RAILS", "loop@id", err, sizeof(err)), ROV_OK);
+    ck_assert_int_eq(rov_config_set(cfg, "RAILOVER_CONTROL", "off", err, sizeof(err)), ROV_OK);
+    ck_assert_int_eq(rov_config_set(cfg, "RAILOVER_PROGRESS_THREAD", "off", err, sizeof(err)),
+                     ROV_OK);
+    p.config = cfg;
+    ck_assert_int_eq(rov_context_create(&p, &ctx), ROV_OK);
+    ck_assert_uint_eq(strlen(rov_context_jobid(ctx)), 36); /* a UUID */
+    ck_assert_int_eq(rov_context_rank(ctx), getpid());
+    rov_context_destroy(ctx);
+
+    ck_assert_int_eq(rov_config_set(cfg, "RAILOVER_JOBID", "j-cfg", err, sizeof(err)), ROV_OK);
+    ck_assert_int_eq(rov_config_set(cfg, "RAILOVER_RANK", "7", err, sizeof(err)), ROV_OK);
+    ck_assert_int_eq(rov_context_create(&p, &ctx), ROV_OK);
+    ck_assert_str_eq(rov_context_jobid(ctx), "j-cfg");
+    ck_assert_int_eq(rov_context_rank(ctx), 7);
+    rov_context_destroy(ctx);
+
+    p.job = "j-caller";
+    p.rank = 3;
+    ck_assert_int_eq(rov_context_create(&p, &ctx), ROV_OK);
+    ck_assert_str_eq(rov_context_jobid(ctx), "j-caller");
+    ck_assert_int_eq(rov_context_rank(ctx), 3);
+    rov_context_destroy(ctx);
+
+    p.rank = -1; /* a job without a rank: the configuration's */
+    ck_assert_int_eq(rov_context_create(&p, &ctx), ROV_OK);
+    ck_assert_int_eq(rov_context_rank(ctx), 7);
+    rov_context_destroy(ctx);
+
+    p.job = "";
+    ck_assert_int_eq(rov_context_create(&p, &ctx), ROV_OK);
+    ck_assert_uint_eq(strlen(rov_context_jobid(ctx)), 36);
+    rov_context_destroy(ctx);
+
+    p.job = "../up";
+    ck_assert_int_eq(rov_context_create(&p, &ctx), ROV_ERR_INVAL);
+    rov_config_free(cfg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loop");
@@ -566,6 +618,10 @@ int main(void)
     tcase_add_test(tc, test_prefix);
     tcase_add_test(tc, test_hand_over);
     tcase_add_test(tc, test_tables);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("identity");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_job_identity);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
