@@ -21,6 +21,16 @@
 #define ROV_CTL_MAX_ARGS 16
 #define ROV_CTL_NONCE_LEN 32
 #define ROV_CTL_WHERE_MAX 64  /* "IP:PORT" */
+/* The network endpoint's first line: this, then the challenge in hex. */
+#define ROV_CTL_CHALLENGE "railover-control challenge "
+
+/* Shared by the server (control.c) and the client (ctl_client.c): a network
+ * request's proof, the MAC under the job's key over the challenge and the
+ * request, and the hex form it travels in. */
+void rov_ctl_mac(const uint8_t key[ROV_KEY_LEN], const uint8_t nonce[ROV_CTL_NONCE_LEN],
+                 const char *req, uint8_t mac[ROV_MAC_LEN]);
+void rov_ctl_hex_encode(const uint8_t *b, size_t n, char *out);
+bool rov_ctl_hex_decode(const char *s, uint8_t *b, size_t n);
 
 /** Handle one request.  argv[0] is the verb.  Write the answer lines to out;
  * return 0 for "ok", or nonzero after writing a one-line error message

@@ -213,15 +213,20 @@ fi
 RAILOVER_LOG=debug RAILOVER_JOBID=local start_pair "$run_dir" "${pair_args[@]}"
 bpid=$lpid bsock=$lsock
 python3 - "$bsock" "$work/hold.stop" "$work/holding" >"$work/hold.log" 2>&1 <<'PY' &
-import os, socket, sys, time
-socks = []
-for _ in range(16):
+import os, select, socket, sys
+def hold():
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(sys.argv[1])   # and sends nothing: holds its slot for 10 s
-    socks.append(s)
+    return s
+socks = [hold() for _ in range(16)]
 open(sys.argv[3], "w").write("x")
+# A slot the rank takes back after its 10 s (a loaded machine can make the
+# steps below take that long) is taken again at once: busy until told.
 while not os.path.exists(sys.argv[2]):
-    time.sleep(0.05)
+    for s in select.select(socks, [], [], 0.05)[0]:
+        socks.remove(s)
+        s.close()
+        socks.append(hold())
 PY
 pids+=($!)
 holder=$!
@@ -233,8 +238,11 @@ import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.settimeout(5)
 s.connect(sys.argv[1])
-s.sendall(b"ping\n")
-s.shutdown(socket.SHUT_WR)
+try:
+    s.sendall(b"ping\n")
+    s.shutdown(socket.SHUT_WR)
+except OSError:
+    pass  # a full table refuses at once and closes: its answer is still there
 sys.exit(0 if s.recv(256).startswith(b"error: busy") else 1)
 PY
 }
