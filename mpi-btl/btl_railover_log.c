@@ -10,6 +10,13 @@
  *   [host:pid] [<seconds>.<microseconds>] railover <level> <tag>: <message>
  * Railover's own filter decides which lines come (RAILOVER_LOG, raised by
  * the verbosity): the stream's verbosity filters none of them again.
+ *
+ * A line of another thread (Railover's progress helper) while MPI is not
+ * thread-safe cannot go through opal_output(): an error or a warning is
+ * written to stderr at once, with the same prefix (it matters most when
+ * the rank no longer calls MPI: a job stuck in computation), the others
+ * wait for the next progress of MPI's thread, which sends them before a
+ * line of its own.
  */
 #include "opal_config.h"
 
@@ -19,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "opal/mca/base/base.h"
 #include "opal/threads/thread_usage.h"
@@ -31,6 +39,7 @@
 
 static bool installed;
 static int output = -1;
+static char host[64]; /* opal_output()'s prefix, for the lines written to stderr */
 static pthread_t owner; /* the thread that initialized the component: MPI's */
 
 /* Lines logged while MPI is not thread-safe by a thread other than the
@@ -64,7 +73,19 @@ static void log_hook(void *arg, rov_log_level_t level, const char *tag, const ch
     snprintf(line, sizeof(line), "[%lld.%06ld] railover %s %s: %s", (long long) ts.tv_sec,
              ts.tv_nsec / 1000, rov_log_level_str(level), tag, msg);
     if (opal_using_threads() || pthread_equal(pthread_self(), owner)) {
+        if (atomic_load_explicit(&mca_btl_railover_log_pending, memory_order_relaxed))
+            mca_btl_railover_log_flush(); /* the helper's earlier lines first */
         opal_output(output, "%s", line);
+        return;
+    }
+    if (level <= ROV_LOG_WARN) {
+        char out[LINE_MAX_LEN + sizeof(host) + 32];
+        int n = snprintf(out, sizeof(out), "[%s:%ld] %s\n", host, (long) getpid(), line);
+
+        if (n > 0 && write(STDERR_FILENO, out, (size_t) n < sizeof(out) ? (size_t) n
+                                                                        : sizeof(out) - 1) < 0) {
+            /* nowhere else to say it */
+        }
         return;
     }
     copy = strdup(line);
@@ -107,6 +128,9 @@ void mca_btl_railover_log_open(int stream, int verbosity)
 {
     output = stream;
     owner = pthread_self();
+    if (0 != gethostname(host, sizeof(host)))
+        snprintf(host, sizeof(host), "?");
+    host[sizeof(host) - 1] = '\0';
     installed = true;
     rov_log_set_hook(log_hook, NULL, mca_btl_railover_log_level(verbosity));
 }

@@ -41,6 +41,15 @@ for tool in dpkg dpkg-deb dpkg-query dpkg-shlibdeps file cpack mpirun ompi_info 
     readelf ldd; do
     command -v "$tool" >/dev/null || skip "$tool not found"
 done
+# A run killed before its cleanup (a CTest timeout sends SIGKILL) leaves
+# this stamp with its packages installed: they are that run's, removed now.
+stamp=/var/tmp/railover-package-test.installed
+if [ -e "$stamp" ]; then
+    echo "+ dpkg --purge ${packages[*]} (left installed by a run that was killed: $stamp)"
+    dpkg --purge "${packages[@]}" >/dev/null 2>&1 ||
+        { echo "FAIL: cannot purge what an earlier run left installed"; exit 1; }
+    rm -f "$stamp"
+fi
 for p in "${packages[@]}"; do
     status=$(dpkg-query -W -f='${Status} ${Version}' "$p" 2>/dev/null)
     case $status in
@@ -58,7 +67,9 @@ installed=false
 cleanup() {
     local rc=$?
     if $installed; then
-        if ! dpkg --purge "${packages[@]}" >"$tmp/purge" 2>&1; then
+        if dpkg --purge "${packages[@]}" >"$tmp/purge" 2>&1; then
+            rm -f "$stamp"
+        else
             echo "FAIL: dpkg --purge ${packages[*]}:"
             cat "$tmp/purge"
             rc=1
@@ -108,6 +119,7 @@ done
 
 echo "+ dpkg -i ${debs[*]##*/}"
 installed=true
+echo "${packages[*]}" >"$stamp"
 if ! dpkg -i "${debs[@]}" >"$out" 2>&1; then
     grep -q "dependency problems" "$out" &&
         skip "a dependency of the packages is not installed:"$'\n'"$(grep -E 'depends on|not installed' "$out")"
