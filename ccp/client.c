@@ -289,9 +289,11 @@ static rov_status_t ask(rov_job_t *job, size_t i, const char *verb)
         n = strnlen(msg, sizeof(r->error) - 1);
         memcpy(r->error, msg, n);
         r->error[n] = '\0';
-        /* Gone, silent, another uid's or not an endpoint: unreachable. */
+        /* Gone, silent, another uid's, not an endpoint or a record whose
+         * address is not one: unreachable. */
         return r->status = (st == ROV_ERR_PROTO || st == ROV_ERR_NOT_FOUND ||
-                            st == ROV_ERR_TIMEDOUT || st == ROV_ERR_REFUSED
+                            st == ROV_ERR_TIMEDOUT || st == ROV_ERR_REFUSED ||
+                            st == ROV_ERR_INVAL
                                 ? ROV_ERR_UNREACHABLE : st);
     }
     at = strstr(answer, "stage=");
