@@ -738,19 +738,20 @@ static ROV_INLINE void msg_params(struct rov_msg *m, uint32_t tag,
 }
 
 /* Whether a send of len bytes must wait (counted): the connection's window
- * covers what it retains and what it holds in a stage together, and one
- * message always fits when there is neither; the per-context bound
- * (tx_cap, window_update(); ctx->tx_bytes counts held bytes too) as well.
- * A thousand connections times a 16 MiB window is more memory than a rank
- * has: 1,024 connecting connections filled with 2 GiB of queued sends took
- * the process's CPU in page faults for seconds, and their handshakes timed
- * out. */
-static ROV_INLINE bool window_full(struct rov_conn *conn, size_t len)
+ * covers what it retains and what it holds in a stage (held_msgs,
+ * held_bytes) together, and one message always fits when there is
+ * neither; the per-context bound (tx_cap, window_update(); ctx->tx_bytes
+ * counts held bytes too) as well.  A thousand connections times a 16 MiB
+ * window is more memory than a rank has: 1,024 connecting connections
+ * filled with 2 GiB of queued sends took the process's CPU in page faults
+ * for seconds, and their handshakes timed out. */
+static ROV_INLINE bool window_full(struct rov_conn *conn, size_t len, uint64_t held_msgs,
+                                    uint64_t held_bytes)
 {
-    uint64_t msgs = conn->tx.count + conn->held_msgs;
+    uint64_t msgs = conn->tx.count + held_msgs;
 
     if (!msgs || (msgs < conn->tx.max_msgs &&
-                  conn->tx.bytes + conn->held_bytes + len <= conn->tx.max_bytes &&
+                  conn->tx.bytes + held_bytes + len <= conn->tx.max_bytes &&
                   conn->ctx->tx_bytes + len <= conn->ctx->tx_cap))
         return false;
     conn->stats.window_full++;
@@ -774,7 +775,7 @@ static ROV_COLD rov_status_t send_held(struct rov_conn *conn, uint32_t tag, cons
     st = send_check(conn, buf, len, params, copy);
     if (st != ROV_OK)
         return st;
-    if (window_full(conn, len))
+    if (window_full(conn, len, conn->held_msgs, conn->held_bytes))
         return ROV_ERR_AGAIN;
     m = msg_new(conn, buf, blen, params, copy);
     if (!m)
@@ -819,7 +820,8 @@ ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const v
     st = send_check(conn, buf, len, params, copy);
     if (__builtin_expect(st != ROV_OK, 0))
         return st;
-    if (__builtin_expect(window_full(conn, len), 0))
+    /* Nothing is held outside a stage: the send path reads no held count. */
+    if (__builtin_expect(window_full(conn, len, 0, 0), 0))
         return ROV_ERR_AGAIN;
     m = msg_new(conn, buf, blen, params, copy);
     if (!m)
