@@ -627,12 +627,9 @@ static void probe_fallbacks(rov_conn_t *conn, uint64_t now)
  * probe (a handshake) is up again and ends the count.  False: not so. */
 static bool unreachable(rov_conn_t *conn, uint64_t now)
 {
-    uint64_t limit = env_of(conn)->unreachable_timeout_ns, since = 0;
-    char why[256];
-    size_t off;
+    rov_status_t last[ROV_MAX_RAILS] = {0};
+    uint64_t since = 0;
 
-    if (!limit)
-        return false;
     for (int i = 0; i < rov_policy_nrails(CTX(conn)); i++) {
         const struct rov_fo_rail *r = &F(conn)->rails[i];
 
@@ -641,22 +638,12 @@ static bool unreachable(rov_conn_t *conn, uint64_t now)
         if (r->state != ROV_FO_DOWN)
             return false;
         since = r->down_since_ns > since ? r->down_since_ns : since;
+        last[i] = r->down_status;
     }
     /* now is the tick's; a rail marked down since then is newer. */
-    if (!since || now < since || now - since < limit)
-        return false;
-    off = (size_t)snprintf(why, sizeof(why), "no rail has reached the peer for %.1f s (",
-                           (double)(now - since) / 1e9);
-    for (int i = 0; i < rov_policy_nrails(CTX(conn)) && off < sizeof(why); i++)
-        if (rov_conn_peer_has_rail(conn, i))
-            off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s: %s",
-                                    why[off - 1] == '(' ? "" : ", ",
-                                    rov_context_rail_name(CTX(conn), i),
-                                    rov_status_str(F(conn)->rails[i].down_status));
-    if (off < sizeof(why))
-        snprintf(why + off, sizeof(why) - off, "; RAILOVER_UNREACHABLE_TIMEOUT)");
-    rov_conn_fail(conn, ROV_ERR_UNREACHABLE, why);
-    return true;
+    return rov_conn_fail_unreachable(conn, since, now, env_of(conn)->unreachable_timeout_ns, last,
+                                     "no rail has reached the peer",
+                                     "RAILOVER_UNREACHABLE_TIMEOUT");
 }
 
 static void check_conn(rov_conn_t *conn, uint64_t now)

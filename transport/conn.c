@@ -498,6 +498,40 @@ void rov_conn_fail(struct rov_conn *conn, rov_status_t status, const char *why)
     conn_fail(conn, status, why);
 }
 
+/* conn fails as unreachable, the reason `what`, then each rail's last
+ * answer (last[i]; ROV_OK: not named) and the setting that bounded the
+ * tries (NULL: none) in parentheses. */
+void conn_fail_unreachable(struct rov_conn *conn, const rov_status_t last[ROV_MAX_RAILS],
+                           const char *what, const char *setting)
+{
+    char why[256];
+    size_t off = (size_t)snprintf(why, sizeof(why), "%s (", what);
+
+    for (int i = 0; i < conn->ctx->nrails && off < sizeof(why); i++)
+        if (last[i] != ROV_OK)
+            off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s: %s",
+                                    why[off - 1] == '(' ? "" : ", ",
+                                    rov_context_rail_name(conn->ctx, i),
+                                    rov_status_str(last[i]));
+    if (off < sizeof(why))
+        snprintf(why + off, sizeof(why) - off, "%s%s)",
+                 !setting || why[off - 1] == '(' ? "" : "; ", setting ? setting : "");
+    conn_fail(conn, ROV_ERR_UNREACHABLE, why);
+}
+
+bool rov_conn_fail_unreachable(struct rov_conn *conn, uint64_t since_ns, uint64_t now,
+                               uint64_t limit_ns, const rov_status_t last[ROV_MAX_RAILS],
+                               const char *what, const char *setting)
+{
+    char head[160];
+
+    if (!limit_ns || !since_ns || now < since_ns || now - since_ns < limit_ns)
+        return false;
+    snprintf(head, sizeof(head), "%s for %.1f s", what, (double)(now - since_ns) / 1e9);
+    conn_fail_unreachable(conn, last, head, setting);
+    return true;
+}
+
 void rov_conn_free(struct rov_conn *conn)
 {
     rov_context_t *ctx = conn->ctx;

@@ -103,8 +103,6 @@ static ROV_COLD void first_connect_retry_or_fail(struct rov_conn *conn)
     rov_context_t *ctx = conn->ctx;
     uint64_t now = rov_now_ns(), pause;
     bool within = now - conn->connect_ns < first_connect_for_ns(conn), transient = false;
-    char why[256];
-    size_t off;
 
     if (within && open_first_rail(conn, 0, true) == ROV_OK) {
         rov_debug("conn", "conn %llu: connecting again from %s (slow, not refused)",
@@ -120,16 +118,7 @@ static ROV_COLD void first_connect_retry_or_fail(struct rov_conn *conn)
                   (unsigned long long)conn->id, (double)pause / 1e6);
         return;
     }
-    off = (size_t)snprintf(why, sizeof(why), "no rail reaches the peer (");
-    for (int i = 0; i < ctx->nrails && off < sizeof(why); i++)
-        if (conn->tried[i])
-            off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s: %s",
-                                    why[off - 1] == '(' ? "" : ", ",
-                                    rov_context_rail_name(ctx, i),
-                                    rov_status_str(conn->tried[i]));
-    if (off < sizeof(why))
-        snprintf(why + off, sizeof(why) - off, ")");
-    conn_fail(conn, ROV_ERR_UNREACHABLE, why);
+    conn_fail_unreachable(conn, conn->tried, "no rail reaches the peer", NULL);
 }
 
 /* The first connect failed on `rail` with `status`: the next rail; after

@@ -42,6 +42,8 @@ rov_status_t conn_ctrl_send(struct rov_chan *chan, const uint8_t *hdrbuf, const 
 rov_status_t conn_send_ctrl(struct rov_chan *chan, uint8_t type, uint32_t flags,
                             const void *payload, size_t len);
 void conn_fail(struct rov_conn *conn, rov_status_t status, const char *why);
+void conn_fail_unreachable(struct rov_conn *conn, const rov_status_t last[ROV_MAX_RAILS],
+                           const char *what, const char *setting);
 void conn_release_held(struct rov_conn *conn);
 uint32_t conn_hold_flag(const struct rov_conn *conn);
 void conn_peer_synced(struct rov_conn *conn, struct rov_chan *chan, uint64_t last);

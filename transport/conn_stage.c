@@ -5,6 +5,8 @@
  * reconnected on new rails (with a backoff while the peer has not reopened
  * yet), its held sends then released in order.
  */
+#include <string.h>
+
 #include "transport/backoff.h"
 #include "transport/conn_int.h"
 #include "transport/log.h"
@@ -85,6 +87,7 @@ bool conn_reopen_from(struct rov_conn *conn, int from)
             st = rov_conn_move(conn, i, ROV_REASON_REOPEN, "reconnect after reopen", -1);
         if (st == ROV_OK || st == ROV_INPROGRESS)
             return true;
+        conn->tried[i] = st;
         rov_debug("conn", "conn %llu: reopen on %s: %s", (unsigned long long)conn->id,
                   rov_context_rail_name(conn->ctx, i), rov_status_str(st));
     }
@@ -95,23 +98,28 @@ bool conn_reopen_from(struct rov_conn *conn, int from)
 /* A reconnect after the reopen failed (the peer has not reopened yet, or
  * its preferred rail is gone): the next rail now, or all of them again
  * after a backoff, until RAILOVER_UNREACHABLE_TIMEOUT (or
- * RAILOVER_CONNECT_TIMEOUT when that is off) has passed since the reopen. */
+ * RAILOVER_CONNECT_TIMEOUT when that is off: a reopen is never waited for
+ * for ever) has passed since the reopen: the connection then fails as
+ * unreachable (rov_conn_fail_unreachable(), the one bound), naming each
+ * rail's last answer. */
 void conn_reopen_failed(struct rov_conn *conn, int rail, rov_status_t status)
 {
     rov_context_t *ctx = conn->ctx;
     uint64_t now = rov_now_ns(), limit = ctx->config.unreachable_timeout_ns;
 
-    if (!limit)
-        limit = ctx->config.connect_timeout_ns;
+    if (rail < ctx->nrails)
+        conn->tried[rail] = status;
     /* Refused: nothing listens there yet (the peer has not reopened), and
      * its other rails would say the same: all of them again after the
      * backoff.  Otherwise (no route, a timeout) the next rail now. */
     if (status != ROV_ERR_REFUSED && rail + 1 < ctx->nrails && conn_reopen_from(conn, rail + 1))
         return;
-    if (now - conn->reopen_ns >= limit) {
-        conn_fail(conn, status, "no rail reached the peer after the reopen");
+    if (rov_conn_fail_unreachable(conn, conn->reopen_ns, now,
+                                  limit ? limit : ctx->config.connect_timeout_ns, conn->tried,
+                                  "no rail has reached the peer since the reopen",
+                                  limit ? "RAILOVER_UNREACHABLE_TIMEOUT"
+                                        : "RAILOVER_CONNECT_TIMEOUT"))
         return;
-    }
     conn_connect_again_at(conn, now + rov_backoff_next(&conn->backoff_ns, REOPEN_RETRY_MIN_NS,
                                                        REOPEN_RETRY_MAX_NS));
 }
@@ -122,6 +130,7 @@ void rov_conn_reopen(struct rov_conn *conn)
         return;
     conn->reopen_ns = rov_now_ns();
     conn->backoff_ns = 0;
+    memset(conn->tried, 0, sizeof(conn->tried));
     if (!conn_set_state(conn, ROV_CONN_REOPENING, "rails reopened"))
         return;
     if (!conn_reopen_from(conn, 0))

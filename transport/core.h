@@ -68,7 +68,8 @@ struct rov_conn {
     uint64_t connect_ns;              /* rov_conn_connect() at */
     uint8_t data[ROV_CONN_DATA_MAX];  /* connect-time data: ours, or the connector's */
     uint8_t data_len;
-    rov_status_t tried[ROV_MAX_RAILS]; /* first connect: each rail's last answer */
+    rov_status_t tried[ROV_MAX_RAILS]; /* first connect, reconnect after a reopen:
+                                        * each rail's last answer */
     uint64_t connect_again_ns;        /* first connect: next try after a reset, 0: none */
     /* Quiesce (stage.c): DRAINING, QUIESCED, REOPENING. */
     bool eoc_sent;                    /* our end marker went out (again after a switch) */

@@ -205,5 +205,14 @@ void rov_policy_chan_fail(rov_conn_t *conn, int rail, rov_status_t status, const
                           rov_reason_t reason);
 /** The connection failed for good (ROV_EVENT_CONN_ERROR). */
 void rov_conn_fail(rov_conn_t *conn, rov_status_t status, const char *why);
+/** The one bound on a connection that reaches its peer on no rail (the
+ * failover engine's rails all down, a reconnect after a reopen): once
+ * limit_ns (0: never) has passed since since_ns (0: not counting), conn
+ * fails with ROV_ERR_UNREACHABLE, the reason saying `what`, for how long,
+ * each rail's last answer (last[i]; ROV_OK: not named) and the setting
+ * that bounds it.  True when it failed. */
+bool rov_conn_fail_unreachable(rov_conn_t *conn, uint64_t since_ns, uint64_t now,
+                               uint64_t limit_ns, const rov_status_t last[ROV_MAX_RAILS],
+                               const char *what, const char *setting);
 
 #endif

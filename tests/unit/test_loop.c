@@ -20,6 +20,8 @@
  *                         across a close and reopen of the rails
  *   refused               close-rails without a quiesce, a connect while
  *                         closed, a quiesce while closed
+ *   reopen unreachable    reopened while the peer stays closed: fails as
+ *                         unreachable after RAILOVER_UNREACHABLE_TIMEOUT
  *   hooks                 the stage hook: before and once after quiesce,
  *                         close, reopen (and a resume), in order, with the
  *                         stage's status; none after a hook is removed
@@ -37,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "railover/railover.h"
@@ -53,6 +56,8 @@ struct side {
     uint64_t sent, rcvd;   /* message numbers: the next to send, to receive */
     int bad;
     int quiesced, resumed, address, errors, switches, closed;
+    rov_status_t error_status;
+    char error_reason[256];
     bool close_on_peer;    /* rov_conn_close() on ROV_EVENT_CONN_PEER_CLOSED */
 };
 
@@ -78,7 +83,11 @@ static void on_event(void *arg, const rov_event_t *ev)
 
     switch (ev->type) {
     case ROV_EVENT_CONN_ACCEPTED: s->conn = ev->conn; break;
-    case ROV_EVENT_CONN_ERROR: s->errors++; break;
+    case ROV_EVENT_CONN_ERROR:
+        s->errors++;
+        s->error_status = ev->status;
+        snprintf(s->error_reason, sizeof(s->error_reason), "%s", ev->reason ? ev->reason : "");
+        break;
     case ROV_EVENT_CONN_RAIL_SWITCH: s->switches++; break;
     case ROV_EVENT_CONTEXT_QUIESCED: s->quiesced++; break;
     case ROV_EVENT_CONTEXT_RESUMED: s->resumed++; break;
@@ -305,6 +314,40 @@ START_TEST(test_close_reopen)
     ck_assert_uint_eq(stats(&A).reasons[ROV_REASON_REOPEN], 1);
     stream(A.sent + 300);
     ck_assert_int_eq(A.errors + B.errors, 0);
+}
+END_TEST
+
+/* Reopened while the peer stays closed: the reconnects are refused, tried
+ * again after a backoff, and the connection fails as unreachable once
+ * RAILOVER_UNREACHABLE_TIMEOUT has passed since the reopen, naming each
+ * rail's last answer (the one bound, rov_conn_fail_unreachable()). */
+START_TEST(test_reopen_unreachable)
+{
+    struct timespec t0, t;
+
+    teardown();
+    setenv("RAILOVER_UNREACHABLE_TIMEOUT", "300ms", 1);
+    setup();
+    unsetenv("RAILOVER_UNREACHABLE_TIMEOUT");
+    stream(100);
+    rov_context_quiesce(A.ctx);
+    SPIN_UNTIL(A.quiesced == 1);
+    rov_context_quiesce(B.ctx);
+    SPIN_UNTIL(B.quiesced == 1);
+    ck_assert_int_eq(rov_context_close_rails(A.ctx), ROV_OK);
+    ck_assert_int_eq(rov_context_close_rails(B.ctx), ROV_OK);
+    ck_assert_int_eq(rov_context_reopen(A.ctx), ROV_INPROGRESS);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        spin(1);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while (A.errors == 0 && t.tv_sec - t0.tv_sec < 20);
+    ck_assert_int_eq(A.errors, 1);
+    ck_assert_int_eq(A.error_status, ROV_ERR_UNREACHABLE);
+    ck_assert_msg(strstr(A.error_reason, "no rail has reached the peer since the reopen for ") &&
+                      strstr(A.error_reason, "RAILOVER_UNREACHABLE_TIMEOUT)"),
+                  "reason: %s", A.error_reason);
+    ck_assert_msg(t.tv_sec - t0.tv_sec < 20, "still reconnecting after 20 s");
 }
 END_TEST
 
@@ -610,6 +653,7 @@ int main(void)
     tcase_add_test(tc, test_failover_resend);
     tcase_add_test(tc, test_quiesce_in_flight);
     tcase_add_test(tc, test_close_reopen);
+    tcase_add_test(tc, test_reopen_unreachable);
     tcase_add_test(tc, test_close_during_quiesce);
     tcase_add_test(tc, test_peer_closes_during_quiesce);
     tcase_add_test(tc, test_close_handshake);
