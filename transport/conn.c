@@ -782,11 +782,8 @@ static ROV_INLINE void msg_params(struct rov_msg *m, uint32_t tag,
 static ROV_INLINE bool window_full(struct rov_conn *conn, size_t len, uint64_t held_msgs,
                                     uint64_t held_bytes)
 {
-    uint64_t msgs = conn->tx.count + held_msgs;
-
-    if (!msgs || (msgs < conn->tx.max_msgs &&
-                  conn->tx.bytes + held_bytes + len <= conn->tx.max_bytes &&
-                  conn->ctx->tx_bytes + len <= conn->ctx->tx_cap))
+    if (rov_retain_has_room(&conn->tx, held_msgs, held_bytes, len) &&
+        (conn->ctx->tx_bytes + len <= conn->ctx->tx_cap || !(conn->tx.count + held_msgs)))
         return false;
     conn->stats.window_full++;
     return true;

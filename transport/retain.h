@@ -56,11 +56,17 @@ struct rov_retain {
 
 void rov_retain_init(struct rov_retain *r, uint64_t max_msgs, uint64_t max_bytes);
 
-/** Would a message of len bytes fit the window?  One message always fits an
- * empty queue, however large. */
-static inline bool rov_retain_has_room(const struct rov_retain *r, size_t len)
+/** Would a message of len bytes fit the window, with extra_msgs messages of
+ * extra_bytes kept outside the queue counted against it too (a
+ * connection's sends held in a checkpoint stage)?  One message always fits
+ * when there is nothing, however large. */
+static inline bool rov_retain_has_room(const struct rov_retain *r, uint64_t extra_msgs,
+                                       uint64_t extra_bytes, size_t len)
 {
-    return r->count == 0 || (r->count < r->max_msgs && r->bytes + len <= r->max_bytes);
+    uint64_t msgs = r->count + extra_msgs;
+
+    return msgs == 0 ||
+           (msgs < r->max_msgs && r->bytes + extra_bytes + len <= r->max_bytes);
 }
 
 /** Allocate a message; copy != 0 copies data inline, else references it.

@@ -140,14 +140,14 @@ START_TEST(test_window_msgs)
 
     /* rq: 8 messages, 1000 bytes. */
     for (int i = 0; i < 8; i++) {
-        ck_assert(rov_retain_has_room(&rq, 1));
+        ck_assert(rov_retain_has_room(&rq, 0, 0, 1));
         push_len(1);
     }
-    ck_assert(!rov_retain_has_room(&rq, 0));
-    ck_assert(!rov_retain_has_room(&rq, 1));
+    ck_assert(!rov_retain_has_room(&rq, 0, 0, 0));
+    ck_assert(!rov_retain_has_room(&rq, 0, 0, 1));
     ck_assert_int_eq(rov_retain_ack(&rq, 1, &acked), ROV_OK);
     free_list(acked);
-    ck_assert(rov_retain_has_room(&rq, 1));
+    ck_assert(rov_retain_has_room(&rq, 0, 0, 1));
 }
 END_TEST
 
@@ -156,17 +156,20 @@ START_TEST(test_window_bytes)
     struct rov_msg *acked;
 
     push_len(600);
-    ck_assert(rov_retain_has_room(&rq, 400));
-    ck_assert(!rov_retain_has_room(&rq, 401));
+    ck_assert(rov_retain_has_room(&rq, 0, 0, 400));
+    ck_assert(!rov_retain_has_room(&rq, 0, 0, 401));
     push_len(400);
     ck_assert_uint_eq(rq.bytes, 1000);
-    ck_assert(rov_retain_has_room(&rq, 0)); /* empty messages still fit */
-    ck_assert(!rov_retain_has_room(&rq, 1));
+    ck_assert(rov_retain_has_room(&rq, 0, 0, 0)); /* empty messages still fit */
+    ck_assert(!rov_retain_has_room(&rq, 0, 0, 1));
     ck_assert_int_eq(rov_retain_ack(&rq, 1, &acked), ROV_OK);
     free_list(acked);
     ck_assert_uint_eq(rq.bytes, 400);
-    ck_assert(rov_retain_has_room(&rq, 600));
-    ck_assert(!rov_retain_has_room(&rq, 601));
+    ck_assert(rov_retain_has_room(&rq, 0, 0, 600));
+    ck_assert(!rov_retain_has_room(&rq, 0, 0, 601));
+    /* Messages held outside the queue count against the same window. */
+    ck_assert(rov_retain_has_room(&rq, 1, 100, 500));
+    ck_assert(!rov_retain_has_room(&rq, 1, 100, 501));
 }
 END_TEST
 
@@ -174,16 +177,18 @@ START_TEST(test_window_oversized)
 {
     struct rov_msg *acked;
 
-    /* One message larger than the whole byte window fits an empty queue. */
-    ck_assert(rov_retain_has_room(&rq, 1000000));
-    ck_assert(rov_retain_has_room(&rq, SIZE_MAX));
+    /* One message larger than the whole byte window fits an empty queue,
+     * not one that only held messages keep from being empty. */
+    ck_assert(rov_retain_has_room(&rq, 0, 0, 1000000));
+    ck_assert(rov_retain_has_room(&rq, 0, 0, SIZE_MAX));
+    ck_assert(!rov_retain_has_room(&rq, 1, 1, 1000000));
     push_len(5000);
-    ck_assert(!rov_retain_has_room(&rq, 0));
-    ck_assert(!rov_retain_has_room(&rq, 1));
+    ck_assert(!rov_retain_has_room(&rq, 0, 0, 0));
+    ck_assert(!rov_retain_has_room(&rq, 0, 0, 1));
     ck_assert_int_eq(rov_retain_ack(&rq, 1, &acked), ROV_OK);
     assert_list(acked, 1, 1);
     free_list(acked);
-    ck_assert(rov_retain_has_room(&rq, 5000));
+    ck_assert(rov_retain_has_room(&rq, 0, 0, 5000));
 }
 END_TEST
 
@@ -193,9 +198,9 @@ START_TEST(test_window_one_msg)
     struct rov_msg *m = rov_retain_msg_alloc(NULL, 1, 0), *acked;
 
     rov_retain_init(&r, 1, 1u << 20);
-    ck_assert(rov_retain_has_room(&r, 1));
+    ck_assert(rov_retain_has_room(&r, 0, 0, 1));
     rov_retain_push(&r, m);
-    ck_assert(!rov_retain_has_room(&r, 0));
+    ck_assert(!rov_retain_has_room(&r, 0, 0, 0));
     ck_assert_int_eq(rov_retain_ack(&r, 1, &acked), ROV_OK);
     ck_assert_ptr_eq(acked, m);
     free_list(acked);
@@ -487,7 +492,7 @@ START_TEST(test_drain)
     ck_assert_ptr_null(rq.next_tx);
     ck_assert_uint_eq(rq.count, 0);
     ck_assert_uint_eq(rq.bytes, 0);
-    ck_assert(rov_retain_has_room(&rq, 1000));
+    ck_assert(rov_retain_has_room(&rq, 0, 0, 1000));
     ck_assert_ptr_null(rov_retain_drain(&rq));
     free_list(all);
 }
@@ -504,7 +509,7 @@ START_TEST(test_many)
     for (unsigned round = 0; round < 2000; round++) {
         struct rov_msg *acked;
 
-        while (rov_retain_has_room(&r, round % 97)) {
+        while (rov_retain_has_room(&r, 0, 0, round % 97)) {
             struct rov_msg *m = rov_retain_msg_alloc(NULL, round % 97, 0);
 
             ck_assert_ptr_nonnull(m);
