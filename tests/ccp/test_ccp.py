@@ -1321,6 +1321,55 @@ def restart(args, wd, ck):
             if sleeper:
                 sleeper.kill()
             job.kill()
+        restart_tree(args, wd, ck, topo)
+
+
+def restart_tree(args, wd, ck, topo):
+    """RAILOVER_CHECKPOINT_TREE=parent: the four ranks (children of this
+    test, on one host name) are one unit, imaged once with their parent's
+    tree by rank 0, after every rank closed its control endpoints; every
+    rank's status says so, the manifest puts all in unit 0; a restart finds
+    the tree's root (this test) alive: its process id is taken."""
+    job = Job(args, wd.sub("tree"), topo, msgs=1000000, rate=100, linger=120, timeout=600)
+    job.checkpoint_cmd("echo %p >> %d/pid && ls %d/.. > %d/seen")
+    for r in RANKS:
+        job.env[r]["RAILOVER_CHECKPOINT_TREE"] = "parent"
+    try:
+        job.start()
+        job.mark("one unit of four ranks: one command")
+        job.expect(ck, job.client(job.jobid), 0, "running")
+        unit = job.image_dir(0, 1)
+        with open(os.path.join(unit, "pid")) as f:
+            pids = f.read().split()
+        ck.check(pids == [str(os.getpid())],
+                 "the unit's command ran %s, expected once for the ranks' parent %d" %
+                 (pids, os.getpid()))
+        with open(os.path.join(unit, "seen")) as f:
+            seen = f.read().split()
+        ck.check(all("ready.%d" % r in seen for r in RANKS),
+                 "the unit's command ran before every rank was ready: %s" % seen)
+        ck.check(sorted(n for n in os.listdir(job.set_file(1, "")) if n.startswith("unit.")) ==
+                 ["unit.0", "unit.0.log"], "set 1 holds other units: %s" %
+                 os.listdir(job.set_file(1, "")))
+        with open(job.set_file(1, "manifest")) as f:
+            manifest = f.read()
+        for r in RANKS:
+            with open(job.set_file(1, "status.%d" % r)) as f:
+                ck.check(f.read().split()[:2] == ["1", "0"], "rank %d: no status 0 in set 1" % r)
+            ck.check(re.search(r"(?m)^rank=%d pid=%d tree=%d unit=0 " %
+                               (r, job.procs[r].pid, os.getpid()), manifest),
+                     "manifest: rank %d not in unit 0 with tree %d: %s" %
+                     (r, os.getpid(), manifest))
+        job.mark("the unit's root is alive: restart refused (pid taken)")
+        for r in RANKS:
+            os.kill(job.procs[r].pid, signal.SIGKILL)
+            job.procs[r].wait(5)
+        ans = job.client(job.jobid, "restart",
+                         env={"RAILOVER_RESTORE_CMD": "%s %%d" % args.restore})
+        if job.expect(ck, ans, 13):
+            ck.check("process id %d is taken" % os.getpid() in ans.err, "pid taken: %s" % ans)
+    finally:
+        job.kill()
 
 
 def proc_state(pid):
