@@ -11,10 +11,12 @@
 # command images its parent's tree, that is mpirun's on VM a and the
 # orted's on VM b (one rank per host: the rank's parent is the root of the
 # job's processes there), with --tcp-established (mpirun's and the orted's
-# out-of-band connection on eth, dumped at both ends) and the action script
-# ckpt-files.sh (the files the tree has open or maps shared: Open MPI's
-# session directory in /tmp, mpirun's output files, saved while the tree is
-# frozen, put back before a restore).
+# out-of-band connection on eth, dumped at both ends; PMIx's on loopback)
+# and the action script criu-action.sh (at the dump: the files the tree has
+# open or maps shared, Open MPI's session directory in /tmp and mpirun's
+# output files, saved while the tree is frozen, and the tree's TCP ports; at
+# the restore: the files put back, the killed sockets' remains destroyed,
+# the ports blocked until both trees are back).
 #
 # reference: the same program, the same arguments, two ranks on VM a over
 #   btl self,vader without pauses: its result line.
@@ -39,7 +41,7 @@ pkglibdir=${3:-$(ompi_info --path pkglibdir | sed 's/^.*: *//')}
 here=${VM_JOB%/*} # (VM_JOB: this script, absolute)
 # shellcheck source-path=SCRIPTDIR source=../mpi/vm_mpi_lib.sh
 . "$here/../mpi/vm_mpi_lib.sh"
-files=$here/ckpt-files.sh
+action=$here/criu-action.sh
 
 # The job: ITERS ring exchanges of BYTES and an allreduce each, PAUSE_MS of
 # "computation" between them (about 0.1 s an iteration under TCG).
@@ -49,15 +51,16 @@ d=$VMOUT/mpi-criu
 rm -rf "$d"
 mkdir -p "$d/jobs" && chmod 700 "$d/jobs"
 
-# What CRIU needs in the guests (shared notes, softroce-vm.md section 3),
-# and for --tcp-established with the default (iptables-nft) network lock:
-# nft_compat xt_mark xt_tcpudp.
-mods="unix_diag inet_diag tcp_diag udp_diag raw_diag netlink_diag af_packet_diag tun veth
-      nf_tables nft_compat xt_mark xt_tcpudp"
+# What CRIU needs in the guests (shared notes, softroce-vm.md section 3).
+# --tcp-established locks the connections with --network-lock nftables
+# (nf_tables, CRIU's libnftables): the default lock runs iptables, which a
+# host may not have.
+mods="unix_diag inet_diag tcp_diag udp_diag raw_diag netlink_diag af_packet_diag tun veth nf_tables"
+# shellcheck disable=SC2086 # (a list)
 modprobe -a $mods || fail "modprobe $mods"
 ip link set lo up
 wait_peer || fail "VM b is not ready"
-rexec "modprobe -a $(echo $mods) && ip link set lo up" || fail "modprobe on b"
+rexec "modprobe -a $mods && ip link set lo up" || fail "modprobe on b"
 criu check > "$d/criu-check.a" 2>&1 || fail "criu check on a: $(tail -n 3 "$d/criu-check.a")"
 
 # --- reference ---------------------------------------------------------------------
@@ -79,8 +82,9 @@ export RAILOVER_VERBS_TIMEOUT=16 RAILOVER_FAILOVER_TIMEOUT=2s RAILOVER_CONNECT_T
 export RAILOVER_FAILBACK_DWELL=1s RAILOVER_FAILBACK_RETRY=200ms RAILOVER_FAILBACK_RETRY_MAX=1s
 # Each rank images its parent's tree (mpirun's, the orted's).
 export RAILOVER_CHECKPOINT_CMD="criu dump -t \"\$(ps -o ppid= -p %p | tr -d ' ')\" -D %d \
---tcp-established --leave-running --action-script $files -o dump.log -v2"
-export ROV_CKPT_FILES=/tmp:/dev/shm:$VMOUT # (ckpt-files.sh: what it saves)
+--tcp-established --network-lock nftables --leave-running --action-script $action \
+-o dump.log -v2"
+export ROV_CKPT_FILES=/tmp:/dev/shm:$VMOUT # (criu-action.sh: what it saves)
 # shellcheck disable=SC2054 # (the commas are in option values)
 argv=("${vm_mpirun[@]}" --mca pml ob1 --mca btl self,railover
       -x RAILOVER_JOBID -x RAILOVER_JOB_DIR -x RAILOVER_CCP_ADDR -x RAILOVER_RAILS
@@ -153,6 +157,7 @@ checkpoint 1
 iteration
 at=$it
 waitfor 60 progressed $((at + 20)) || fail "the job did not go on after checkpoint 1: $(tail -n 5 "$err")"
+iteration
 log "the job goes on after checkpoint 1 (iteration $at -> $it)"
 
 # --- checkpoint, kill everything, restore --------------------------------------------
@@ -179,10 +184,12 @@ gone() { local p; for p in "$@"; do [ ! -e /proc/"$p" ] || return 1; done; }
 declare -f gone > "$d/gone.sh"
 waitfor 10 gone $pids_a || fail "a process of mpirun's tree is still there on a: $(ps -o pid,stat,comm -p "${pids_a// /,}")"
 rexec ". $d/gone.sh; waitfor 10 gone $pids_b" || fail "a process of the orted's tree is still there on b"
+log "left on the job's ports on a after the kill:"
+ss -tanH state all | grep -E ":($(paste -s -d '|' "$d/jobs/$job/images/rank.0/ckpt-tcp-ports.txt")) "
 
 restore() { # RANK: the command
     echo "criu restore -D $d/jobs/$job/images/rank.$1 -d --tcp-established" \
-        "--action-script $files -o restore.log -v2"
+        "--network-lock nftables --action-script $action -o restore.log -v2"
 }
 _vm_tms t0
 (rexec "$(restore 1)" > "$d/restore.b.out" 2>&1; echo $? > "$d/restore.b.rc") &
@@ -197,6 +204,10 @@ for r in 0 1; do
 done
 [ "$rc_a" = 0 ] || { tail -n 30 "$d/jobs/$job/images/rank.0/restore.log"; fail "criu restore of mpirun's tree on a exited $rc_a"; }
 [ "$rc_b" = 0 ] || { tail -n 30 "$d/jobs/$job/images/rank.1/restore.log"; fail "criu restore of the orted's tree on b exited $rc_b"; }
+cat "$d/restore.a.out" "$d/restore.b.out"
+# Both trees are back: their TCP ports may carry traffic again.
+nft delete table inet railover-restore || fail "no restore lock on a"
+rexec "nft delete table inet railover-restore" || fail "no restore lock on b"
 log "restored: mpirun's tree on a in $((t1 - t0)) ms, the orted's on b within $((t2 - t0)) ms (both started at once)"
 
 end=$((SECONDS + 60))
