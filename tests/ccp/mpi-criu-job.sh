@@ -6,6 +6,9 @@
 # and tcp on the eth link second.  Runs on VM a; VM b serves its rexec calls.
 #
 #   mpi-criu-job.sh BUILD_DIR [BTL_DIR [OMPI_PKGLIBDIR]]
+#   RAILOVER_TEST_MPI_PER_VM=2: two ranks per VM (-np 4, --map-by slot) over btl
+#     self,vader,railover; the ranks of a tree share one image of it
+#     (ckpt-tree.sh: the last rank of the tree to arrive dumps it).
 #
 # The recipe (docs/ccp.md, "Restarting an MPI job"): each rank's checkpoint
 # command images its parent's tree, that is mpirun's on VM a and the
@@ -45,7 +48,11 @@ action=$here/criu-action.sh
 
 # The job: ITERS ring exchanges of BYTES and an allreduce each, PAUSE_MS of
 # "computation" between them (about 0.1 s an iteration under TCG).
-ITERS=400 BYTES=65536 PAUSE_MS=40
+ITERS=500 BYTES=65536 PAUSE_MS=40
+per_vm=${RAILOVER_TEST_MPI_PER_VM:-1}
+case $per_vm in 1) btl=self,railover ;; 2) btl=self,vader,railover ;;
+*) fail "RAILOVER_TEST_MPI_PER_VM=$per_vm: 1 or 2" ;; esac
+np=$((2 * per_vm))
 
 d=$VMOUT/mpi-criu
 rm -rf "$d"
@@ -65,7 +72,7 @@ criu check > "$d/criu-check.a" 2>&1 || fail "criu check on a: $(tail -n 3 "$d/cr
 
 # --- reference ---------------------------------------------------------------------
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpirun -np 2 --oversubscribe --mca mpi_yield_when_idle 1 --mca pml ob1 --mca btl self,vader \
+mpirun -np "$np" --oversubscribe --mca mpi_yield_when_idle 1 --mca pml ob1 --mca btl self,vader \
     "$prog" "$ITERS" "$BYTES" 0 < /dev/null > "$d/ref.out" 2> "$d/ref.err" ||
     fail "the reference run failed: $(tail -n 5 "$d/ref.err")"
 ref=$(grep '^result=' "$d/ref.out") || fail "no result line in the reference run"
@@ -73,6 +80,12 @@ log "reference: $ref"
 
 # --- the job -----------------------------------------------------------------------
 vm_mpi_setup "$d" "$pkglibdir" "$btl_dir" || fail "cannot set up $d"
+if [ "$per_vm" != 1 ]; then
+    printf '%s slots=%d\n' "$ETH_IP" "$per_vm" "$PEER_ETH" "$per_vm" > "$d/hosts"
+    for i in "${!vm_mpirun[@]}"; do
+        case ${vm_mpirun[$i]} in 2) vm_mpirun[i]=$np ;; node) vm_mpirun[i]=slot ;; esac
+    done
+fi
 job=mpi-ckpt out=$d/job.out err=$d/job.err
 export RAILOVER_JOBID=$job RAILOVER_JOB_DIR=$d/jobs RAILOVER_CCP_ADDR=$ETH_IF
 export RAILOVER_RAILS=verbs@$RDMA_DEV:$RDMA_PORT,tcp@$ETH_IF RAILOVER_VERBS_CM=oob
@@ -81,12 +94,17 @@ export RAILOVER_TCP_IF=$ETH_IF RAILOVER_LOG=warn
 export RAILOVER_VERBS_TIMEOUT=16 RAILOVER_FAILOVER_TIMEOUT=2s RAILOVER_CONNECT_TIMEOUT=10s
 export RAILOVER_FAILBACK_DWELL=1s RAILOVER_FAILBACK_RETRY=200ms RAILOVER_FAILBACK_RETRY_MAX=1s
 # Each rank images its parent's tree (mpirun's, the orted's).
-export RAILOVER_CHECKPOINT_CMD="criu dump -t \"\$(ps -o ppid= -p %p | tr -d ' ')\" -D %d \
---tcp-established --network-lock nftables --leave-running --action-script $action \
--o dump.log -v2"
+criu_opts="--tcp-established --network-lock nftables --leave-running -o dump.log -v2"
+criu_opts+=" --action-script $action"
+if [ "$per_vm" = 1 ]; then
+    export RAILOVER_CHECKPOINT_CMD="criu dump -t \"\$(ps -o ppid= -p %p | tr -d ' ')\" -D %d \
+$criu_opts"
+else
+    export RAILOVER_CHECKPOINT_CMD="$here/ckpt-tree.sh %p %d $criu_opts"
+fi
 export ROV_CKPT_FILES=/tmp:/dev/shm:$VMOUT # (criu-action.sh: what it saves)
 # shellcheck disable=SC2054 # (the commas are in option values)
-argv=("${vm_mpirun[@]}" --mca pml ob1 --mca btl self,railover
+argv=("${vm_mpirun[@]}" --mca pml ob1 --mca btl "$btl"
       -x RAILOVER_JOBID -x RAILOVER_JOB_DIR -x RAILOVER_CCP_ADDR -x RAILOVER_RAILS
       -x RAILOVER_VERBS_CM -x RAILOVER_TCP_IF -x RAILOVER_LOG -x RAILOVER_VERBS_TIMEOUT
       -x RAILOVER_FAILOVER_TIMEOUT -x RAILOVER_CONNECT_TIMEOUT -x RAILOVER_FAILBACK_DWELL
@@ -105,12 +123,22 @@ iteration() { # the last iteration rank 0 reported, into $it
 }
 progressed() { local it; iteration; ((it >= $1)); }
 waitfor 90 progressed 10 || fail "the job did not start: $(tail -n 20 "$err")"
+# rank 0 on VM a, rank rb (the first on VM b) there
+rb=$per_vm
+waitfor 20 grep -q "^mpi_ckpt: rank $rb pid" "$err" || fail "rank $rb did not print its pid: $(cat "$err")"
 pid0=$(sed -n 's/^mpi_ckpt: rank 0 pid \([0-9]*\) .*/\1/p' "$err")
-pid1=$(sed -n 's/^mpi_ckpt: rank 1 pid \([0-9]*\) .*/\1/p' "$err")
-[ -n "$pid0" ] && [ -n "$pid1" ] || fail "the ranks did not print their pids: $(cat "$err")"
+pid1=$(sed -n "s/^mpi_ckpt: rank $rb pid \\([0-9]*\\) host b\$/\\1/p" "$err")
+[ -n "$pid0" ] && [ -n "$pid1" ] ||
+    fail "rank 0 is not on a or rank $rb not on b: $(cat "$err")"
 mpirun_pid=$(ps -o ppid= -p "$pid0" | tr -d ' ')
 orted_pid=$(rexec "ps -o ppid= -p $pid1" | tr -d ' ')
-log "running: mpirun $mpirun_pid, rank 0 $pid0 (VM a); orted $orted_pid, rank 1 $pid1 (VM b)"
+log "running: mpirun $mpirun_pid, rank 0 $pid0 (VM a); orted $orted_pid, rank $rb $pid1 (VM b)"
+# The image directories of the two trees (one rank per VM: the rank's own).
+if [ "$per_vm" = 1 ]; then
+    img_a=$d/jobs/$job/images/rank.0 img_b=$d/jobs/$job/images/rank.1
+else
+    img_a=$d/jobs/$job/images/tree.$mpirun_pid img_b=$d/jobs/$job/images/tree.$orted_pid
+fi
 
 # What the two trees hold (for the record: the recipe's reasons).
 show_tree() { # ROOT
@@ -130,12 +158,14 @@ declare -f show_tree > "$d/show_tree.sh"
 
 images() { # N: sizes, times
     local r dir
-    for r in 0 1; do
-        dir=$d/jobs/$job/images/rank.$r
-        [ -s "$dir/inventory.img" ] || fail "no CRIU image of rank $r in $dir: $(tail -n 5 "$dir/dump.log" 2> /dev/null)"
-        log "checkpoint $1, rank $r's tree: image $(du -sk "$dir" | cut -f1) KiB," \
-            "$(wc -l < "$dir/ckpt-files.txt") files saved; command: $(sed -n 's/^ckpt_ms=//p' "$d/jobs/$job/rank.$r") ms"
+    for dir in "$img_a" "$img_b"; do
+        [ -s "$dir/inventory.img" ] || fail "no CRIU image in $dir: $(tail -n 5 "$dir/dump.log" 2> /dev/null)"
+        log "checkpoint $1: ${dir##*/}: image $(du -sk "$dir" | cut -f1) KiB," \
+            "$(wc -l < "$dir/ckpt-files.txt") files saved"
         grep -E 'Error|Warn' "$dir/dump.log" | head -n 5
+    done
+    for ((r = 0; r < np; r++)); do
+        log "  rank $r: checkpoint command $(sed -n 's/^ckpt_ms=//p' "$d/jobs/$job/rank.$r") ms"
     done
 }
 checkpoint() { # N
@@ -185,25 +215,24 @@ declare -f gone > "$d/gone.sh"
 waitfor 10 gone $pids_a || fail "a process of mpirun's tree is still there on a: $(ps -o pid,stat,comm -p "${pids_a// /,}")"
 rexec ". $d/gone.sh; waitfor 10 gone $pids_b" || fail "a process of the orted's tree is still there on b"
 log "left on the job's ports on a after the kill:"
-ss -tanH state all | grep -E ":($(paste -s -d '|' "$d/jobs/$job/images/rank.0/ckpt-tcp-ports.txt")) "
+ss -tanH state all | grep -E ":($(paste -s -d '|' "$img_a/ckpt-tcp-ports.txt")) "
 
-restore() { # RANK: the command
-    echo "criu restore -D $d/jobs/$job/images/rank.$1 -d --tcp-established" \
+restore() { # IMAGE_DIR: the command
+    echo "criu restore -D $1 -d --tcp-established" \
         "--network-lock nftables --action-script $action -o restore.log -v2"
 }
+t0=0 t1=0 t2=0
 _vm_tms t0
-(rexec "$(restore 1)" > "$d/restore.b.out" 2>&1; echo $? > "$d/restore.b.rc") &
-$(restore 0) > "$d/restore.a.out" 2>&1
+(rexec "$(restore "$img_b")" > "$d/restore.b.out" 2>&1; echo $? > "$d/restore.b.rc") &
+bash -c "$(restore "$img_a")" > "$d/restore.a.out" 2>&1
 rc_a=$?
 _vm_tms t1
 wait
 _vm_tms t2
 rc_b=$(cat "$d/restore.b.rc")
-for r in 0 1; do
-    grep -E 'Error|Warn' "$d/jobs/$job/images/rank.$r/restore.log" | head -n 5
-done
-[ "$rc_a" = 0 ] || { tail -n 30 "$d/jobs/$job/images/rank.0/restore.log"; fail "criu restore of mpirun's tree on a exited $rc_a"; }
-[ "$rc_b" = 0 ] || { tail -n 30 "$d/jobs/$job/images/rank.1/restore.log"; fail "criu restore of the orted's tree on b exited $rc_b"; }
+grep -E 'Error|Warn' "$img_a/restore.log" "$img_b/restore.log" | head -n 10
+[ "$rc_a" = 0 ] || { tail -n 30 "$img_a/restore.log"; fail "criu restore of mpirun's tree on a exited $rc_a"; }
+[ "$rc_b" = 0 ] || { tail -n 30 "$img_b/restore.log"; fail "criu restore of the orted's tree on b exited $rc_b"; }
 cat "$d/restore.a.out" "$d/restore.b.out"
 # Both trees are back: their TCP ports may carry traffic again.
 nft delete table inet railover-restore || fail "no restore lock on a"
@@ -212,7 +241,7 @@ log "restored: mpirun's tree on a in $((t1 - t0)) ms, the orted's on b within $(
 
 end=$((SECONDS + 60))
 until "$cpr" "$job" status > "$d/cpr-status.out" 2>&1 &&
-      [ "$(grep -c ' stage=closed ' "$d/cpr-status.out")" = 2 ]; do
+      [ "$(grep -c ' stage=closed ' "$d/cpr-status.out")" = "$np" ]; do
     [ $SECONDS -lt $end ] || { cat "$d/cpr-status.out"; fail "the restored ranks did not register again"; }
     nap 0.5
 done
@@ -233,8 +262,8 @@ on_verbs() { # PID
 declare -f on_verbs > "$d/on_verbs.sh"
 waitfor 30 on_verbs "$pid0" || fail "rank 0 is not on $first after the restart: $("$railover" status "$pid0" 2>&1)"
 rexec "railover=$railover first=$first; . $d/on_verbs.sh; waitfor 30 on_verbs $pid1" ||
-    fail "rank 1 is not on $first after the restart: $(rexec "$railover status $pid1" 2>&1)"
-log "both ranks are on $first after the restart"
+    fail "rank $rb is not on $first after the restart: $(rexec "$railover status $pid1" 2>&1)"
+log "rank 0 and rank $rb are on $first after the restart"
 
 waitfor 300 grep -q '^result=' "$out" || fail "the restored job did not finish: $(tail -n 5 "$err")"
 res=$(grep '^result=' "$out")
