@@ -618,7 +618,7 @@ static void ccp_defaults(void *block)
 
     memset(s, 0, sizeof(*s));
     s->ckpt_timeout_ns = 600ull * 1000000000ull;
-    snprintf(s->restore_cmd, sizeof(s->restore_cmd), "railover-restore %%d");
+    snprintf(s->restore_cmd, sizeof(s->restore_cmd), "railover-restore %%a %%d");
     snprintf(s->agent, sizeof(s->agent), "ssh -o BatchMode=yes");
 }
 
@@ -643,8 +643,9 @@ static const struct rov_var ccp_vars[] = {
      "what a checkpoint images: the process alone, or its parent's tree (an MPI launcher's "
      "daemon and every rank under it, imaged once)"},
     {"RAILOVER_RESTORE_CMD", ROV_VAR_STRING, CCP_OFF(restore_cmd), CCP_LEN(restore_cmd), 0, 0,
-     NULL, "`cprclient JOBID restart`: command that restores one unit's images on its host "
-     "(%d image directory, %r its lowest rank, %j job id)"},
+     NULL, "`cprclient JOBID restart`: command run on each unit's host, %a restore (its "
+     "images), then %a release once every unit is back (%d image directory, %r its lowest "
+     "rank, %j job id)"},
     {"RAILOVER_CCP_AGENT", ROV_VAR_STRING, CCP_OFF(agent), CCP_LEN(agent), 0, 0, NULL,
      "`cprclient JOBID restart`: runs a command on another host, as `AGENT HOST COMMAND` (as "
      "Open MPI's plm_rsh_agent)"},

@@ -12,8 +12,11 @@
  *   2. the set: the newest complete one (or the one asked for);
  *   3. every target host answers the agent (`true`);
  *   4. none of the set's process ids is taken on its target host;
- *   5. every unit's restore, all at once; one that fails has every unit
- *      restored so far killed again, so nothing is left half-running;
+ *   5. every unit's restore (%a: "restore"), all at once; one that fails
+ *      has every unit restored so far killed again, so nothing is left
+ *      half-running; then each unit's "release" (a unit's restore holds
+ *      its TCP connections back until every unit is back: a restored end
+ *      must not reach a peer whose end is not, whose kernel would reset it);
  *   6. every rank answers from where it runs now (its restored copy ends its
  *      checkpoint wait, opens its control endpoints and registers).
  *
@@ -392,6 +395,47 @@ static void unrestore(struct plan *p)
     }
 }
 
+/* unit u's RAILOVER_RESTORE_CMD with %a the action, into cmd; false when
+ * too long. */
+static bool unit_cmd(const struct plan *p, size_t u, const char *action, char *cmd, size_t len)
+{
+    char dir[CCP_DIR_MAX + ROV_JOB_MAX + 60], rank[24], leaf[48];
+    const char *vals[26] = {0};
+
+    snprintf(leaf, sizeof(leaf), "unit.%ld", p->units[u].unit);
+    ccp_set_path(p->job->dir, p->m.set, leaf, dir, sizeof(dir));
+    snprintf(rank, sizeof(rank), "%ld", p->units[u].unit);
+    vals['a' - 'a'] = action;
+    vals['d' - 'a'] = dir;
+    vals['r' - 'a'] = rank;
+    vals['j' - 'a'] = p->job->id;
+    if (ccp_expand(p->restore_cmd, vals, cmd, len))
+        return true;
+    snprintf(p->err, p->err_len, "RAILOVER_RESTORE_CMD too long once expanded");
+    return false;
+}
+
+/* Every unit whose restore ran: `release` (RAILOVER_RESTORE_CMD with %a;
+ * without %a there is nothing to release). */
+static void release_all(struct plan *p)
+{
+    if (!strstr(p->restore_cmd, "%a"))
+        return;
+    for (size_t u = 0; u < p->n; u++) {
+        char cmd[2048], out[512];
+        int rc;
+
+        if (p->units[u].rc == -1 && !p->units[u].restored)
+            continue; /* (never ran) */
+        if (!unit_cmd(p, u, "release", cmd, sizeof(cmd)))
+            return;
+        rc = run_on(p, p->units[u].to, cmd, out, sizeof(out));
+        if (rc != 0)
+            rov_warn("ccp", "restart: releasing rank %ld's unit on %s: exit %d: %s",
+                     p->units[u].unit, p->units[u].to, rc, out);
+    }
+}
+
 /* 5. Every unit's restore command, all at once. */
 static rov_status_t restore_all(struct plan *p, double deadline)
 {
@@ -399,21 +443,12 @@ static rov_status_t restore_all(struct plan *p, double deadline)
     rov_status_t st = ROV_OK;
 
     for (size_t u = 0; u < p->n; u++) {
-        char dir[CCP_DIR_MAX + ROV_JOB_MAX + 60], out[sizeof(dir)], cmd[2048], rank[24];
-        char leaf[48], why[CCP_DIR_MAX + 200];
-        const char *vals[26] = {0};
+        char out[CCP_DIR_MAX + ROV_JOB_MAX + 60], cmd[2048], leaf[48], why[CCP_DIR_MAX + 200];
         int fd;
 
-        snprintf(leaf, sizeof(leaf), "unit.%ld", p->units[u].unit);
-        ccp_set_path(job->dir, p->m.set, leaf, dir, sizeof(dir));
         snprintf(leaf, sizeof(leaf), "restore.%ld.out", p->units[u].unit);
         ccp_set_path(job->dir, p->m.set, leaf, out, sizeof(out));
-        snprintf(rank, sizeof(rank), "%ld", p->units[u].unit);
-        vals['d' - 'a'] = dir;
-        vals['r' - 'a'] = rank;
-        vals['j' - 'a'] = job->id;
-        if (!ccp_expand(p->restore_cmd, vals, cmd, sizeof(cmd))) {
-            snprintf(p->err, p->err_len, "RAILOVER_RESTORE_CMD too long once expanded");
+        if (!unit_cmd(p, u, "restore", cmd, sizeof(cmd))) {
             st = failed(p, ROV_RESTART_USAGE, ROV_ERR_INVAL);
             break;
         }
@@ -456,6 +491,8 @@ static rov_status_t restore_all(struct plan *p, double deadline)
     }
     if (st != ROV_OK)
         unrestore(p);
+    /* Every unit is back (or killed again): their connections may flow. */
+    release_all(p);
     return st;
 }
 

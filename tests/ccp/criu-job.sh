@@ -132,17 +132,8 @@ log "job $job2: both ranks killed (pids $p0 on a, $p1 on b) after the checkpoint
 # The launcher agent of the restart: "agent HOST COMMAND" runs COMMAND on
 # VM b through the mailbox (cprclient runs what is for this VM itself).
 hb=$(rexec hostname) || fail "hostname on b"
-{
-    echo '#!/usr/bin/env bash'
-    printf 'ME=%q PEER=%q VM_CTL=%q VM_NAPFIFO=%q\n' "$ME" "$PEER" "$VM_CTL" "${VM_NAPFIFO:-}"
-    printf '. %q\nhb=%q\n' "$VM_LIB" "$hb"
-    cat <<'EOF'
-[ "$1" = "$hb" ] || { echo "agent: no host $1 here" >&2; exit 255; }
-rexec -t 100 "$2"
-EOF
-} > "$d/agent"
-chmod +x "$d/agent"
-export RAILOVER_CCP_AGENT=$d/agent RAILOVER_RESTORE_CMD="$build/tools/railover-restore %d"
+vm_agent "$d/agent" || fail "cannot write the agent"
+export RAILOVER_CCP_AGENT=$d/agent RAILOVER_RESTORE_CMD="$build/tools/railover-restore %a %d"
 # Rank 0 goes to b; rank 1 to a if its pid is free there, else back to b.
 ha=$(hostname)
 if [ ! -e "/proc/$p1" ]; then to1=$ha; else to1=$hb; fi

@@ -7,19 +7,19 @@
 #
 #   mpi-criu-job.sh BUILD_DIR [BTL_DIR [OMPI_PKGLIBDIR]]
 #   RAILOVER_TEST_MPI_PER_VM=2: two ranks per VM (-np 4, --map-by slot) over btl
-#     self,vader,railover; the ranks of a tree share one image of it
-#     (ckpt-tree.sh: the last rank of the tree to arrive dumps it).
+#     self,vader,railover; the ranks of a tree are one unit, imaged once.
 #
-# The recipe (docs/ccp.md, "Restarting an MPI job"): each rank's checkpoint
-# command images its parent's tree, that is mpirun's on VM a and the
-# orted's on VM b (one rank per host: the rank's parent is the root of the
-# job's processes there), with --tcp-established (mpirun's and the orted's
-# out-of-band connection on eth, dumped at both ends; PMIx's on loopback)
-# and the action script criu-action.sh (at the dump: the files the tree has
-# open or maps shared, Open MPI's session directory in /tmp and mpirun's
-# output files, saved while the tree is frozen, and the tree's TCP ports; at
-# the restore: the files put back, the killed sockets' remains destroyed,
-# the ports blocked until both trees are back).
+# The recipe (docs/ccp.md, "Restarting an MPI job"): RAILOVER_CHECKPOINT_TREE
+# =parent makes the ranks under one parent a unit whose checkpoint command
+# images the parent's tree, mpirun's on VM a and the orted's on VM b, with
+# --tcp-established (mpirun's and the orted's out-of-band connection on eth,
+# dumped at both ends; PMIx's on loopback) and the action script
+# railover-criu-tree (at the dump: the files the tree has open or maps
+# shared, Open MPI's session directory in /tmp and mpirun's output files,
+# saved while the tree is frozen, and the tree's TCP ports); `cprclient JOB
+# restart` runs railover-restore on each VM (through the mailbox agent):
+# the files put back, the killed sockets' remains destroyed, the ports held
+# until both trees are back, criu restore --tcp-established.
 #
 # reference: the same program, the same arguments, two ranks on VM a over
 #   btl self,vader without pauses: its result line.
@@ -27,10 +27,10 @@
 #   trees (criu dump --leave-running) and reopens; the job goes on.
 # restart: later in the same job a second `cprclient JOB`; then every
 #   process of the job on both VMs (mpirun, the orted, the ranks) is killed
-#   with SIGKILL; each tree is restored (criu restore, both VMs at once),
-#   the ranks register again, `cprclient JOB reopen` reconnects them, both
-#   ranks' connection is on the verbs rail again (`railover status`), and
-#   the job ends with the reference's result line.
+#   with SIGKILL; `cprclient JOB restart` restores both trees from the
+#   newest set (both VMs at once), waits for the ranks and reopens the job;
+#   both ranks' connection is on the verbs rail again (`railover status`),
+#   and the job ends with the reference's result line.
 # Prints the dump and restore times and the image sizes.
 set -u
 [ "$ME" = b ] && exit 0 # b serves a's rexec calls (tests/vm/guest-run.sh)
@@ -44,7 +44,7 @@ pkglibdir=${3:-$(ompi_info --path pkglibdir | sed 's/^.*: *//')}
 here=${VM_JOB%/*} # (VM_JOB: this script, absolute)
 # shellcheck source-path=SCRIPTDIR source=../mpi/vm_mpi_lib.sh
 . "$here/../mpi/vm_mpi_lib.sh"
-action=$here/criu-action.sh
+tree_action=$build/tools/railover-criu-tree
 
 # The job: ITERS ring exchanges of BYTES and an allreduce each, PAUSE_MS of
 # "computation" between them (about 0.1 s an iteration under TCG).
@@ -95,23 +95,19 @@ export RAILOVER_TCP_IF=$ETH_IF RAILOVER_LOG=warn
 # The TCG tunings of tests/ccp/criu-job.sh and tests/mpi/vm_failover.sh.
 export RAILOVER_VERBS_TIMEOUT=16 RAILOVER_FAILOVER_TIMEOUT=2s RAILOVER_CONNECT_TIMEOUT=10s
 export RAILOVER_FAILBACK_DWELL=1s RAILOVER_FAILBACK_RETRY=200ms RAILOVER_FAILBACK_RETRY_MAX=1s
-# Each rank images its parent's tree (mpirun's, the orted's).
-criu_opts="--tcp-established --network-lock nftables --leave-running -o dump.log -v2"
-criu_opts+=" --action-script $action"
-if [ "$per_vm" = 1 ]; then
-    export RAILOVER_CHECKPOINT_CMD="criu dump -t \"\$(ps -o ppid= -p %p | tr -d ' ')\" -D %d \
-$criu_opts"
-else
-    export RAILOVER_CHECKPOINT_CMD="$here/ckpt-tree.sh %p %d $criu_opts"
-fi
-export ROV_CKPT_FILES=/tmp:/dev/shm:$VMOUT # (criu-action.sh: what it saves)
+# The ranks under one parent are a unit, imaged with its tree (mpirun's,
+# the orted's) by one command.
+export RAILOVER_CHECKPOINT_TREE=parent
+export RAILOVER_CHECKPOINT_CMD="criu dump -t %p -D %d --tcp-established --network-lock nftables \
+--leave-running -o dump.log -v2 --action-script $tree_action"
+export RAILOVER_CRIU_FILES=/tmp:/dev/shm:$VMOUT # (railover-criu-tree: what it saves)
 # shellcheck disable=SC2054 # (the commas are in option values)
 argv=("${vm_mpirun[@]}" --mca pml ob1 --mca btl "$btl"
       -x RAILOVER_JOBID -x RAILOVER_JOB_DIR -x RAILOVER_CCP_ADDR -x RAILOVER_RAILS
       -x RAILOVER_VERBS_CM -x RAILOVER_TCP_IF -x RAILOVER_LOG -x RAILOVER_VERBS_TIMEOUT
       -x RAILOVER_FAILOVER_TIMEOUT -x RAILOVER_CONNECT_TIMEOUT -x RAILOVER_FAILBACK_DWELL
       -x RAILOVER_FAILBACK_RETRY -x RAILOVER_FAILBACK_RETRY_MAX -x RAILOVER_CHECKPOINT_CMD
-      -x ROV_CKPT_FILES
+      -x RAILOVER_CHECKPOINT_TREE -x RAILOVER_CRIU_FILES
       "$prog" "$ITERS" "$BYTES" "$PAUSE_MS")
 log "\$ ${argv[*]}"
 cd "$d" || fail "no $d"
@@ -135,12 +131,11 @@ pid1=$(sed -n "s/^mpi_ckpt: rank $rb pid \\([0-9]*\\) host b\$/\\1/p" "$err")
 mpirun_pid=$(ps -o ppid= -p "$pid0" | tr -d ' ')
 orted_pid=$(rexec "ps -o ppid= -p $pid1" | tr -d ' ')
 log "running: mpirun $mpirun_pid, rank 0 $pid0 (VM a); orted $orted_pid, rank $rb $pid1 (VM b)"
-# The image directories of the two trees (one rank per VM: the rank's own).
-if [ "$per_vm" = 1 ]; then
-    img_a=$d/jobs/$job/images/rank.0 img_b=$d/jobs/$job/images/rank.1
-else
-    img_a=$d/jobs/$job/images/tree.$mpirun_pid img_b=$d/jobs/$job/images/tree.$orted_pid
-fi
+# The image directories of the two trees in checkpoint set N: their units'
+# lowest ranks, 0 on a and rb on b.
+img() { # N VM
+    if [ "$2" = a ]; then echo "$d/jobs/$job/sets/$1/unit.0"; else echo "$d/jobs/$job/sets/$1/unit.$rb"; fi
+}
 
 # What the two trees hold (for the record: the recipe's reasons).
 show_tree() { # ROOT
@@ -160,7 +155,8 @@ declare -f show_tree > "$d/show_tree.sh"
 
 images() { # N: sizes, times
     local r dir
-    for dir in "$img_a" "$img_b"; do
+    [ -s "$d/jobs/$job/sets/$1/manifest" ] || fail "checkpoint set $1 has no manifest"
+    for dir in "$(img "$1" a)" "$(img "$1" b)"; do
         [ -s "$dir/inventory.img" ] || fail "no CRIU image in $dir: $(tail -n 5 "$dir/dump.log" 2> /dev/null)"
         log "checkpoint $1: ${dir##*/}: image $(du -sk "$dir" | cut -f1) KiB," \
             "$(wc -l < "$dir/ckpt-files.txt") files saved"
@@ -175,8 +171,8 @@ checkpoint() { # N
     local rc=$?
     cat "$d/cpr$1.out"
     if [ $rc -ne 0 ]; then
-        cat "$d"/jobs/"$job"/ckpt.*.log
-        tail -n 20 "$d"/jobs/"$job"/images/rank.*/dump.log
+        cat "$d"/jobs/"$job"/sets/"$1"/unit.*.log
+        tail -n 20 "$d"/jobs/"$job"/sets/"$1"/unit.*/dump.log
         fail "cprclient $job (drain, close, checkpoint, reopen) exited $rc"
     fi
     images "$1"
@@ -217,40 +213,26 @@ declare -f gone > "$d/gone.sh"
 waitfor 10 gone $pids_a || fail "a process of mpirun's tree is still there on a: $(ps -o pid,stat,comm -p "${pids_a// /,}")"
 rexec ". $d/gone.sh; waitfor 10 gone $pids_b" || fail "a process of the orted's tree is still there on b"
 log "left on the job's ports on a after the kill:"
-ss -tanH state all | grep -E ":($(paste -s -d '|' "$img_a/ckpt-tcp-ports.txt")) "
+ss -tanH state all | grep -E ":($(paste -s -d '|' "$(img 2 a)/ckpt-tcp-ports.txt")) "
 
-restore() { # IMAGE_DIR: the command
-    echo "criu restore -D $1 -d --tcp-established --action-script $action -o restore.log -v2"
-}
-t0=0 t1=0 t2=0
+# The restart: railover-restore on each VM (b through the mailbox), both
+# at once; then the ranks register again and the job is reopened.
+vm_agent "$d/agent" || fail "cannot write the agent"
+export RAILOVER_CCP_AGENT=$d/agent
+export RAILOVER_RESTORE_CMD="$build/tools/railover-restore %a %d --tcp-established -v2"
+t0=0 t1=0
 _vm_tms t0
-(rexec "$(restore "$img_b")" > "$d/restore.b.out" 2>&1; echo $? > "$d/restore.b.rc") &
-bash -c "$(restore "$img_a")" > "$d/restore.a.out" 2>&1
-rc_a=$?
+"$cpr" --timeout 300 "$job" restart > "$d/cpr-restart.out" 2>&1
+rc=$?
 _vm_tms t1
-wait
-_vm_tms t2
-rc_b=$(cat "$d/restore.b.rc")
-grep -E 'Error|Warn' "$img_a/restore.log" "$img_b/restore.log" | head -n 10
-[ "$rc_a" = 0 ] || { tail -n 30 "$img_a/restore.log"; fail "criu restore of mpirun's tree on a exited $rc_a"; }
-[ "$rc_b" = 0 ] || { tail -n 30 "$img_b/restore.log"; fail "criu restore of the orted's tree on b exited $rc_b"; }
-cat "$d/restore.a.out" "$d/restore.b.out"
-# Both trees are back: their TCP ports may carry traffic again.
-nft delete table inet railover-restore || fail "no restore lock on a"
-rexec "nft delete table inet railover-restore" || fail "no restore lock on b"
-log "restored: mpirun's tree on a in $((t1 - t0)) ms, the orted's on b within $((t2 - t0)) ms (both started at once)"
-
-# Each restored rank finds its checkpoint's status, opens its control
-# endpoints and registers again (stage closed); then the job reopens.
-registered() {
-    "$cpr" "$job" status > "$d/cpr-status.out" 2>&1 &&
-        [ "$(grep -c ' stage=closed ' "$d/cpr-status.out")" = "$np" ]
-}
-waitfor 60 registered || fail "the restored ranks did not register again: $(cat "$d/cpr-status.out")"
-cat "$d/cpr-status.out"
-"$cpr" --timeout 300 "$job" reopen > "$d/cpr-reopen.out" 2>&1 ||
-    fail "cprclient $job reopen after the restart exited $?: $(cat "$d/cpr-reopen.out")"
-cat "$d/cpr-reopen.out"
+cat "$d/cpr-restart.out"
+for v in a b; do
+    grep -v '^+ ' "$d/jobs/$job/sets/2/restore.$([ $v = a ] && echo 0 || echo "$rb").out" |
+        sed "s/^/  $v: /"
+    grep -E 'Error|Warn' "$(img 2 "$v")/restore.log" | head -n 5
+done
+[ $rc -eq 0 ] || fail "cprclient $job restart exited $rc"
+log "restarted from set 2 (both trees restored, the ranks back, the job reopened) in $((t1 - t0)) ms"
 
 # Both ranks back on the verbs rail (rail 0): the reopen connects on it
 # first, or fails back to it after a connect that landed on tcp.

@@ -1215,7 +1215,7 @@ def restart(args, wd, ck):
         job = Job(args, wd.sub("restart"), topo, msgs=1000000, rate=100, linger=120, timeout=600)
         flag = wd.file("fail-the-checkpoint")
         job.checkpoint_cmd("test ! -e %s && echo %%p > %%d/pid" % flag)
-        restore = {"RAILOVER_RESTORE_CMD": "%s %%d" % args.restore}
+        restore = {"RAILOVER_RESTORE_CMD": "%s %%a %%d" % args.restore}
         sleeper = None
         try:
             job.start()
@@ -1365,7 +1365,7 @@ def restart_tree(args, wd, ck, topo):
             os.kill(job.procs[r].pid, signal.SIGKILL)
             job.procs[r].wait(5)
         ans = job.client(job.jobid, "restart",
-                         env={"RAILOVER_RESTORE_CMD": "%s %%d" % args.restore})
+                         env={"RAILOVER_RESTORE_CMD": "%s %%a %%d" % args.restore})
         if job.expect(ck, ans, 13):
             ck.check("process id %d is taken" % os.getpid() in ans.err, "pid taken: %s" % ans)
     finally:
