@@ -125,19 +125,20 @@ static void print_sets(rov_job_t *job, const char *prefix)
 static void print_job(void *arg, const char *jobid, size_t ranks)
 {
     rov_job_set_t sets[64];
-    long newest = 0, n, complete = 0;
+    long newest = 0, complete = 0, n;
     rov_job_t *job;
     char err[256];
 
     (void)arg;
-    n = rov_job_open(jobid, &job, err, sizeof(err)) == ROV_OK ? rov_job_sets(job, sets, 64) : 0;
-    for (long i = 0; i < n && i < 64; i++)
-        if (sets[i].complete) {
-            complete++;
-            newest = sets[i].number;
-        }
-    if (n > 0)
+    if (rov_job_open(jobid, &job, err, sizeof(err)) == ROV_OK) {
+        n = rov_job_sets(job, sets, 64);
         rov_job_close(job);
+        for (long i = 0; i < n && i < 64; i++)
+            if (sets[i].complete) {
+                complete++;
+                newest = sets[i].number;
+            }
+    }
     printf("%s ranks=%zu checkpoints=%ld", jobid, ranks, complete);
     if (newest)
         printf(" newest=%ld", newest);
