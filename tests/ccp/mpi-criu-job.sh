@@ -44,33 +44,20 @@ pkglibdir=${3:-$(ompi_info --path pkglibdir | sed 's/^.*: *//')}
 here=${VM_JOB%/*} # (VM_JOB: this script, absolute)
 # shellcheck source-path=SCRIPTDIR source=../mpi/vm_mpi_lib.sh
 . "$here/../mpi/vm_mpi_lib.sh"
-tree_action=$build/tools/railover-criu-tree
+# shellcheck source-path=SCRIPTDIR source=mpi-ckpt-lib.sh
+. "$here/mpi-ckpt-lib.sh"
 
 # The job: ITERS ring exchanges of BYTES and an allreduce each, PAUSE_MS of
 # "computation" between them (about 0.1 s an iteration under TCG).
 ITERS=500 BYTES=65536 PAUSE_MS=40
 per_vm=${RAILOVER_TEST_MPI_PER_VM:-1}
-case $per_vm in 1) btl=self,railover ;; 2) btl=self,vader,railover ;;
-*) fail "RAILOVER_TEST_MPI_PER_VM=$per_vm: 1 or 2" ;; esac
 np=$((2 * per_vm))
 
 d=$VMOUT/mpi-criu
 rm -rf "$d"
-mkdir -p "$d/jobs" && chmod 700 "$d/jobs"
+mkdir -p "$d"
 
-# What CRIU needs in the guests (shared notes, softroce-vm.md section 3).
-# --tcp-established locks the connections with --network-lock nftables
-# (nf_tables, CRIU's libnftables): the default lock runs iptables, which a
-# host may not have.
-mods="unix_diag inet_diag tcp_diag udp_diag raw_diag netlink_diag af_packet_diag tun veth nf_tables"
-# shellcheck disable=SC2086 # (a list)
-modprobe -a $mods || fail "modprobe $mods"
-ip link set lo up
-wait_peer || fail "VM b is not ready"
-rexec "modprobe -a $mods && ip link set lo up" || fail "modprobe on b"
-# (CRIU's first run on a host probes the kernel, with error lines on the way)
-criu check > "$d/criu-check.a" 2>&1 || fail "criu check on a: $(tail -n 3 "$d/criu-check.a")"
-rexec "criu check > $d/criu-check.b 2>&1" || fail "criu check on b: $(tail -n 3 "$d/criu-check.b")"
+mpi_ckpt_criu_setup "$d" || exit 1
 
 # --- reference ---------------------------------------------------------------------
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -81,44 +68,17 @@ ref=$(grep '^result=' "$d/ref.out") || fail "no result line in the reference run
 log "reference: $ref"
 
 # --- the job -----------------------------------------------------------------------
-vm_mpi_setup "$d" "$pkglibdir" "$btl_dir" || fail "cannot set up $d"
-if [ "$per_vm" != 1 ]; then
-    printf '%s slots=%d\n' "$ETH_IP" "$per_vm" "$PEER_ETH" "$per_vm" > "$d/hosts"
-    for i in "${!vm_mpirun[@]}"; do
-        case ${vm_mpirun[$i]} in 2) vm_mpirun[i]=$np ;; node) vm_mpirun[i]=slot ;; esac
-    done
-fi
 job=mpi-ckpt out=$d/job.out err=$d/job.err
-export RAILOVER_JOBID=$job RAILOVER_JOB_DIR=$d/jobs RAILOVER_CCP_ADDR=$ETH_IF
-export RAILOVER_RAILS=verbs@$RDMA_DEV:$RDMA_PORT,tcp@$ETH_IF RAILOVER_VERBS_CM=oob
-export RAILOVER_TCP_IF=$ETH_IF RAILOVER_LOG=warn
-# The TCG tunings of tests/ccp/criu-job.sh and tests/mpi/vm_failover.sh.
-export RAILOVER_VERBS_TIMEOUT=16 RAILOVER_FAILOVER_TIMEOUT=2s RAILOVER_CONNECT_TIMEOUT=10s
-export RAILOVER_FAILBACK_DWELL=1s RAILOVER_FAILBACK_RETRY=200ms RAILOVER_FAILBACK_RETRY_MAX=1s
-# The ranks under one parent are a unit, imaged with its tree (mpirun's,
-# the orted's) by one command.
-export RAILOVER_CHECKPOINT_TREE=parent
-export RAILOVER_CHECKPOINT_CMD="criu dump -t %p -D %d --tcp-established --network-lock nftables \
---leave-running -o dump.log -v2 --action-script $tree_action"
-export RAILOVER_CRIU_FILES=/tmp:/dev/shm:$VMOUT # (railover-criu-tree: what it saves)
-# shellcheck disable=SC2054 # (the commas are in option values)
-argv=("${vm_mpirun[@]}" --mca pml ob1 --mca btl "$btl"
-      -x RAILOVER_JOBID -x RAILOVER_JOB_DIR -x RAILOVER_CCP_ADDR -x RAILOVER_RAILS
-      -x RAILOVER_VERBS_CM -x RAILOVER_TCP_IF -x RAILOVER_LOG -x RAILOVER_VERBS_TIMEOUT
-      -x RAILOVER_FAILOVER_TIMEOUT -x RAILOVER_CONNECT_TIMEOUT -x RAILOVER_FAILBACK_DWELL
-      -x RAILOVER_FAILBACK_RETRY -x RAILOVER_FAILBACK_RETRY_MAX -x RAILOVER_CHECKPOINT_CMD
-      -x RAILOVER_CHECKPOINT_TREE -x RAILOVER_CRIU_FILES
-      "$prog" "$ITERS" "$BYTES" "$PAUSE_MS")
+mpi_ckpt_job "$d" "$job" "$per_vm" "$build" "$btl_dir" "$pkglibdir" "$ITERS" "$BYTES" "$PAUSE_MS" ||
+    fail "cannot set up $d"
+argv=("${mpi_ckpt_argv[@]}")
 log "\$ ${argv[*]}"
 cd "$d" || fail "no $d"
 # In a session of its own (CRIU images a tree whose session it holds), its
 # standard streams on files.
 setsid "${argv[@]}" < /dev/null > "$out" 2> "$err" &
 
-iteration() { # the last iteration rank 0 reported, into $it
-    it=$(sed -n 's|^mpi_ckpt: iteration \([0-9]*\)/.*|\1|p' "$err" | tail -n 1)
-    it=${it:-0}
-}
+iteration() { it=$(mpi_ckpt_iteration "$err"); } # (into $it)
 progressed() { local it; iteration; ((it >= $1)); }
 waitfor 90 progressed 10 || fail "the job did not start: $(tail -n 20 "$err")"
 # rank 0 on VM a, rank rb (the first on VM b) there
