@@ -12,7 +12,7 @@
 #     hosts, reconnect over RDMA and finish, nothing lost
 #     (tests/ccp/criu-job.sh, `ctest -R ccp_criu`).
 #  2. An unmodified MPI program (mpirun, pml ob1, btl self,railover; mpirun
-#     in VM a, its orted in VM b): checkpointed twice while it runs, then
+#     in VM a, its orted in VM b): checkpointed while it runs (it goes on), then
 #     mpirun, the orted and the ranks killed, and `cprclient JOB restart`
 #     restores both launchers' trees; the job ends with the result of an
 #     uninterrupted run (tests/ccp/mpi-criu-job.sh, `ctest -R ccp_mpi_criu`).
@@ -39,6 +39,6 @@ demo() {
 }
 echo "== 1. a job of two ranks: checkpoint, then kill and restart with one rank moved"
 demo job criu-job.sh "exchanging|^rank=|^stage=|image:|rolled back|restored on|result=|checkpoint:|restart:"
-echo "== 2. an MPI job: checkpoint twice, kill mpirun, the orted and the ranks, restart"
+echo "== 2. an MPI job: checkpoint, kill mpirun, the orted and the ranks, restart"
 demo mpi mpi-criu-job.sh "reference:|running:|checkpoint [0-9]:|^stage=|put back|restored on|restarted|on verbs|PASS"
 exit $rc
