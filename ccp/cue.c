@@ -382,6 +382,7 @@ static int cmd_cue(rov_context_t *ctx, int argc, char **argv, FILE *out, char *e
                    size_t err_len)
 {
     struct ccp_cue *cue = ccp_cue_of(ctx);
+    rov_context_stage_t was = rov_context_stage(ctx);
 
     if (argc > 2 || (argc == 2 && strcmp(argv[1], "close") != 0 &&
                      strcmp(argv[1], "reopen") != 0)) {
@@ -390,8 +391,9 @@ static int cmd_cue(rov_context_t *ctx, int argc, char **argv, FILE *out, char *e
     }
     if (argc == 2)
         cue_request(ctx, cue, strcmp(argv[1], "close") == 0, "control request");
-    fprintf(out, "cue rank=%ld state=%s stage=%s\n", cue->rank, cue_states[cue->state].name,
-            rov_context_stage_str(rov_context_stage(ctx)));
+    fprintf(out, "cue rank=%ld state=%s stage=%s was=%s\n", cue->rank,
+            cue_states[cue->state].name, rov_context_stage_str(rov_context_stage(ctx)),
+            rov_context_stage_str(was));
     return 0;
 }
 

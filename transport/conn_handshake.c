@@ -338,7 +338,11 @@ ROV_COLD void conn_handle_hello(struct rov_chan *chan, const struct rov_wire_hdr
         return conn_protocol_error(chan, "reconnect hello with a malformed or foreign address");
     old = conn->chans[rail];
     chan->conn = conn;
-    if (old && old->outbound && rov_conn_ep_cmp(conn) < 0) {
+    /* A quiesced connection connects nothing: its channel there is from
+     * before the peer closed its rails, and may never learn it (a verbs QP
+     * that sends nothing sees no error), so the peer's reconnect takes
+     * over, whatever the endpoint ids. */
+    if (old && old->outbound && rov_conn_ep_cmp(conn) < 0 && conn->state != ROV_CONN_QUIESCED) {
         /* Both sides connected this rail: the channel opened by the smaller
          * endpoint id wins, whatever the timing.  The peer closes this one
          * when it sees ours; if ours fails first, this one takes over. */

@@ -10,7 +10,8 @@ test's directory), every one with RAILOVER_CHECKPOINT_SIGNAL=USR2 (ccp/cue.c):
     control endpoint's listener), receives and acknowledges nothing for a
     second while ranks 0, 2 and 3 exchange on among themselves; a second
     SIGUSR2: it reopens (stage=running) and messages from its peers reach
-    it again;
+    it again; then the same for rank 0 (so that the connection between 0
+    and 1 has been reopened from either side once);
   - computing: every rank in a compute phase that calls nothing of the
     library (rov_job --compute-file), SIGUSR2 to all four: each gets to
     closed (the progress helper does the work: the signal handler only
@@ -127,6 +128,15 @@ def one(args, wd, ck):
             since = received(job, 1)
             job.wait_until("messages reaching rank 1 again",
                            lambda: received(job, 1) > since, 20)
+            # Then its peer, rank 0, alone: each connection between them
+            # has now been reopened from either side once.
+            job.signal([0])
+            job.wait_stage([0], "closed", 15)
+            job.signal([0])
+            job.wait_stage([0], "running", 20)
+            since = {r: received(job, r) for r in tc.RANKS}
+            job.wait_until("messages reaching every rank after rank 0's reopen",
+                           lambda: all(received(job, r) > since[r] for r in tc.RANKS), 20)
             job.verify(ck)
         finally:
             job.kill()
