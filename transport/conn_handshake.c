@@ -153,9 +153,12 @@ void conn_adopt(struct rov_conn *conn, struct rov_chan *chan, uint32_t flags, ui
     if (chan->conn == conn && conn->tx_rail == rail)
         conn_peer_synced(conn, chan, ack);
     conn_peer_request_done(conn, chan, flags);
-    /* The peer reconnected after its reopen (its rails were closed). */
+    /* The peer reconnected after its reopen (its rails were closed; it
+     * may have closed them before its last ack reached us: still
+     * draining, the ack of this HELLO settled that). */
     if (chan->conn == conn && conn->tx_rail == rail &&
-        (conn->state == ROV_CONN_QUIESCED || conn->state == ROV_CONN_REOPENING))
+        (conn->state == ROV_CONN_QUIESCED || conn->state == ROV_CONN_REOPENING ||
+         (conn->state == ROV_CONN_DRAINING && conn->peer_eoc)))
         conn_running(conn, "the peer reconnected after its reopen");
 }
 

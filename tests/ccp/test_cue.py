@@ -147,11 +147,7 @@ def computing(args, wd, ck):
         job = CueJob(args, wd.sub("computing"), topo, msgs=2000, rate=200, compute=True)
         try:
             job.start()
-            for r in tc.RANKS:
-                open(job.compute[r], "w").close()
-            job.wait_until("every rank computing (no library call)",
-                           lambda: all(job.log_count(r, "computing (no library call)") == 1
-                                       for r in tc.RANKS), 10)
+            tc.start_computing(job)
             job.signal(list(tc.RANKS))
             job.wait_stage(list(tc.RANKS), "closed", 20)
             check_no_rails(ck, job, tc.RANKS)
@@ -161,13 +157,7 @@ def computing(args, wd, ck):
                 ck.check(job.log_count(r, "computed ") == 0,
                          "rank %d left its compute phase before its cue was done" % r)
             nf.log("every rank closed and reopened by its signal while computing")
-            before = {r: job.counters(r) for r in tc.RANKS}
-            for r in tc.RANKS:
-                os.unlink(job.compute[r])
-            job.wait_until("every rank out of its compute phase",
-                           lambda: all(job.log_count(r, "computed ") == 1 for r in tc.RANKS), 10)
-            job.wait_until("messages flowing again on every rank",
-                           lambda: tc.flowing(job, before), 20)
+            tc.end_computing(job)
             job.verify(ck)
         finally:
             job.kill()
@@ -211,18 +201,12 @@ def test():
             raise SystemExit("test_cue.py: %s is not an executable (build first)" % path)
         setattr(args, opt, path)
     args.other_cprclient = args.cprclient   # (no scenario here acts as another user)
-    wd = nf.Workdir("ccp-cue", args.keep)
-    ck = nf.Checker()
-    for name in args.scenarios.split(","):
+    names = args.scenarios.split(",")
+    for name in names:
         if name not in SCENARIOS:
             raise SystemExit("test_cue.py: no scenario %r (have: %s)" %
                              (name, ", ".join(SCENARIOS)))
-        nf.log("=== %s" % name)
-        t0 = time.monotonic()
-        SCENARIOS[name](args, wd, ck)
-        nf.log("=== %s: %.1f s" % (name, time.monotonic() - t0))
-    ck.done()
-    wd.failed = False
+    tc.run_scenarios("ccp-cue", args, SCENARIOS, names)
 
 
 if __name__ == "__main__":
