@@ -87,7 +87,7 @@ nft_unblock() { nft delete table inet rovblock; }
 
 # --- leave-running: each VM images its rank, the job continues ------------------------
 job1=$(cat /proc/sys/kernel/random/uuid)
-start "$job1" 2400 20
+start "$job1" 1800 20
 dump a "$job1" 0 leave-a --leave-running || fail "criu dump --leave-running of rank 0 failed"
 [ -s "$d/img.leave-a/inventory.img" ] || fail "no image of rank 0"
 grep -q "pre-dump: 1 Railover process(es) drained and closed" "$d/img.leave-a/dump.log" ||
@@ -127,7 +127,7 @@ log "restore: rank 0 dumped, killed, restored by plain criu, reopened by itself,
 
 # --- mid-failover --------------------------------------------------------------------
 job3=$(cat /proc/sys/kernel/random/uuid)
-start "$job3" 3600 20
+start "$job3" 2400 20
 nft_block "$PEER_FAB" || fail "nft"
 log "mid-failover: the fabric to $PEER_FAB blocked; dump at once"
 dump a "$job3" 0 fab-a --leave-running; rc=$?
