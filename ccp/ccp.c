@@ -25,6 +25,7 @@
 
 #include "ccp/cue.h"
 #include "ccp/registry.h"
+#include "ccp/sets.h"
 #include "railover/ccp.h"
 #include "transport/control.h"
 #include "transport/log.h"
@@ -37,7 +38,15 @@ struct ccp_settings {
     char ckpt_signal[16];         /* RAILOVER_CHECKPOINT_SIGNAL (cue.h) */
     char ckpt_cmd[256];
     uint64_t ckpt_timeout_ns;
+    int tree;                     /* RAILOVER_CHECKPOINT_TREE: TREE_* */
+    char agent[256];              /* (read by the client: restart.c) */
+    char restore_cmd[256];
 };
+
+enum { TREE_PROCESS, TREE_PARENT };
+
+/* The ranks that share one process tree on a host, at most. */
+#define CCP_UNIT_MAX 256
 
 /* While reconnecting after a reopen, the registry is read this often for
  * peers that reopened at new addresses (or were restored elsewhere). */
@@ -69,6 +78,7 @@ struct ccp_ctx {
     bool ckpt_suspend;            /* stop the process once imaged */
     uint64_t ckpt_due_ns, ckpt_start_ns;
     uint64_t ckpt_limit_ns;       /* no result after this: the command failed */
+    long ckpt_set;                /* the set being written (sets.h) */
     uint64_t illegal;             /* checkpoint transitions refused (a bug) */
     struct ccp_cue cue;           /* the checkpointer's cue (cue.h) */
     char jobdir[CCP_DIR_MAX + ROV_JOB_MAX + 2];
@@ -77,6 +87,12 @@ struct ccp_ctx {
 };
 
 static const struct rov_policy_ops ccp_policy;
+
+/* The root of the process tree imaged with this rank. */
+static int tree_root(const struct ccp_settings *s)
+{
+    return s->tree == TREE_PARENT && getppid() > 1 ? (int)getppid() : (int)getpid();
+}
 
 static struct ccp_ctx *C(const rov_context_t *ctx)
 {
@@ -186,6 +202,7 @@ static void ccp_ctx_open(rov_context_t *ctx)
     snprintf(c->rec.job, sizeof(c->rec.job), "%s", job);
     c->rec.rank = rov_context_rank(ctx);
     c->rec.pid = (int)getpid();
+    c->rec.tree = tree_root(s);
     c->rec.uid = (unsigned)geteuid();
     if (gethostname(c->rec.host, sizeof(c->rec.host)) < 0 || !c->rec.host[0])
         snprintf(c->rec.host, sizeof(c->rec.host), "localhost");
@@ -212,17 +229,21 @@ static void ccp_endpoint_address(rov_context_t *ctx, const void *blob, size_t le
 
 /* Checkpoint --------------------------------------------------------------------------
  *
- * `checkpoint [suspend]` on the control endpoint of a closed rank: at the
- * next tick the rank closes its control endpoints (a checkpointer such as
- * CRIU cannot image a socket connected outside the process, and a restored
- * process may be on another host), and starts RAILOVER_CHECKPOINT_CMD in a
- * runner outside its process tree (so that `criu dump -t PID` images the
- * rank and not its own checkpointer).  The runner writes the command's exit
- * status and time to <job dir>/ckpt.<rank>; the rank looks for that file,
- * then opens its control endpoints again and publishes the result in its
- * record, where the client reads it.  A process restored from the images
- * resumes in the same wait, finds the same file and does the same on the
- * host it was restored on: it registers there, reachable again. */
+ * `checkpoint set=N [suspend]` on the control endpoint of a closed rank: at
+ * the next tick the rank closes its control endpoints (a checkpointer such
+ * as CRIU cannot image a socket connected outside the process, and a
+ * restored process may be on another host) and says so (ready.<rank> in the
+ * set, sets.h).  The lowest rank of its unit (the ranks of this host that
+ * share its process tree, RAILOVER_CHECKPOINT_TREE) starts
+ * RAILOVER_CHECKPOINT_CMD in a runner outside its process tree (so that
+ * `criu dump -t PID` images the ranks and not their checkpointer), once
+ * every rank of the unit is ready.  The runner writes the command's exit
+ * status and time to status.<rank> of every rank of the unit; each rank
+ * looks for its file, then opens its control endpoints again and publishes
+ * the result in its record, where the client reads it.  A process restored
+ * from the images resumes in the same wait, finds the same file and does
+ * the same on the host it was restored on: it registers there, reachable
+ * again. */
 
 static uint64_t mono_ns(void)
 {
@@ -232,88 +253,34 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void ckpt_path(const struct ccp_ctx *c, const char *what, char *buf, size_t len)
+/* <job dir>/sets/<this checkpoint's set>/<what><rank>. */
+static bool set_file(const struct ccp_ctx *c, const char *what, long rank, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/%s%ld", c->jobdir, what, c->rec.rank);
+    char leaf[48];
+
+    snprintf(leaf, sizeof(leaf), "%s%ld", what, rank);
+    return ccp_set_path(c->jobdir, c->ckpt_set, leaf, buf, len);
 }
 
-/* value quoted for /bin/sh: in single quotes, each ' as '\'' (nothing in
- * single quotes is special to the shell, so a value with a space, a quote or
- * "$(...)" stays one word and runs nothing).  false when it does not fit. */
-static bool sh_quote(const char *value, char *out, size_t len)
-{
-    size_t n = 0;
-
-    if (len < 3)
-        return false;
-    out[n++] = '\'';
-    for (const char *p = value; *p; p++) {
-        if (*p == '\'') {
-            if (n + 4 >= len)
-                return false;
-            memcpy(out + n, "'\\''", 4);
-            n += 4;
-        } else {
-            if (n + 1 >= len)
-                return false;
-            out[n++] = *p;
-        }
-    }
-    if (n + 2 > len)
-        return false;
-    out[n++] = '\'';
-    out[n] = '\0';
-    return true;
-}
-
-/* The command with %p (pid), %r (rank), %j (job id), %d (image directory)
- * replaced, each quoted for the shell (sh_quote()), and %% by %; false when
- * it does not fit. */
-static bool expand(const char *tmpl, const struct ccp_ctx *c, const char *dir, char *out,
-                   size_t len)
-{
-    size_t n = 0;
-
-    for (const char *p = tmpl; *p; p++) {
-        char raw[sizeof(c->jobdir) + 64], v[4 * sizeof(raw) + 3];
-        const char *val = raw;
-        int k;
-
-        raw[0] = '\0';
-        if (*p != '%' || !p[1]) {
-            raw[0] = *p;
-            raw[1] = '\0';
-        } else {
-            switch (*++p) {
-            case 'p': snprintf(raw, sizeof(raw), "%d", (int)getpid()); break;
-            case 'r': snprintf(raw, sizeof(raw), "%ld", c->rec.rank); break;
-            case 'j': snprintf(raw, sizeof(raw), "%s", c->rec.job); break;
-            case 'd': snprintf(raw, sizeof(raw), "%s", dir); break;
-            default: snprintf(raw, sizeof(raw), "%c", *p); break;
-            }
-            if (strchr("prjd", *p)) {
-                if (!sh_quote(raw, v, sizeof(v)))
-                    return false;
-                val = v;
-            }
-        }
-        k = snprintf(out + n, len - n, "%s", val);
-        if (k < 0 || (size_t)k >= len - n)
-            return false;
-        n += (size_t)k;
-    }
-    return true;
-}
-
-/* The runner: "+ <command>" and its output in the log, then "<checkpoint
- * number> <status> <milliseconds>" in the status file (written whole,
- * renamed into place): a runner of an earlier checkpoint that ends late
- * cannot answer for this one.  The status is written to a fresh name
- * (mktemp: O_CREAT | O_EXCL), and renamed over whatever is at ckpt.<rank>:
- * a link planted at either is never written through. */
-#define RUNNER "printf '+ %s\\n' \"$1\"; t0=$(date +%s%N); /bin/sh -c \"$1\"; rc=$?; " \
-               "t1=$(date +%s%N); t=$(mktemp \"$2.tmp.XXXXXX\") && " \
-               "echo \"$3 $rc $(( (t1 - t0) / 1000000 ))\" > \"$t\" && mv -f \"$t\" \"$2\""
+/* The runner, "sh -c RUNNER railover-checkpoint CMD SETDIR SET WAIT_S
+ * RANK...": waits (at most WAIT_S) until every other rank of the unit has
+ * closed its control endpoints, then runs CMD: "+ <command>" and its output
+ * in the log, then "<set> <status> <milliseconds>" in each rank's status
+ * file (written whole, renamed into place: a runner of an earlier
+ * checkpoint that ends late cannot answer for this one; mktemp: O_CREAT |
+ * O_EXCL, the rename replaces a link planted there, never writes through
+ * it).  Status 125: a rank of the unit never got ready, nothing imaged. */
+#define RUNNER                                                                                   \
+    "cmd=$1 dir=$2 set=$3 wait=$4; shift 4; rc=0; me=$1; shift; "                              \
+    "for r; do n=0; while [ ! -e \"$dir/ready.$r\" ]; do "                                     \
+    "if [ $n -ge $((wait * 50)) ]; then "                                                      \
+    "echo \"rank $r of this unit did not close its control endpoints: nothing imaged\"; "      \
+    "rc=125; break 2; fi; n=$((n + 1)); sleep 0.02; done; done; "                              \
+    "t0=$(date +%s%N); if [ $rc -eq 0 ]; then printf '+ %s\\n' \"$cmd\"; /bin/sh -c \"$cmd\"; " \
+    "rc=$?; fi; t1=$(date +%s%N); "                                                           \
+    "for r in $me \"$@\"; do t=$(mktemp \"$dir/status.$r.tmp.XXXXXX\") && "                    \
+    "echo \"$set $rc $(( (t1 - t0) / 1000000 ))\" > \"$t\" && mv -f \"$t\" \"$dir/status.$r\"; " \
+    "done"
 
 /* The command is over (or its time is up): reachable again, the result
  * published. */
@@ -335,6 +302,7 @@ static void ckpt_done(rov_context_t *ctx, long rc, long ms)
                      "checkpoint", s->addr);
     }
     c->rec.pid = (int)getpid();
+    c->rec.tree = tree_root(s);
     if (gethostname(c->rec.host, sizeof(c->rec.host)) < 0 || !c->rec.host[0])
         snprintf(c->rec.host, sizeof(c->rec.host), "localhost");
     c->rec.host[sizeof(c->rec.host) - 1] = '\0';
@@ -348,7 +316,8 @@ static void ckpt_done(rov_context_t *ctx, long rc, long ms)
     publish(ctx);
     rov_policy_stage_hook(ctx, ROV_STAGE_CHECKPOINT, 1, rc == 0 ? ROV_OK : ROV_ERR_IO);
     if (rc == 0)
-        rov_info("ccp", "rank %ld: checkpoint taken in %ld ms", c->rec.rank, ms);
+        rov_info("ccp", "rank %ld: checkpoint taken in %ld ms (set %ld)", c->rec.rank, ms,
+                 c->ckpt_set);
     else if (rc != CCP_CKPT_REFUSED)
         rov_warn("ccp", "rank %ld: the checkpoint command failed (%s %ld): the rank runs on",
                  c->rec.rank, rc == -2 ? "no status after" : "exit status",
@@ -360,50 +329,58 @@ static void ckpt_done(rov_context_t *ctx, long rc, long ms)
     }
 }
 
-static void ckpt_start(rov_context_t *ctx)
+/* The ranks of this rank's unit (the ranks of this host with its process
+ * tree), this one first. */
+struct unit {
+    const struct ccp_ctx *c;
+    long ranks[CCP_UNIT_MAX];
+    size_t n;
+    bool leader;        /* the lowest rank of the unit */
+};
+
+static bool unit_one(void *arg, const struct ccp_record *rec)
 {
-    const struct ccp_settings *s = rov_policy_settings(ctx, &ccp_policy);
-    struct ccp_ctx *c = C(ctx);
-    char dir[sizeof(c->jobdir) + 32], status[sizeof(c->jobdir) + 32], log[sizeof(status) + 8];
-    char cmd[1024], seq[24], err[CCP_DIR_MAX + 200];
-    rov_status_t st;
-    int fd = -1;
+    struct unit *u = arg;
+
+    if (rec->rank == u->c->rec.rank || rec->tree != u->c->rec.tree ||
+        strcmp(rec->host, u->c->rec.host) != 0)
+        return true;
+    if (rec->rank < u->c->rec.rank)
+        u->leader = false;
+    if (u->n < CCP_UNIT_MAX)
+        u->ranks[u->n++] = rec->rank;
+    return true;
+}
+
+/* The unit's runner: "sh -c RUNNER railover-checkpoint CMD SETDIR SET
+ * WAIT_S RANK..." (outside this process's tree: setsid, and its parent
+ * exits). */
+static rov_status_t ckpt_spawn(struct ccp_ctx *c, const char *cmd, const struct unit *u, int log)
+{
+    char setdir[sizeof(c->jobdir) + 40], set[24], wait_s[24], me[24], ranks[CCP_UNIT_MAX][24];
+    const char *argv[10 + CCP_UNIT_MAX];
+    int argc = 0;
     pid_t pid;
 
-    rov_policy_stage_hook(ctx, ROV_STAGE_CHECKPOINT, 0, ROV_OK);
-    ckpt_path(c, "ckpt.", status, sizeof(status));
-    snprintf(log, sizeof(log), "%s.log", status);
-    snprintf(seq, sizeof(seq), "%ld", c->rec.ckpt_count + 1);
-    unlink(status);
-    c->ckpt_start_ns = mono_ns();
-    c->ckpt_due_ns = c->ckpt_start_ns + CKPT_POLL_NS;
-    ckpt_set(c, CKPT_RUNNING, "checkpoint command starts");
-    /* Where the runner and the command write: nothing through a link, nothing
-     * of another's (the log is truncated only once it is known to be ours). */
-    snprintf(dir, sizeof(dir), "%s/images", c->jobdir);
-    st = ccp_own_dir(dir, true, err, sizeof(err));
-    if (st == ROV_OK) {
-        snprintf(dir, sizeof(dir), "%s/images/rank.%ld", c->jobdir, c->rec.rank);
-        st = ccp_own_dir(dir, true, err, sizeof(err));
+    ccp_set_path(c->jobdir, c->ckpt_set, NULL, setdir, sizeof(setdir));
+    snprintf(set, sizeof(set), "%ld", c->ckpt_set);
+    snprintf(wait_s, sizeof(wait_s), "%llu",
+             (unsigned long long)(c->ckpt_limit_ns / 1000000000ull) + 1);
+    argv[argc++] = "/bin/sh";
+    argv[argc++] = "-c";
+    argv[argc++] = RUNNER;
+    argv[argc++] = "railover-checkpoint";
+    argv[argc++] = cmd;
+    argv[argc++] = setdir;
+    argv[argc++] = set;
+    argv[argc++] = wait_s;
+    snprintf(me, sizeof(me), "%ld", c->rec.rank);
+    argv[argc++] = me;
+    for (size_t i = 0; i < u->n; i++) {
+        snprintf(ranks[i], sizeof(ranks[i]), "%ld", u->ranks[i]);
+        argv[argc++] = ranks[i];
     }
-    if (st == ROV_OK)
-        st = ccp_open(log, O_WRONLY | O_CREAT, 0600, &fd, err, sizeof(err));
-    if (st == ROV_OK && ftruncate(fd, 0) < 0) {
-        snprintf(err, sizeof(err), "cannot truncate %s: %s", log, strerror(errno));
-        st = ROV_ERR_IO;
-    }
-    if (st != ROV_OK) {
-        rov_warn("ccp", "rank %ld: checkpoint refused: %s", c->rec.rank, err);
-        if (fd >= 0)
-            close(fd);
-        return ckpt_done(ctx, st == ROV_ERR_PROTO ? CCP_CKPT_REFUSED : -1, 0);
-    }
-    if (!expand(s->ckpt_cmd, c, dir, cmd, sizeof(cmd))) {
-        rov_warn("ccp", "checkpoint command too long once expanded: %s", s->ckpt_cmd);
-        close(fd);
-        return ckpt_done(ctx, 127, 0);
-    }
-    rov_ctl_close(ctx);
+    argv[argc] = NULL;
     pid = fork();
     if (pid == 0) {
         /* Only async-signal-safe calls here: the process has threads. */
@@ -411,51 +388,129 @@ static void ckpt_start(rov_context_t *ctx)
             _exit(0);
         int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-        if (nul < 0 || dup2(nul, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+        if (nul < 0 || dup2(nul, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)
             _exit(127);
         syscall(SYS_close_range, 3u, ~0u, 0u);
-        execl("/bin/sh", "sh", "-c", RUNNER, "railover-checkpoint", cmd, status, seq,
-              (char *)NULL);
+        execv("/bin/sh", (char *const *)argv);
         _exit(127);
     }
-    close(fd);
-    if (pid < 0) {
-        rov_warn("ccp", "fork: %m: the checkpoint command does not run");
-        return ckpt_done(ctx, -1, 0);
-    }
+    if (pid < 0)
+        return ROV_ERR_IO;
     waitpid(pid, NULL, 0);
-    rov_info("ccp", "rank %ld: checkpoint command started: %s", c->rec.rank, cmd);
+    return ROV_OK;
+}
+
+/* The unit's leader: its image directory, its log, the command. */
+static rov_status_t ckpt_lead(rov_context_t *ctx, const struct unit *u, char *err,
+                              size_t err_len)
+{
+    const struct ccp_settings *s = rov_policy_settings(ctx, &ccp_policy);
+    struct ccp_ctx *c = C(ctx);
+    char dir[sizeof(c->jobdir) + 40], log[sizeof(dir) + 8], cmd[1024], pid[16], rank[24];
+    const char *vals[26] = {0};
+    rov_status_t st;
+    int fd = -1;
+
+    set_file(c, "unit.", c->rec.rank, dir, sizeof(dir));
+    snprintf(log, sizeof(log), "%s.log", dir);
+    /* Nothing through a link, nothing of another's. */
+    st = ccp_own_dir(dir, true, err, err_len);
+    if (st == ROV_OK)
+        st = ccp_open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600, &fd, err, err_len);
+    if (st != ROV_OK)
+        return st;
+    snprintf(pid, sizeof(pid), "%d", c->rec.tree);
+    snprintf(rank, sizeof(rank), "%ld", c->rec.rank);
+    vals['p' - 'a'] = pid;
+    vals['r' - 'a'] = rank;
+    vals['j' - 'a'] = c->rec.job;
+    vals['d' - 'a'] = dir;
+    if (!ccp_expand(s->ckpt_cmd, vals, cmd, sizeof(cmd))) {
+        snprintf(err, err_len, "checkpoint command too long once expanded: %s", s->ckpt_cmd);
+        close(fd);
+        return ROV_ERR_INVAL;
+    }
+    st = ckpt_spawn(c, cmd, u, fd);
+    close(fd);
+    if (st != ROV_OK)
+        snprintf(err, err_len, "fork: %s: the checkpoint command does not run", strerror(errno));
+    else
+        rov_info("ccp", "rank %ld: checkpoint command started%s: %s", c->rec.rank,
+                 u->n ? " for its unit" : "", cmd);
+    return st;
+}
+
+static void ckpt_start(rov_context_t *ctx)
+{
+    struct ccp_ctx *c = C(ctx);
+    struct unit u = {.c = c, .leader = true};
+    char ready[sizeof(c->jobdir) + 40], err[CCP_DIR_MAX + 300];
+    rov_status_t st;
+    int fd;
+
+    rov_policy_stage_hook(ctx, ROV_STAGE_CHECKPOINT, 0, ROV_OK);
+    c->ckpt_start_ns = mono_ns();
+    c->ckpt_due_ns = c->ckpt_start_ns + CKPT_POLL_NS;
+    ckpt_set(c, CKPT_RUNNING, "checkpoint command starts");
+    /* The set (made by the client) must be ours and no link. */
+    ccp_set_path(c->jobdir, c->ckpt_set, NULL, ready, sizeof(ready));
+    st = ccp_own_dir(ready, false, err, sizeof(err));
+    if (st == ROV_OK)
+        st = ccp_records(c->jobdir, c->key, unit_one, &u, err, sizeof(err));
+    if (st == ROV_OK && u.n == CCP_UNIT_MAX) {
+        snprintf(err, sizeof(err), "more than %d ranks share its process tree", CCP_UNIT_MAX);
+        st = ROV_ERR_INVAL;
+    }
+    if (st != ROV_OK) {
+        rov_warn("ccp", "rank %ld: checkpoint refused: %s", c->rec.rank, err);
+        return ckpt_done(ctx, st == ROV_ERR_PROTO ? CCP_CKPT_REFUSED : -1, 0);
+    }
+    rov_ctl_close(ctx);
+    /* Ready to be imaged: the unit's command may start. */
+    set_file(c, "ready.", c->rec.rank, ready, sizeof(ready));
+    st = ccp_open(ready, O_WRONLY | O_CREAT | O_EXCL, 0600, &fd, err, sizeof(err));
+    if (st == ROV_OK)
+        close(fd);
+    if (st == ROV_OK && u.leader)
+        st = ckpt_lead(ctx, &u, err, sizeof(err));
+    if (st != ROV_OK) {
+        rov_warn("ccp", "rank %ld: checkpoint refused: %s", c->rec.rank, err);
+        return ckpt_done(ctx, st == ROV_ERR_PROTO ? CCP_CKPT_REFUSED : -1, 0);
+    }
+    if (!u.leader)
+        rov_info("ccp", "rank %ld: ready to be imaged with its unit", c->rec.rank);
 }
 
 static void ckpt_poll(rov_context_t *ctx, uint64_t now)
 {
     struct ccp_ctx *c = C(ctx);
-    char status[sizeof(c->jobdir) + 32], err[CCP_DIR_MAX + 200];
+    char status[sizeof(c->jobdir) + 40], err[CCP_DIR_MAX + 200];
     long rc, ms;
-    int fd;
+    int fd = -1;
     FILE *f;
 
     c->ckpt_due_ns = now + CKPT_POLL_NS;
-    ckpt_path(c, "ckpt.", status, sizeof(status));
+    set_file(c, "status.", c->rec.rank, status, sizeof(status));
     /* (a link there is not followed: the runner's rename replaces it) */
     f = ccp_open(status, O_RDONLY, 0, &fd, err, sizeof(err)) == ROV_OK ? fdopen(fd, "r") : NULL;
     if (!f && fd >= 0)
         close(fd);
     if (f) {
-        long seq;
-        int n = fscanf(f, "%ld %ld %ld", &seq, &rc, &ms);
+        long set;
+        int n = fscanf(f, "%ld %ld %ld", &set, &rc, &ms);
 
         fclose(f);
-        if (n == 3 && seq == c->rec.ckpt_count + 1)
+        if (n == 3 && set == c->ckpt_set)
             return ckpt_done(ctx, rc < 0 || rc > 255 ? 255 : rc, ms < 0 ? 0 : ms);
     }
     if (now - c->ckpt_start_ns > c->ckpt_limit_ns)
         ckpt_done(ctx, -2, (long)((now - c->ckpt_start_ns) / 1000000ull));
 }
 
-/* checkpoint [suspend] [limit=SECONDS] | checkpoint check.  limit: the
- * client's time for the stage (less than its own, so that the rank's
- * result, a timeout included, reaches the client before it gives up). */
+/* checkpoint set=N [suspend] [limit=SECONDS] | checkpoint check.  set: the
+ * set the client made for it (sets.h); limit: the client's time for the
+ * stage (less than its own, so that the rank's result, a timeout included,
+ * reaches the client before it gives up). */
 static int cmd_checkpoint(rov_context_t *ctx, int argc, char **argv, FILE *out, char *err,
                           size_t err_len)
 {
@@ -463,6 +518,7 @@ static int cmd_checkpoint(rov_context_t *ctx, int argc, char **argv, FILE *out, 
     struct ccp_ctx *c = C(ctx);
     bool suspend = false, check = false;
     uint64_t limit = s->ckpt_timeout_ns;
+    long set = 0;
 
     for (int i = 1; i < argc; i++) {
         char *end;
@@ -476,11 +532,19 @@ static int cmd_checkpoint(rov_context_t *ctx, int argc, char **argv, FILE *out, 
                    !*end && v < 86400) {
             if ((uint64_t)(v * 1e9) < limit)
                 limit = (uint64_t)(v * 1e9);
+        } else if (strncmp(argv[i], "set=", 4) == 0 && (set = strtol(argv[i] + 4, &end, 10)) > 0 &&
+                   !*end && set <= INT32_MAX) {
+            continue;
         } else {
-            snprintf(err, err_len, "usage: checkpoint [suspend] [limit=SECONDS] | checkpoint "
-                     "check");
+            snprintf(err, err_len, "usage: checkpoint set=N [suspend] [limit=SECONDS] | "
+                     "checkpoint check");
             return 1;
         }
+    }
+    if (!check && set <= 0) {
+        snprintf(err, err_len, "usage: checkpoint set=N [suspend] [limit=SECONDS] (the set is "
+                 "the client's: cprclient JOBID checkpoint)");
+        return 1;
     }
     if (!c->registered || !s->ckpt_cmd[0]) {
         snprintf(err, err_len, "checkpoint refused: %s",
@@ -502,14 +566,16 @@ static int cmd_checkpoint(rov_context_t *ctx, int argc, char **argv, FILE *out, 
     ckpt_set(c, CKPT_ASKED, "checkpoint requested");
     c->ckpt_suspend = suspend;
     c->ckpt_limit_ns = limit;
+    c->ckpt_set = set;
     c->ckpt_due_ns = mono_ns();
-    fprintf(out, "checkpoint rank=%ld count=%ld limit=%.1fs: the control endpoint closes until "
-            "it is done\n", c->rec.rank, c->rec.ckpt_count, (double)limit / 1e9);
+    fprintf(out, "checkpoint rank=%ld set=%ld count=%ld limit=%.1fs: the control endpoint "
+            "closes until it is done\n", c->rec.rank, set, c->rec.ckpt_count,
+            (double)limit / 1e9);
     return 0;
 }
 
 static const struct rov_ctl_cmd checkpoint_cmd = {
-    "checkpoint", "checkpoint [suspend] [limit=S] | checkpoint check",
+    "checkpoint", "checkpoint set=N [suspend] [limit=S] | checkpoint check",
     "closed: run RAILOVER_CHECKPOINT_CMD on this process (ccp/, docs/ccp.md)", cmd_checkpoint,
 };
 
@@ -619,6 +685,8 @@ static void ccp_defaults(void *block)
 
     memset(s, 0, sizeof(*s));
     s->ckpt_timeout_ns = 600ull * 1000000000ull;
+    snprintf(s->restore_cmd, sizeof(s->restore_cmd), "railover-restore %%a %%d");
+    snprintf(s->agent, sizeof(s->agent), "ssh -o BatchMode=yes");
 }
 
 #define CCP_OFF(f) offsetof(struct ccp_settings, f)
@@ -636,11 +704,22 @@ static const struct rov_var ccp_vars[] = {
      "reopens it), for a checkpointer that only signals: USR2, SIGUSR2, RTMIN+N or a number "
      "(empty: none)"},
     {"RAILOVER_CHECKPOINT_CMD", ROV_VAR_STRING, CCP_OFF(ckpt_cmd), CCP_LEN(ckpt_cmd), 0, 0,
-     NULL, "command that images this process at `cprclient JOBID checkpoint`: %p pid, %r "
-     "rank, %j job id, %d image directory (CRIU: criu dump -t %p -D %d --leave-running)"},
+     NULL, "command that images this process (or its unit's tree) at `cprclient JOBID "
+     "checkpoint`: %p pid of the tree's root, %r rank, %j job id, %d image directory (CRIU: "
+     "criu dump -t %p -D %d --leave-running)"},
     {"RAILOVER_CHECKPOINT_TIMEOUT", ROV_VAR_DURATION, CCP_OFF(ckpt_timeout_ns), 0,
      1000000000ull, 86400ull * 1000000000ull, NULL,
      "a checkpoint command without a result after this has failed; the rank runs on"},
+    {"RAILOVER_CHECKPOINT_TREE", ROV_VAR_CHOICE, CCP_OFF(tree), 0, 0, 0, "process|parent",
+     "what a checkpoint images: the process alone, or its parent's tree (an MPI launcher's "
+     "daemon and every rank under it, imaged once)"},
+    {"RAILOVER_RESTORE_CMD", ROV_VAR_STRING, CCP_OFF(restore_cmd), CCP_LEN(restore_cmd), 0, 0,
+     NULL, "`cprclient JOBID restart`: command run on each unit's host, %a restore (its "
+     "images), then %a release once every unit is back (%d image directory, %r its lowest "
+     "rank, %j job id)"},
+    {"RAILOVER_CCP_AGENT", ROV_VAR_STRING, CCP_OFF(agent), CCP_LEN(agent), 0, 0, NULL,
+     "`cprclient JOBID restart`: runs a command on another host, as `AGENT HOST COMMAND` (as "
+     "Open MPI's plm_rsh_agent)"},
 };
 
 static struct rov_settings ccp_settings = {

@@ -23,26 +23,12 @@
 #include <unistd.h>
 
 #include "ccp/registry.h"
+#include "ccp/sets.h"
 #include "railover/ccp.h"
 #include "transport/control.h"
 #include "transport/log.h"
 
-/* How often a rank is asked whether it got there. */
-#define POLL_S 0.005
-/* One request's limit; a rank that takes longer is unreachable. */
-#define REQUEST_S 5.0
-
-struct rov_job {
-    char id[ROV_JOB_MAX + 1];
-    char dir[CCP_DIR_MAX + ROV_JOB_MAX + 2];
-    char host[CCP_HOST_MAX];
-    uint8_t key[ROV_KEY_LEN];
-    size_t n;
-    struct ccp_record *recs;
-    rov_job_rank_t *ranks;
-    int lock_fd;
-    double until;          /* the running stage's time limit (now_s()), 0: none */
-};
+#include "ccp/client_int.h"
 
 static const char *const stage_names[] = {"status", "drain",      "close",
                                           "reopen", "checkpoint", "suspend"};
@@ -55,6 +41,21 @@ bool rov_job_id_ok(const char *id)
 /* The registry's base directory (ccp_base_dir()) from RAILOVER_JOB_DIR and
  * RAILOVER_RUN_DIR, read and checked as a rank reads them: a bad value of
  * any setting is refused, with err saying which. */
+rov_status_t ccp_client_setting(const char *name, char *out, size_t len, char *err,
+                                size_t err_len)
+{
+    rov_config_t *config;
+    rov_status_t st = rov_config_read(err, err_len, &config);
+
+    if (st != ROV_OK)
+        return st;
+    st = rov_config_get(config, name, out, len);
+    if (st != ROV_OK)
+        snprintf(err, err_len, "%s: %s", name, rov_status_str(st));
+    rov_config_free(config);
+    return st;
+}
+
 static rov_status_t registry_base(char *out, size_t len, char *err, size_t err_len)
 {
     char job_dir[CCP_DIR_MAX], run_dir[ROV_CTL_RUN_DIR_MAX];
@@ -78,7 +79,7 @@ const char *rov_job_stage_str(rov_job_stage_t stage)
     return (unsigned)stage <= ROV_JOB_SUSPEND ? stage_names[stage] : "unknown";
 }
 
-static double now_s(void)
+double ccp_now_s(void)
 {
     struct timespec ts;
 
@@ -128,7 +129,7 @@ static bool gather_one(void *arg, const struct ccp_record *rec)
 }
 
 /* (Re)read every rank's record. */
-static rov_status_t load(rov_job_t *job, char *err, size_t err_len)
+rov_status_t ccp_job_load(rov_job_t *job, char *err, size_t err_len)
 {
     struct gather g = {.job = job, .err = err, .err_len = err_len};
     rov_status_t st = ccp_records(job->dir, job->key, gather_one, &g, err, err_len);
@@ -188,6 +189,7 @@ rov_status_t rov_job_open(const char *jobid, rov_job_t **job_p, char *err, size_
     if (!job)
         return ROV_ERR_NOMEM;
     job->lock_fd = -1;
+    job->keep = 2;
     snprintf(job->id, sizeof(job->id), "%s", jobid);
     if (gethostname(job->host, sizeof(job->host)) < 0)
         job->host[0] = '\0';
@@ -198,7 +200,7 @@ rov_status_t rov_job_open(const char *jobid, rov_job_t **job_p, char *err, size_
     if (st == ROV_ERR_NOT_FOUND)
         snprintf(err, err_len, "no job %s in the registry %s", jobid, base);
     if (st == ROV_OK)
-        st = load(job, err, err_len);
+        st = ccp_job_load(job, err, err_len);
     if (st != ROV_OK) {
         rov_job_close(job);
         return st;
@@ -248,7 +250,7 @@ rov_status_t rov_job_address(rov_job_t *job, long rank, void *buf, size_t *len)
 
 /* One request to rank i; ROV_OK with its answer's last line "ok" (and the
  * stage it reports in r->stage), or why not in r->error. */
-static rov_status_t ask(rov_job_t *job, size_t i, const char *verb)
+rov_status_t ccp_job_ask(rov_job_t *job, size_t i, const char *verb)
 {
     const struct ccp_record *rec = &job->recs[i];
     rov_job_rank_t *r = &job->ranks[i];
@@ -261,20 +263,20 @@ static rov_status_t ask(rov_job_t *job, size_t i, const char *verb)
                  "control endpoint (RAILOVER_CCP_ADDR)", rec->rank, rec->host);
         return r->status = ROV_ERR_UNREACHABLE;
     }
-    t0 = now_s();
+    t0 = ccp_now_s();
     /* A busy endpoint (it ran nothing) is asked again within the request's
      * limit and the stage's. */
     st = rov_ctl_request(rec->ctl_net[0] ? rec->ctl_net : rec->ctl_path, job->key, verb,
                          REQUEST_S, job->until > 0 ? job->until - t0 : REQUEST_S, &answer, NULL,
                          r->error, sizeof(r->error));
-    rov_debug("ccp", "rank %ld: '%s' answered in %.3f s (%s)", rec->rank, verb, now_s() - t0,
+    rov_debug("ccp", "rank %ld: '%s' answered in %.3f s (%s)", rec->rank, verb, ccp_now_s() - t0,
               rov_status_str(st));
     if (st == ROV_ERR_AGAIN) {
         char msg[sizeof(r->error) + 128];
         size_t n;
 
         snprintf(msg, sizeof(msg), "rank %ld (pid %d on %s): control endpoint busy for %.1f s "
-                 "(%s)", rec->rank, rec->pid, rec->host, now_s() - t0, r->error);
+                 "(%s)", rec->rank, rec->pid, rec->host, ccp_now_s() - t0, r->error);
         n = strnlen(msg, sizeof(r->error) - 1);
         memcpy(r->error, msg, n);
         r->error[n] = '\0';
@@ -344,7 +346,7 @@ static rov_status_t fail(rov_job_t *job, size_t i, char *err, size_t err_len)
 }
 
 /* Take the job's lock: one client at a time. */
-static rov_status_t lock(rov_job_t *job, char *err, size_t err_len)
+rov_status_t ccp_job_lock(rov_job_t *job, char *err, size_t err_len)
 {
     char path[sizeof(job->dir) + 8], pid[32] = "";
     rov_status_t st;
@@ -374,7 +376,7 @@ static rov_status_t lock(rov_job_t *job, char *err, size_t err_len)
     return ROV_OK;
 }
 
-static void unlock(rov_job_t *job)
+void ccp_job_unlock(rov_job_t *job)
 {
     if (job->lock_fd >= 0) {
         close(job->lock_fd);
@@ -391,21 +393,24 @@ static void resume_all(rov_job_t *job)
     for (size_t i = 0; i < job->n; i++) {
         rov_job_rank_t keep = job->ranks[i];
 
-        if (ask(job, i, "reopen") != ROV_OK)
+        if (ccp_job_ask(job, i, "reopen") != ROV_OK)
             job->ranks[i] = keep; /* it keeps why the stage failed */
     }
 }
 
-/* The first line of rank i's checkpoint log ("+ <command>"), for an error. */
-static void ckpt_command(const rov_job_t *job, size_t i, char *out, size_t len)
+/* The first line of rank i's unit's checkpoint log ("+ <command>"), for an
+ * error. */
+static void ckpt_command(const rov_job_t *job, long set, size_t i, char *out, size_t len)
 {
-    char path[sizeof(job->dir) + 40], err[sizeof(path) + 128];
-    int fd;
+    char path[sizeof(job->dir) + 60], err[sizeof(path) + 128], leaf[40];
+    int fd = -1;
     FILE *f;
 
-    snprintf(path, sizeof(path), "%s/ckpt.%ld.log", job->dir, job->recs[i].rank);
+    snprintf(leaf, sizeof(leaf), "unit.%ld.log", ccp_unit_of(job->recs, job->n, i));
     out[0] = '\0';
-    f = ccp_open(path, O_RDONLY, 0, &fd, err, sizeof(err)) == ROV_OK ? fdopen(fd, "r") : NULL;
+    f = ccp_set_path(job->dir, set, leaf, path, sizeof(path)) &&
+                ccp_open(path, O_RDONLY, 0, &fd, err, sizeof(err)) == ROV_OK
+            ? fdopen(fd, "r") : NULL;
     if (!f && fd >= 0)
         close(fd);
     if (f) {
@@ -417,8 +422,10 @@ static void ckpt_command(const rov_job_t *job, size_t i, char *out, size_t len)
         memmove(out, out + 2, strlen(out) - 1);
 }
 
-/* Every rank closed: each runs its checkpoint command (without a control
- * endpoint meanwhile), and publishes the result in its record. */
+/* Every rank closed: each unit runs its checkpoint command into a new set
+ * (sets.h; the ranks without a control endpoint meanwhile), and each rank
+ * publishes the result in its record.  When every rank succeeded the set
+ * gets its manifest and older sets are pruned (job->keep). */
 static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, char *err,
                                size_t err_len)
 {
@@ -427,32 +434,40 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
     /* Each rank gives its command a little less than our time, so that its
      * result, "no result in time" included, is here before we give up: then
      * every rank is reachable again, and the job can be reopened. */
-    double t0 = now_s(), limit = timeout_s > 1.0 ? timeout_s - 0.5 : timeout_s / 2;
+    double t0 = ccp_now_s(), limit = timeout_s > 1.0 ? timeout_s - 0.5 : timeout_s / 2;
     double deadline = t0 + timeout_s + 1.5;
     size_t left = job->n;
-    char verb[64];
+    char verb[96];
+    long set;
 
     if (!before)
         return ROV_ERR_NOMEM;
     /* Every rank able to (its command set, closed) before any starts: a
      * rank that starts is out of reach until its command is done. */
     for (size_t i = 0; i < job->n; i++) {
-        if (ask(job, i, "checkpoint check") != ROV_OK) {
+        if (ccp_job_ask(job, i, "checkpoint check") != ROV_OK) {
             st = fail(job, i, err, err_len);
             free(before);
             return st;
         }
     }
+    st = ccp_set_new(job->dir, &set, err, err_len);
+    if (st != ROV_OK) {
+        free(before);
+        return st;
+    }
+    job->set = set;
     for (size_t i = 0; i < job->n; i++) {
         before[i] = job->recs[i].ckpt_count;
-        snprintf(verb, sizeof(verb), "checkpoint%s limit=%.3f", suspend ? " suspend" : "", limit);
-        if (ask(job, i, verb) != ROV_OK) {
+        snprintf(verb, sizeof(verb), "checkpoint set=%ld%s limit=%.3f", set,
+                 suspend ? " suspend" : "", limit);
+        if (ccp_job_ask(job, i, verb) != ROV_OK) {
             st = fail(job, i, err, err_len);
             free(before);
             return st;
         }
     }
-    while (left && now_s() < deadline) {
+    while (left && ccp_now_s() < deadline) {
         struct timespec ts = {0, (long)(POLL_S * 4 * 1e9)};
 
         nanosleep(&ts, NULL);
@@ -480,25 +495,25 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
                          "registry was tampered with", rec.rank);
                 if (st == ROV_OK) {
                     snprintf(err, err_len, "rank %ld refused to run its checkpoint command: a "
-                             "file it writes in %s (ckpt.%ld.log, images/, images/rank.%ld) is "
-                             "a link or not its own: the registry was tampered with (the rank's "
-                             "log names it)", rec.rank, job->dir, rec.rank, rec.rank);
+                             "file it writes in %s/sets/%ld is a link or not its own: the "
+                             "registry was tampered with (the rank's log names it)", rec.rank,
+                             job->dir, set);
                     st = r->status;
                 }
             } else if (rec.ckpt_rc != 0) {
                 char cmd[400];
 
-                ckpt_command(job, i, cmd, sizeof(cmd));
+                ckpt_command(job, set, i, cmd, sizeof(cmd));
                 r->status = rec.ckpt_rc == -2 ? ROV_ERR_TIMEDOUT : ROV_ERR_IO;
                 snprintf(r->error, sizeof(r->error), "rank %ld: checkpoint command %s (%.80s)",
                          rec.rank, rec.ckpt_rc == -2 ? "gave no result in time" :
                          "failed", cmd[0] ? cmd : "RAILOVER_CHECKPOINT_CMD");
                 if (st == ROV_OK) {
                     snprintf(err, err_len, "rank %ld: checkpoint command %s, exit status %ld: "
-                             "%s; see %s/ckpt.%ld.log", rec.rank,
+                             "%s; see %s/sets/%ld/unit.%ld.log", rec.rank,
                              rec.ckpt_rc == -2 ? "gave no result in time" : "failed",
                              rec.ckpt_rc, cmd[0] ? cmd : "RAILOVER_CHECKPOINT_CMD", job->dir,
-                             rec.rank);
+                             set, ccp_unit_of(job->recs, job->n, i));
                     st = r->status;
                 }
             }
@@ -516,6 +531,16 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
             }
         }
     free(before);
+    /* Complete: the manifest, written last (the records now say where each
+     * rank was imaged: its host and tree). */
+    if (st == ROV_OK)
+        st = ccp_manifest_write(job->dir, job->key, set, job->recs, job->n, err, err_len);
+    if (st == ROV_OK) {
+        char why[256];
+
+        if (ccp_set_prune(job->dir, job->key, set, job->keep, why, sizeof(why)) < 0 || why[0])
+            rov_warn("ccp", "%s", why);
+    }
     return st;
 }
 
@@ -534,7 +559,7 @@ static rov_status_t run(rov_job_t *job, rov_job_stage_t stage, double timeout_s,
 
         /* Every rank is asked, so that each line says where it is; the
          * first failure is the answer. */
-        if (ask(job, i, "stage") != ROV_OK) {
+        if (ccp_job_ask(job, i, "stage") != ROV_OK) {
             if (first == ROV_OK)
                 first = fail(job, i, err, err_len);
             continue;
@@ -552,19 +577,19 @@ static rov_status_t run(rov_job_t *job, rov_job_stage_t stage, double timeout_s,
         return ROV_OK;
     if (stage == ROV_JOB_CHECKPOINT || stage == ROV_JOB_SUSPEND)
         return checkpoint(job, stage == ROV_JOB_SUSPEND, timeout_s, err, err_len);
-    t0 = now_s();
+    t0 = ccp_now_s();
     deadline = t0 + timeout_s;
     for (size_t i = 0; i < job->n; i++) {
         if (strcmp(job->ranks[i].stage, target) == 0)
             continue; /* there already */
-        if (ask(job, i, verb_of(stage)) != ROV_OK) {
+        if (ccp_job_ask(job, i, verb_of(stage)) != ROV_OK) {
             rov_status_t st = fail(job, i, err, err_len);
 
             if (stage == ROV_JOB_DRAIN)
                 resume_all(job);
             return st;
         }
-        job->ranks[i].seconds = now_s() - t0; /* (the answer says where it is) */
+        job->ranks[i].seconds = ccp_now_s() - t0; /* (the answer says where it is) */
     }
     do {
         left = 0;
@@ -573,22 +598,22 @@ static rov_status_t run(rov_job_t *job, rov_job_stage_t stage, double timeout_s,
 
             if (strcmp(r->stage, target) == 0)
                 continue;
-            if (ask(job, i, "stage") != ROV_OK) {
+            if (ccp_job_ask(job, i, "stage") != ROV_OK) {
                 rov_status_t st = fail(job, i, err, err_len);
 
                 if (stage == ROV_JOB_DRAIN)
                     resume_all(job);
                 return st;
             }
-            r->seconds = now_s() - t0;
+            r->seconds = ccp_now_s() - t0;
             left += strcmp(r->stage, target) != 0;
         }
-        if (left && now_s() < deadline) {
+        if (left && ccp_now_s() < deadline) {
             struct timespec ts = {0, (long)(POLL_S * 1e9)};
 
             nanosleep(&ts, NULL);
         }
-    } while (left && now_s() < deadline);
+    } while (left && ccp_now_s() < deadline);
     if (left) {
         for (size_t i = 0; i < job->n; i++)
             if (strcmp(job->ranks[i].stage, target) != 0) {
@@ -619,10 +644,10 @@ rov_status_t rov_job_run(rov_job_t *job, rov_job_stage_t stage, double timeout_s
         snprintf(err, err_len, "bad stage or time limit");
         return ROV_ERR_INVAL;
     }
-    st = lock(job, err, err_len);
+    st = ccp_job_lock(job, err, err_len);
     if (st != ROV_OK)
         return st;
-    st = load(job, err, err_len); /* ranks may have come, gone or moved */
+    st = ccp_job_load(job, err, err_len); /* ranks may have come, gone or moved */
     if (st == ROV_OK && job->n == 0) {
         snprintf(err, err_len, "job %s has no rank registered", job->id);
         st = ROV_ERR_NOT_FOUND;
@@ -630,11 +655,11 @@ rov_status_t rov_job_run(rov_job_t *job, rov_job_stage_t stage, double timeout_s
     if (st == ROV_OK) {
         for (size_t i = 0; i < job->n; i++)
             job->ranks[i].status = ROV_OK;
-        job->until = now_s() + timeout_s;
+        job->until = ccp_now_s() + timeout_s;
         st = run(job, stage, timeout_s, err, err_len);
         job->until = 0;
     }
-    unlock(job);
+    ccp_job_unlock(job);
     return st;
 }
 
@@ -662,4 +687,24 @@ int rov_job_list(void (*fn)(void *arg, const char *jobid, size_t ranks), void *a
     }
     closedir(d);
     return count;
+}
+
+void rov_job_set_keep(rov_job_t *job, unsigned keep)
+{
+    job->keep = keep ? keep : 1;
+}
+
+long rov_job_sets(rov_job_t *job, rov_job_set_t *sets, size_t max)
+{
+    struct ccp_set_info *info;
+    size_t n;
+    char err[256];
+    rov_status_t st = ccp_set_list(job->dir, job->key, &info, &n, err, sizeof(err));
+
+    if (st != ROV_OK)
+        return st;
+    for (size_t i = 0; i < n && i < max; i++)
+        sets[i] = (rov_job_set_t){info[i].set, info[i].complete, info[i].time, info[i].ranks};
+    free(info);
+    return (long)n;
 }

@@ -291,6 +291,61 @@ rov_status_t ccp_secret(const char *jobdir, bool create, uint8_t key[ROV_KEY_LEN
     return ROV_OK;
 }
 
+/* value quoted for /bin/sh: in single quotes, each ' as '\'' (nothing in
+ * single quotes is special to the shell, so a value with a space, a quote or
+ * "$(...)" stays one word and runs nothing).  false when it does not fit. */
+static bool sh_quote(const char *value, char *out, size_t len)
+{
+    size_t n = 0;
+
+    if (len < 3)
+        return false;
+    out[n++] = '\'';
+    for (const char *p = value; *p; p++) {
+        if (*p == '\'') {
+            if (n + 4 >= len)
+                return false;
+            memcpy(out + n, "'\\''", 4);
+            n += 4;
+        } else {
+            if (n + 1 >= len)
+                return false;
+            out[n++] = *p;
+        }
+    }
+    if (n + 2 > len)
+        return false;
+    out[n++] = '\'';
+    out[n] = '\0';
+    return true;
+}
+
+bool ccp_expand(const char *tmpl, const char *const vals[26], char *out, size_t len)
+{
+    size_t n = 0;
+
+    for (const char *p = tmpl; *p; p++) {
+        char raw[2] = {*p, '\0'}, v[4 * CCP_DIR_MAX + 3];
+        const char *val = raw;
+        int k;
+
+        if (*p == '%' && p[1]) {
+            p++;
+            raw[0] = *p;
+            if (*p >= 'a' && *p <= 'z' && vals[*p - 'a']) {
+                if (!sh_quote(vals[*p - 'a'], v, sizeof(v)))
+                    return false;
+                val = v;
+            }
+        }
+        k = snprintf(out + n, len - n, "%s", val);
+        if (k < 0 || (size_t)k >= len - n)
+            return false;
+        n += (size_t)k;
+    }
+    return true;
+}
+
 static void seal(const uint8_t key[ROV_KEY_LEN], const char *text, size_t len,
                  uint8_t mac[ROV_MAC_LEN])
 {
@@ -299,31 +354,45 @@ static void seal(const uint8_t key[ROV_KEY_LEN], const char *text, size_t len,
     rov_auth_mac(key, SEAL_LABEL, &piece, 1, mac);
 }
 
+rov_status_t ccp_sealed_write(const char *path, const uint8_t key[ROV_KEY_LEN], const char *text,
+                              size_t len)
+{
+    uint8_t mac[ROV_MAC_LEN];
+    char *buf = malloc(len + 2 * ROV_MAC_LEN + 8);
+    int rc;
+
+    if (!buf)
+        return ROV_ERR_NOMEM;
+    memcpy(buf, text, len);
+    memcpy(buf + len, "seal=", 5);
+    seal(key, buf, len + 5, mac);
+    hex(mac, sizeof(mac), buf + len + 5);
+    buf[len + 5 + 2 * ROV_MAC_LEN] = '\n';
+    rc = write_atomic(path, buf, len + 6 + 2 * ROV_MAC_LEN, false);
+    free(buf);
+    return rc < 0 ? ROV_ERR_IO : ROV_OK;
+}
+
 rov_status_t ccp_record_write(const char *jobdir, const uint8_t key[ROV_KEY_LEN],
                               const struct ccp_record *rec)
 {
     char text[CCP_RECORD_MAX], path[CCP_DIR_MAX + 32], blob[2 * CCP_BLOB_MAX + 1] = "-";
-    uint8_t mac[ROV_MAC_LEN];
     int n;
 
     if (rec->endpoint_len)
         hex(rec->endpoint, rec->endpoint_len, blob);
     n = snprintf(text, sizeof(text),
                  RECORD_MAGIC "job=%s\nrank=%ld\npid=%d\nuid=%u\nhost=%s\nctl_path=%s\n"
-                 "ctl_net=%s\nendpoint=%s\nckpt_count=%ld\nckpt_rc=%ld\nckpt_ms=%ld\n"
-                 "stage=%s\nseal=",
+                 "ctl_net=%s\nendpoint=%s\ntree=%d\nckpt_count=%ld\nckpt_rc=%ld\nckpt_ms=%ld\n"
+                 "stage=%s\n",
                  rec->job, rec->rank, rec->pid, rec->uid, rec->host,
                  rec->ctl_path[0] ? rec->ctl_path : "-", rec->ctl_net[0] ? rec->ctl_net : "-",
-                 blob, rec->ckpt_count, rec->ckpt_rc, rec->ckpt_ms,
+                 blob, rec->tree, rec->ckpt_count, rec->ckpt_rc, rec->ckpt_ms,
                  rec->stage[0] ? rec->stage : "-");
-    if (n < 0 || (size_t)n + 2 * ROV_MAC_LEN + 2 > sizeof(text))
+    if (n < 0 || (size_t)n + 2 * ROV_MAC_LEN + 7 > sizeof(text))
         return ROV_ERR_INVAL;
-    seal(key, text, (size_t)n, mac);
-    hex(mac, sizeof(mac), text + n);
-    n += 2 * ROV_MAC_LEN;
-    text[n++] = '\n';
     snprintf(path, sizeof(path), "%s/rank.%ld", jobdir, rec->rank);
-    return write_atomic(path, text, (size_t)n, false) < 0 ? ROV_ERR_IO : ROV_OK;
+    return ccp_sealed_write(path, key, text, (size_t)n);
 }
 
 void ccp_record_remove(const char *jobdir, long rank)
@@ -356,7 +425,7 @@ void ccp_record_remove(const char *jobdir, long rank)
 
 /* The value of "key=" on its own line in text, copied into out (len);
  * false when missing, empty or too long. */
-static bool field(const char *text, const char *key, char *out, size_t len)
+bool ccp_field(const char *text, const char *key, char *out, size_t len)
 {
     size_t kl = strlen(key);
 
@@ -375,11 +444,11 @@ static bool field(const char *text, const char *key, char *out, size_t len)
     return false;
 }
 
-static bool number(const char *text, const char *key, long min, long max, long *out)
+bool ccp_number(const char *text, const char *key, long min, long max, long *out)
 {
     char v[32], *end;
 
-    if (!field(text, key, v, sizeof(v)))
+    if (!ccp_field(text, key, v, sizeof(v)))
         return false;
     errno = 0;
     *out = strtol(v, &end, 10);
@@ -416,53 +485,72 @@ rov_status_t ccp_records(const char *jobdir, const uint8_t key[ROV_KEY_LEN],
     return st;
 }
 
-rov_status_t ccp_record_read(const char *path, const uint8_t key[ROV_KEY_LEN],
-                             struct ccp_record *rec, char *err, size_t err_len)
+rov_status_t ccp_sealed_read(const char *path, const uint8_t key[ROV_KEY_LEN], const char *magic,
+                             const char *what, char *text, size_t max, size_t *len_p, char *err,
+                             size_t err_len)
 {
-    char text[CCP_RECORD_MAX + 1], blob[2 * CCP_BLOB_MAX + 2];
     uint8_t got[ROV_MAC_LEN], want[ROV_MAC_LEN];
     ssize_t n;
-    rov_status_t st = slurp(path, text, sizeof(text), &n, err, err_len);
-    const char *at;
-    long pid, uid;
+    rov_status_t st = slurp(path, text, max, &n, err, err_len);
+    char *at;
 
     if (st != ROV_OK)
         return st;
-    memset(rec, 0, sizeof(*rec));
     at = strstr(text, "\nseal=");
-    if (strncmp(text, RECORD_MAGIC, sizeof(RECORD_MAGIC) - 1) != 0 || !at ||
+    if (strncmp(text, magic, strlen(magic)) != 0 || !at ||
         (size_t)n != (size_t)(at - text) + 6 + 2 * ROV_MAC_LEN + 1 || text[n - 1] != '\n') {
-        snprintf(err, err_len, "registry record %s is truncated or malformed", path);
+        snprintf(err, err_len, "%s %s is truncated or malformed", what, path);
         return ROV_ERR_PROTO;
     }
     at += 6;
     if (!unhex(at, 2 * ROV_MAC_LEN, got, ROV_MAC_LEN)) {
-        snprintf(err, err_len, "registry record %s has a malformed seal", path);
+        snprintf(err, err_len, "%s %s has a malformed seal", what, path);
         return ROV_ERR_PROTO;
     }
     seal(key, text, (size_t)(at - text), want);
     if (!rov_auth_mac_equal(got, want)) {
-        snprintf(err, err_len, "registry record %s does not carry the job's seal: changed by "
-                 "someone without the job's secret", path);
+        snprintf(err, err_len, "%s %s does not carry the job's seal: changed by someone "
+                 "without the job's secret", what, path);
         return ROV_ERR_PROTO;
     }
-    if (!field(text, "job", rec->job, sizeof(rec->job)) ||
-        !number(text, "rank", 0, INT32_MAX, &rec->rank) ||
-        !number(text, "pid", 1, INT32_MAX, &pid) || !number(text, "uid", 0, UINT32_MAX, &uid) ||
-        !field(text, "host", rec->host, sizeof(rec->host)) ||
-        !field(text, "ctl_path", rec->ctl_path, sizeof(rec->ctl_path)) ||
-        !field(text, "ctl_net", rec->ctl_net, sizeof(rec->ctl_net)) ||
-        !field(text, "endpoint", blob, sizeof(blob)) ||
-        !number(text, "ckpt_count", 0, INT32_MAX, &rec->ckpt_count) ||
-        !number(text, "ckpt_rc", CCP_CKPT_REFUSED, 255, &rec->ckpt_rc) ||
-        !number(text, "ckpt_ms", 0, INT32_MAX, &rec->ckpt_ms)) {
+    at[-5] = '\0'; /* the text, without its seal */
+    *len_p = (size_t)(at - 5 - text);
+    return ROV_OK;
+}
+
+rov_status_t ccp_record_read(const char *path, const uint8_t key[ROV_KEY_LEN],
+                             struct ccp_record *rec, char *err, size_t err_len)
+{
+    char text[CCP_RECORD_MAX + 1], blob[2 * CCP_BLOB_MAX + 2];
+    size_t n;
+    rov_status_t st;
+    long pid, uid, tree;
+
+    memset(rec, 0, sizeof(*rec));
+    st = ccp_sealed_read(path, key, RECORD_MAGIC, "registry record", text, sizeof(text), &n, err,
+                         err_len);
+    if (st != ROV_OK)
+        return st;
+    if (!ccp_field(text, "job", rec->job, sizeof(rec->job)) ||
+        !ccp_number(text, "rank", 0, INT32_MAX, &rec->rank) ||
+        !ccp_number(text, "pid", 1, INT32_MAX, &pid) ||
+        !ccp_number(text, "uid", 0, UINT32_MAX, &uid) ||
+        !ccp_field(text, "host", rec->host, sizeof(rec->host)) ||
+        !ccp_field(text, "ctl_path", rec->ctl_path, sizeof(rec->ctl_path)) ||
+        !ccp_field(text, "ctl_net", rec->ctl_net, sizeof(rec->ctl_net)) ||
+        !ccp_field(text, "endpoint", blob, sizeof(blob)) ||
+        !ccp_number(text, "tree", 1, INT32_MAX, &tree) ||
+        !ccp_number(text, "ckpt_count", 0, INT32_MAX, &rec->ckpt_count) ||
+        !ccp_number(text, "ckpt_rc", CCP_CKPT_REFUSED, 255, &rec->ckpt_rc) ||
+        !ccp_number(text, "ckpt_ms", 0, INT32_MAX, &rec->ckpt_ms)) {
         snprintf(err, err_len, "registry record %s lacks a field or has one out of range", path);
         return ROV_ERR_PROTO;
     }
     rec->pid = (int)pid;
+    rec->tree = (int)tree;
     rec->uid = (unsigned)uid;
     /* (optional: a record of an older rank has none) */
-    if (!field(text, "stage", rec->stage, sizeof(rec->stage)) || strcmp(rec->stage, "-") == 0)
+    if (!ccp_field(text, "stage", rec->stage, sizeof(rec->stage)) || strcmp(rec->stage, "-") == 0)
         rec->stage[0] = '\0';
     if (strcmp(rec->ctl_path, "-") == 0)
         rec->ctl_path[0] = '\0';
@@ -476,4 +564,15 @@ rov_status_t ccp_record_read(const char *path, const uint8_t key[ROV_KEY_LEN],
         }
     }
     return ROV_OK;
+}
+
+long ccp_unit_of(const struct ccp_record *recs, size_t n, size_t i)
+{
+    long unit = recs[i].rank;
+
+    for (size_t j = 0; j < n; j++)
+        if (recs[j].tree == recs[i].tree && recs[j].rank < unit &&
+            strcmp(recs[j].host, recs[i].host) == 0)
+            unit = recs[j].rank;
+    return unit;
 }

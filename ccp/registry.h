@@ -49,6 +49,11 @@ struct ccp_record {
     char ctl_net[CCP_WHERE_MAX];   /* "" none */
     uint8_t endpoint[CCP_BLOB_MAX];
     size_t endpoint_len;           /* 0: none */
+    /* The root of the process tree a checkpoint images with this rank
+     * (RAILOVER_CHECKPOINT_TREE): its own pid, or its parent's (an MPI
+     * launcher's daemon).  Ranks of one host with one tree are one unit,
+     * imaged once, by the lowest of them (ccp_unit_of()). */
+    int tree;
     /* Checkpoints this rank took part in, and the last one's result: the
      * checkpoint command's exit status (-1: it did not run; -2: no
      * status; CCP_CKPT_REFUSED: not run, a file of the registry it would
@@ -110,6 +115,31 @@ rov_status_t ccp_record_read(const char *path, const uint8_t key[ROV_KEY_LEN],
 rov_status_t ccp_records(const char *jobdir, const uint8_t key[ROV_KEY_LEN],
                          bool (*fn)(void *arg, const struct ccp_record *rec), void *arg,
                          char *err, size_t err_len);
+/** The lowest rank of recs[i]'s unit: the ranks of its host with its tree
+ * (recs: n records). */
+long ccp_unit_of(const struct ccp_record *recs, size_t n, size_t i);
+
+/** A sealed text file (a record, a checkpoint set's manifest): text, then
+ * "seal=<hex>\n", an HMAC under key over everything before the hex; written
+ * whole to a fresh name and renamed over path. */
+rov_status_t ccp_sealed_write(const char *path, const uint8_t key[ROV_KEY_LEN], const char *text,
+                              size_t len);
+/** Read a sealed file into text (max bytes, NUL-terminated, its seal cut
+ * off; *len_p its length): ROV_ERR_PROTO (err names `what` and path) when it
+ * does not start with magic, is truncated or not sealed by key. */
+rov_status_t ccp_sealed_read(const char *path, const uint8_t key[ROV_KEY_LEN], const char *magic,
+                             const char *what, char *text, size_t max, size_t *len_p, char *err,
+                             size_t err_len);
+/** The value of the line "key=..." of text (not empty, shorter than len). */
+bool ccp_field(const char *text, const char *key, char *out, size_t len);
+/** ccp_field() as a decimal number in [min, max]. */
+bool ccp_number(const char *text, const char *key, long min, long max, long *out);
+
+/** tmpl with each %<letter> that vals names (vals['x' - 'a']) replaced by
+ * that value quoted for /bin/sh (one word, nothing in it runs), any other
+ * %<c> by c (so %% is %).  false when it does not fit out (len bytes). */
+bool ccp_expand(const char *tmpl, const char *const vals[26], char *out, size_t len);
+
 /** Remove rank's record; the last one out removes the job's directory. */
 void ccp_record_remove(const char *jobdir, long rank);
 

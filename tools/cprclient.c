@@ -1,7 +1,9 @@
 /*
  * cprclient: drive the checkpoint stages of a Railover job (docs/ccp.md).
  *
- *   cprclient [--timeout S] JOBID [drain|close|checkpoint [--suspend]|reopen|resume|status]
+ *   cprclient [--timeout S] [--keep N] JOBID
+ *             [drain|close|checkpoint [--suspend]|reopen|resume|status]
+ *   cprclient [--timeout S] JOBID restart [--set N] [--hosts LIST | --map RANK=HOST,...]
  *   cprclient list
  *
  * With no stage: drain, close, checkpoint and reopen, as Scali's checkpoint
@@ -26,23 +28,37 @@ enum {
     EXIT_REGISTRY = 8,
     EXIT_CHECKPOINT = 9,
     EXIT_BUSY = 10,
+    EXIT_NO_SET = 11,
+    EXIT_HOST = 12,
+    EXIT_PID = 13,
+    EXIT_RESTORE = 14,
+    EXIT_RUNNING = 15,
     EXIT_USAGE = 64,
 };
 
 static void usage(FILE *f)
 {
-    fputs("usage: cprclient [--timeout SECONDS] JOBID\n"
+    fputs("usage: cprclient [--timeout SECONDS] [--keep N] JOBID\n"
           "                 [drain|close|checkpoint [--suspend]|reopen|resume|status]\n"
+          "       cprclient [--timeout SECONDS] JOBID restart [--set N]\n"
+          "                 [--hosts HOST,... | --map RANK=HOST,...]\n"
           "       cprclient list\n"
           "\n"
           "  drain    every rank holds new sends, acknowledges everything in flight and\n"
           "           exchanges end markers with its peers (completes while ranks compute)\n"
           "  close    every rank closes its rails (drained first): no socket or device\n"
           "           of a rail is left in any process\n"
-          "  checkpoint  every closed rank runs RAILOVER_CHECKPOINT_CMD (CRIU), then every\n"
-          "           rank reopens; --suspend: every rank stops (SIGSTOP) instead\n"
+          "  checkpoint  every closed rank (or unit: RAILOVER_CHECKPOINT_TREE) runs\n"
+          "           RAILOVER_CHECKPOINT_CMD (CRIU) into a new checkpoint set, then every\n"
+          "           rank reopens; --suspend: every rank stops (SIGSTOP) instead; the\n"
+          "           newest N complete sets are kept (--keep, default 2)\n"
           "  reopen   every rank reopens its rails and reconnects (alias: resume)\n"
-          "  status   every rank's stage\n"
+          "  restart  restore the job (nothing of it running) from its newest complete\n"
+          "           set (or --set N), each unit on the host it ran on, or: --hosts, the\n"
+          "           set's hosts in rank order replaced one for one; --map, rank R's\n"
+          "           unit on HOST (RAILOVER_CCP_AGENT runs RAILOVER_RESTORE_CMD there);\n"
+          "           then reopen\n"
+          "  status   every rank's stage, and the job's checkpoint sets\n"
           "  (none)   drain, close, checkpoint, reopen\n"
           "\n"
           "The job registry is RAILOVER_JOB_DIR (default: <run dir>/jobs).  --timeout: each\n"
@@ -54,7 +70,10 @@ static void usage(FILE *f)
           "of the job should be; after a checkpoint the job is reopened), 9 a checkpoint\n"
           "command failed (the job was reopened and runs on), 10 a rank's control endpoint\n"
           "stayed busy (as many clients as it serves; asked again until the request's or\n"
-          "the stage's time ran out), 64 usage (or a malformed job id), 1 other.\n",
+          "the stage's time ran out), 11 no complete checkpoint set, 12 a host of the\n"
+          "restart does not answer, 13 a process id of the images is taken on its host,\n"
+          "14 a restore failed (the error names the rank, the host and CRIU's log), 15\n"
+          "the job still runs (restart refused), 64 usage (or a malformed job id), 1 other.\n",
           f);
 }
 
@@ -87,9 +106,109 @@ static void print_ranks(const rov_job_t *job)
     }
 }
 
+static void print_sets(rov_job_t *job, const char *prefix)
+{
+    rov_job_set_t sets[64];
+    long n = rov_job_sets(job, sets, 64);
+
+    for (long i = n > 64 ? n - 64 : 0; i < n; i++) {
+        const rov_job_set_t *s = &sets[i];
+
+        if (s->complete)
+            printf("%sset=%ld complete ranks=%zu time=%lld\n", prefix, s->number, s->ranks,
+                   s->time);
+        else
+            printf("%sset=%ld incomplete (never restarted from)\n", prefix, s->number);
+    }
+}
+
 static void print_job(void *arg, const char *jobid, size_t ranks)
 {
-    printf("%s ranks=%zu\n", jobid, ranks);
+    rov_job_set_t sets[64];
+    long newest = 0, n, complete = 0;
+    rov_job_t *job;
+    char err[256];
+
+    (void)arg;
+    n = rov_job_open(jobid, &job, err, sizeof(err)) == ROV_OK ? rov_job_sets(job, sets, 64) : 0;
+    for (long i = 0; i < n && i < 64; i++)
+        if (sets[i].complete) {
+            complete++;
+            newest = sets[i].number;
+        }
+    if (n > 0)
+        rov_job_close(job);
+    printf("%s ranks=%zu checkpoints=%ld", jobid, ranks, complete);
+    if (newest)
+        printf(" newest=%ld", newest);
+    printf("\n");
+}
+
+static int restart_exit(rov_job_restart_fault_t fault, rov_status_t st)
+{
+    switch (fault) {
+    case ROV_RESTART_NO_SET: return EXIT_NO_SET;
+    case ROV_RESTART_RUNNING: return EXIT_RUNNING;
+    case ROV_RESTART_HOST: return EXIT_HOST;
+    case ROV_RESTART_PID: return EXIT_PID;
+    case ROV_RESTART_RESTORE: return EXIT_RESTORE;
+    case ROV_RESTART_REGISTER: return EXIT_TIMEOUT;
+    case ROV_RESTART_USAGE: return EXIT_USAGE;
+    case ROV_RESTART_OK: break;
+    }
+    return exit_code(st);
+}
+
+/* restart [--set N] [--hosts LIST | --map RANK=HOST,...], then reopen. */
+static int restart(rov_job_t *job, int argc, char **argv, double timeout)
+{
+    const char *hosts = NULL, *map = NULL;
+    rov_job_restart_fault_t fault;
+    long set = 0;
+    char err[1024];
+    rov_status_t st;
+
+    for (int i = 0; i < argc; i += 2) {
+        char *end;
+
+        if (i + 1 >= argc)
+            goto usage;
+        if (strcmp(argv[i], "--hosts") == 0 && !hosts && !map) {
+            hosts = argv[i + 1];
+        } else if (strcmp(argv[i], "--map") == 0 && !hosts && !map) {
+            map = argv[i + 1];
+        } else if (strcmp(argv[i], "--set") == 0 &&
+                   (set = strtol(argv[i + 1], &end, 10)) > 0 && !*end) {
+            continue;
+        } else {
+            goto usage;
+        }
+    }
+    st = rov_job_restart(job, hosts, map, set, timeout, &fault, err, sizeof(err));
+    if (st != ROV_OK) {
+        fprintf(stderr, "cprclient: restart: %s\n", err);
+        printf("stage=restart ranks=%zu status=%s\n", rov_job_size(job), rov_status_str(st));
+        return restart_exit(fault, st);
+    }
+    for (size_t i = 0; i < rov_job_size(job); i++) {
+        const rov_job_rank_t *r = rov_job_rank(job, i);
+
+        printf("rank=%ld pid=%d host=%s ctl=%s stage=%s time_s=%.3f status=restored\n", r->rank,
+               r->pid, r->host, r->where, r->stage, r->seconds);
+    }
+    printf("stage=restart ranks=%zu status=ok\n", rov_job_size(job));
+    fflush(stdout);
+    st = rov_job_run(job, ROV_JOB_REOPEN, timeout, err, sizeof(err));
+    print_ranks(job);
+    printf("stage=reopen ranks=%zu status=%s\n", rov_job_size(job),
+           st == ROV_OK ? "ok" : rov_status_str(st));
+    if (st != ROV_OK)
+        fprintf(stderr, "cprclient: reopen after the restart: %s\n", err);
+    return exit_code(st);
+usage:
+    fprintf(stderr, "cprclient: usage: JOBID restart [--set N] [--hosts HOST,... | --map "
+            "RANK=HOST,...]\n");
+    return EXIT_USAGE;
 }
 
 int main(int argc, char **argv)
@@ -103,21 +222,35 @@ int main(int argc, char **argv)
     rov_job_stage_t stages[4] = {ROV_JOB_DRAIN, ROV_JOB_CLOSE, ROV_JOB_CHECKPOINT,
                                  ROV_JOB_REOPEN};
     int nstages = 4, a = 1;
-    bool suspend = false;
+    bool suspend = false, restarting = false;
     double timeout = 60;
+    long keep = 2;
     char err[512];
     rov_job_t *job;
     rov_status_t st;
 
-    if (a < argc && strcmp(argv[a], "--timeout") == 0) {
+    while (a + 1 < argc && (strcmp(argv[a], "--timeout") == 0 || strcmp(argv[a], "--keep") == 0)) {
         char *end;
 
-        timeout = a + 1 < argc ? strtod(argv[a + 1], &end) : 0;
-        if (a + 1 >= argc || *end || !(timeout > 0)) {
-            fprintf(stderr, "cprclient: --timeout takes a positive number of seconds\n");
-            return EXIT_USAGE;
+        if (strcmp(argv[a], "--timeout") == 0) {
+            timeout = strtod(argv[a + 1], &end);
+            if (*end || !(timeout > 0)) {
+                fprintf(stderr, "cprclient: --timeout takes a positive number of seconds\n");
+                return EXIT_USAGE;
+            }
+        } else {
+            keep = strtol(argv[a + 1], &end, 10);
+            if (*end || keep < 1 || keep > 1000) {
+                fprintf(stderr, "cprclient: --keep takes a number of checkpoint sets, 1 to "
+                        "1000\n");
+                return EXIT_USAGE;
+            }
         }
         a += 2;
+    }
+    if (a < argc && (strcmp(argv[a], "--timeout") == 0 || strcmp(argv[a], "--keep") == 0)) {
+        fprintf(stderr, "cprclient: %s takes a value\n", argv[a]);
+        return EXIT_USAGE;
     }
     if (a < argc && (strcmp(argv[a], "-h") == 0 || strcmp(argv[a], "--help") == 0)) {
         usage(stdout);
@@ -142,19 +275,20 @@ int main(int argc, char **argv)
         suspend = true;
         argc--;
     }
-    if (a >= argc || argc - a > 2) {
+    restarting = argc - a >= 2 && strcmp(argv[a + 1], "restart") == 0;
+    if (a >= argc || (argc - a > 2 && !restarting)) {
         usage(stderr);
         return EXIT_USAGE;
     }
-    if (a + 1 < argc) {
+    if (a + 1 < argc && !restarting) {
         size_t i;
 
         for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
             if (strcmp(argv[a + 1], verbs[i].name) == 0)
                 break;
         if (i == sizeof(verbs) / sizeof(verbs[0])) {
-            fprintf(stderr, "cprclient: unknown stage '%s' (drain, close, reopen, resume, "
-                    "status)\n", argv[a + 1]);
+            fprintf(stderr, "cprclient: unknown stage '%s' (drain, close, checkpoint, reopen, "
+                    "resume, restart, status)\n", argv[a + 1]);
             return EXIT_USAGE;
         }
         stages[0] = verbs[i].stage;
@@ -177,6 +311,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "cprclient: %s\n", err);
         return exit_code(st);
     }
+    rov_job_set_keep(job, (unsigned)keep);
+    if (restarting) {
+        int rc = restart(job, argc - a - 2, argv + a + 2, timeout);
+
+        rov_job_close(job);
+        return rc;
+    }
     for (int s = 0; s < nstages; s++) {
         rov_status_t failed = st; /* a failed checkpoint: reopen all the same */
         double total = 0;
@@ -194,6 +335,8 @@ int main(int argc, char **argv)
         printf("stage=%s ranks=%zu time_s=%.3f status=%s\n", rov_job_stage_str(stages[s]),
                rov_job_size(job), total, st == ROV_OK ? "ok" :
                st == ROV_ERR_RESOURCE ? "busy" : rov_status_str(st));
+        if (stages[s] == ROV_JOB_STATUS)
+            print_sets(job, "");
         fflush(stdout);
         if (st != ROV_OK)
             fprintf(stderr, "cprclient: %s: %s\n", rov_job_stage_str(stages[s]), err);

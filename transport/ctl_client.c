@@ -372,6 +372,16 @@ static rov_status_t ask_once(const char *where, const uint8_t *key, const char *
         free(*answer_p);
         *answer_p = NULL;
         st = ROV_ERR_AGAIN;
+    } else if (st == ROV_OK && *len_p == 0) {
+        /* Closed with nothing said: every request is answered, so ours was
+         * never taken (a network client is dropped when its request comes
+         * later than the proof's deadline, and the drop's "error: busy"
+         * can be lost to the reset our request meets): asked again, as
+         * busy. */
+        free(*answer_p);
+        *answer_p = NULL;
+        snprintf(err, err_len, "%s closed the connection without an answer", where);
+        st = ROV_ERR_AGAIN;
     }
 out:
     close(fd);

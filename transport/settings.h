@@ -66,7 +66,7 @@ struct rov_settings {
 
 /* Room for every layer's block in a configuration; a registration that
  * does not fit aborts (a build error, found at load). */
-#define ROV_SETTINGS_BLOCKS_MAX 1024
+#define ROV_SETTINGS_BLOCKS_MAX 2048
 
 /** Register a table (idempotent).  Called by rov_rail_register() and
  * rov_policy_register() for the table on the ops, from constructors. */

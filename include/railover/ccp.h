@@ -22,10 +22,18 @@
  *           compute without calling the library (the progress helper).
  *   close   every rank closes its rails (rov_context_close_rails());
  *           drained first.
- *   checkpoint  every closed rank runs RAILOVER_CHECKPOINT_CMD (CRIU:
- *           `criu dump -t %p -D %d --leave-running`) from outside its own
- *           process tree, its control endpoints closed meanwhile; done when
- *           every rank has published the command's result in the registry.
+ *   checkpoint  every closed rank's unit (the rank alone, or the ranks of
+ *           a host under one parent: RAILOVER_CHECKPOINT_TREE) runs
+ *           RAILOVER_CHECKPOINT_CMD (CRIU: `criu dump -t %p -D %d
+ *           --leave-running`) from outside its process tree, into a new
+ *           numbered checkpoint set, the ranks' control endpoints closed
+ *           meanwhile; done when every rank has published the command's
+ *           result in the registry.  A set whose every rank succeeded gets
+ *           its manifest (complete); older sets are pruned
+ *           (rov_job_set_keep()).
+ *   restart (rov_job_restart()) every unit of the newest complete set is
+ *           restored on its host or another (RAILOVER_CCP_AGENT,
+ *           RAILOVER_RESTORE_CMD); then reopen.
  *   reopen  every rank reopens its rails (or resumes a drain); done when
  *           every rank runs again.
  * A stage already reached is done at once (idempotent).  A drain or
@@ -141,6 +149,57 @@ rov_status_t rov_job_address(rov_job_t *job, long rank, void *buf, size_t *len);
  */
 rov_status_t rov_job_run(rov_job_t *job, rov_job_stage_t stage, double timeout_s, char *err,
                          size_t err_len);
+
+/** How many complete checkpoint sets a checkpoint keeps (default 2, at
+ * least 1): older sets are removed once a new one is complete, and
+ * incomplete ones too. */
+void rov_job_set_keep(rov_job_t *job, unsigned keep);
+
+/** One checkpoint set of a job. */
+typedef struct rov_job_set {
+    long number;           /* 1, 2, ...: in the order they were taken */
+    bool complete;         /* every rank succeeded: it has its manifest */
+    long long time;        /* when it completed (Unix time), 0: incomplete */
+    size_t ranks;          /* ranks imaged (complete sets) */
+} rov_job_set_t;
+
+/** The job's checkpoint sets, oldest first: up to max of them in sets;
+ * returns how many there are (maybe more than max), or a negative status. */
+long rov_job_sets(rov_job_t *job, rov_job_set_t *sets, size_t max);
+
+/** Why a restart failed (rov_job_restart()). */
+typedef enum rov_job_restart_fault {
+    ROV_RESTART_OK,
+    ROV_RESTART_NO_SET,    /* no complete checkpoint set (or not the one asked) */
+    ROV_RESTART_RUNNING,   /* a rank of the job still answers: nothing restored */
+    ROV_RESTART_HOST,      /* a target host does not answer the agent: nothing
+                              restored */
+    ROV_RESTART_PID,       /* a process id of the images is taken on its
+                              target host: nothing left restored */
+    ROV_RESTART_RESTORE,   /* a unit's restore failed (err names the rank, the
+                              host and the end of CRIU's log): nothing left
+                              restored */
+    ROV_RESTART_REGISTER,  /* restored ranks did not answer in time */
+    ROV_RESTART_USAGE,     /* hosts or map malformed, or naming no rank */
+} rov_job_restart_fault_t;
+
+/**
+ * Restore the job from a checkpoint set (set 0: the newest complete one):
+ * each unit of the set on the host it was imaged on, or on the host
+ * `hosts` gives ("H1,H2,...": the set's hosts, in the order of their lowest
+ * rank, each replaced by the one at its place) or `map` gives ("R=H,...":
+ * rank R's unit on host H); NULL for none.  Each unit's RAILOVER_RESTORE_CMD
+ * runs on its host through RAILOVER_CCP_AGENT (on this host, directly),
+ * all at once; then every rank is waited for (at most timeout_s) until it
+ * answers from where it now runs, closed: reopen the job next
+ * (ROV_JOB_REOPEN).  Output of each unit's command:
+ * <set>/restore.<unit>.out in the job's directory.
+ * ROV_OK, else *fault says which of the above failed (ROV_ERR_AGAIN:
+ * another client drives the job, nothing done); err says why in one line.
+ */
+rov_status_t rov_job_restart(rov_job_t *job, const char *hosts, const char *map, long set,
+                             double timeout_s, rov_job_restart_fault_t *fault, char *err,
+                             size_t err_len);
 
 /** The jobs of the registry this user can drive: calls fn for each job
  * id (with its number of ranks); returns how many, or a negative status

@@ -13,11 +13,14 @@
 #   the images are there, and both ranks end with every message delivered
 #   once, in order, intact (rov_job result=ok).
 # restart: a second job checkpointed the same way, then both ranks killed
-#   (SIGKILL) and restored from their images with `criu restore`, rank 0 on
-#   VM b (the other VM: its host, addresses and verbs device change) and
-#   rank 1 on whichever VM has its pid free; each registers again (the
-#   registry shows the new host), `cprclient JOB reopen` reconnects them
-#   through the addresses they published, and both end with result=ok.
+#   (SIGKILL) and brought back by `cprclient JOB restart --map ...`: rank 0
+#   on VM b (the other VM: its host, addresses and verbs device change) and
+#   rank 1 on whichever VM has its pid free, each through the launcher agent
+#   (RAILOVER_CCP_AGENT: the mailbox, rexec) running railover-restore
+#   (RAILOVER_RESTORE_CMD), which rolls the ranks' output files back to the
+#   checkpoint and runs criu restore; each registers again (the registry
+#   shows the new host), the restart reopens the job through the addresses
+#   they published, and both end with result=ok, on the verbs rail.
 # Prints the dump and restore times and the image sizes.
 set -u
 [ "$ME" = b ] && exit 0
@@ -30,10 +33,11 @@ criu_setup "export RAILOVER_CHECKPOINT_CMD='criu dump -t %p -D %d --leave-runnin
 images() { # JOBID: sizes and dump times
     local r dir
     for r in 0 1; do
-        dir=$d/jobs/$1/images/rank.$r
+        dir=$d/jobs/$1/sets/1/unit.$r
         [ -s "$dir/inventory.img" ] || fail "no CRIU image of rank $r in $dir: $(tail -n 5 "$dir/dump.log" 2>/dev/null)"
         log "rank $r image: $(du -sk "$dir" | cut -f1) KiB; dump: $(sed -n 's/^ckpt_ms=//p' "$d/jobs/$1/rank.$r") ms"
     done
+    [ -s "$d/jobs/$1/sets/1/manifest" ] || fail "checkpoint set 1 of $1 has no manifest"
 }
 
 # --- checkpoint, the job continues ---------------------------------------------------
@@ -63,53 +67,26 @@ grep -q "result=" "$d/$job2.rank0.out" "$d/$job2.rank1.out" 2>/dev/null &&
     fail "a rank of $job2 finished before it was killed: raise its message count"
 log "job $job2: both ranks killed (pids $p0 on a, $p1 on b) after the checkpoint"
 
-# The killed ranks wrote on to their output files after the checkpoint;
-# CRIU restores a regular file only at the size it had then: roll the
-# job's files back to the checkpoint (what they held when it was taken).
-rollback() { # RANK
-    crit decode -i "$d/jobs/$job2/images/rank.$1/files.img" | python3 -c '
-import json, os, sys
-for e in json.load(sys.stdin)["entries"]:
-    reg = e.get("reg") or {}
-    path, size = "/" + reg.get("name", "").lstrip("/"), reg.get("size")
-    if path.startswith(sys.argv[1] + "/") and size is not None and os.path.isfile(path) \
-            and os.path.getsize(path) > size:
-        os.truncate(path, size)
-        print("rolled back to the checkpoint: %s (%d bytes)" % (path, size))
-' "$d" || fail "cannot read the file table of rank $1's image (crit)"
-}
-rollback 0
-rollback 1
-
-# Rank 0 goes to b; rank 1 to a if its pid is free there, else back to b.
-restore() { # RANK VM
-    local dir=$d/jobs/$job2/images/rank.$1 t0 t1 cmd
-    cmd="criu restore -D $dir -d -o restore.log -v2"
-    t0=$(date +%s%N)
-    if [ "$2" = a ]; then $cmd; else rexec "$cmd"; fi || {
-        tail -n 20 "$dir/restore.log"
-        fail "criu restore of rank $1 on VM $2"
-    }
-    t1=$(date +%s%N)
-    log "rank $1 restored on VM $2 in $(( (t1 - t0) / 1000000 )) ms (pid $(pid_of "$job2" "$1"))"
-}
-rexec "test ! -e /proc/$p0" || fail "pid $p0 (rank 0) is taken on b: cannot restore it there"
-restore 0 b
-if [ ! -e "/proc/$p1" ]; then restore 1 a; else restore 1 b; fi
-# Each restored rank opens its control endpoints on its new host and
-# publishes them; then the job reopens.
+# The launcher agent of the restart: "agent HOST COMMAND" runs COMMAND on
+# VM b through the mailbox (cprclient runs what is for this VM itself).
 hb=$(rexec hostname) || fail "hostname on b"
-end=$((SECONDS + 60))
-until "$cpr" "$job2" status > "$d/cpr2-status.out" 2>&1 &&
-      grep -q "^rank=0 .*host=$hb " "$d/cpr2-status.out"; do
-    [ $SECONDS -lt $end ] || { cat "$d/cpr2-status.out"; fail "the restored ranks did not register again"; }
-    sleep 1
-done
-cat "$d/cpr2-status.out"
-"$cpr" --timeout 300 "$job2" reopen > "$d/cpr2-reopen.out" 2>&1
+vm_agent "$d/agent" || fail "cannot write the agent"
+export RAILOVER_CCP_AGENT=$d/agent RAILOVER_RESTORE_CMD="$build/tools/railover-restore %a %d"
+# Rank 0 goes to b; rank 1 to a if its pid is free there, else back to b.
+ha=$(hostname)
+if [ ! -e "/proc/$p1" ]; then to1=$ha; else to1=$hb; fi
+t0=$(date +%s%N)
+"$cpr" --timeout 300 "$job2" restart --map "0=$hb,1=$to1" > "$d/cpr2-restart.out" 2>&1
 rc=$?
-cat "$d/cpr2-reopen.out"
-[ $rc -eq 0 ] || fail "cprclient $job2 reopen after the restart exited $rc"
+t1=$(date +%s%N)
+cat "$d/cpr2-restart.out"
+for r in 0 1; do
+    grep -v "^+ " "$d/jobs/$job2/sets/1/restore.$r.out" 2>/dev/null | sed "s/^/  rank $r: /"
+done
+[ $rc -eq 0 ] || fail "cprclient $job2 restart (rank 0 on $hb, rank 1 on $to1) exited $rc"
+grep -q "^rank=0 .*host=$hb .*status=restored" "$d/cpr2-restart.out" ||
+    fail "rank 0 was not restored on $hb"
+log "restart: both ranks restored and the job reopened in $(( (t1 - t0) / 1000000 )) ms (rank 0 on $hb, rank 1 on $to1)"
 finish "$job2"
 # The restored ranks came back on the verbs rail (rail 0), not TCP: their
 # last move is to rail 0, by the reopen itself or by a failback after a

@@ -238,13 +238,19 @@ class Job:
             self.env[r].update(RAILOVER_CHECKPOINT_CMD=cmd,
                                RAILOVER_CHECKPOINT_TIMEOUT="%ds" % CKPT_CMD_TIMEOUT)
 
-    def image_dir(self, r):
-        return os.path.join(self.job_dir, "images", "rank.%d" % r)
+    def set_file(self, s, name):
+        """A file of checkpoint set s (ccp/sets.h)."""
+        return os.path.join(self.job_dir, "sets", str(s), name)
 
-    def expanded(self, tmpl, r):
-        """The checkpoint command as rank r runs it (ccp.c's expand(): each
-        substitution in single quotes for the shell)."""
-        vals = {"p": str(self.procs[r].pid), "r": str(r), "j": self.jobid, "d": self.image_dir(r)}
+    def image_dir(self, r, s):
+        """Rank r's images in checkpoint set s (each rank is a unit of its own)."""
+        return self.set_file(s, "unit.%d" % r)
+
+    def expanded(self, tmpl, r, s):
+        """The checkpoint command as rank r runs it in set s (ccp_expand():
+        each substitution in single quotes for the shell)."""
+        vals = {"p": str(self.procs[r].pid), "r": str(r), "j": self.jobid,
+                "d": self.image_dir(r, s)}
         quote = lambda v: "'" + v.replace("'", "'\\''") + "'"  # noqa: E731
         return re.sub(r"%(.)", lambda m: quote(vals[m.group(1)]) if m.group(1) in vals
                       else m.group(1), tmpl)
@@ -334,8 +340,8 @@ class Job:
 
     # -- the client ------------------------------------------------------------
 
-    def client(self, *words, timeout=CLIENT_TIMEOUT, other_user=False):
-        """cprclient in namespace A: an Answer."""
+    def client(self, *words, timeout=CLIENT_TIMEOUT, other_user=False, env=None):
+        """cprclient in namespace A (env: more of its environment): an Answer."""
         argv = [self.args.other_cprclient if other_user else self.args.cprclient]
         if words[0] != "list":
             argv += ["--timeout", str(timeout)]
@@ -346,7 +352,8 @@ class Job:
         argv = self.topo.exec_argv("A", argv)
         t0 = time.monotonic()
         try:
-            p = subprocess.run(argv, env=self.other_env if other_user else self.client_env,
+            p = subprocess.run(argv, env=dict(self.other_env if other_user else self.client_env,
+                                              **(env or {})),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                timeout=timeout + 30)
         except subprocess.TimeoutExpired:
@@ -907,7 +914,7 @@ def ckpt_failed(job, ck):
     ans = job.client(job.jobid)
     if job.expect(ck, ans, 9, "running"):
         last = ans.err.strip().splitlines()[-1]
-        cmd2 = job.expanded(CKPT_FAIL_CMD, 2)
+        cmd2 = job.expanded(CKPT_FAIL_CMD, 2, 1)
         ck.check(re.search(r"rank[ =]2\b", last) and cmd2 in last,
                  "stderr's last line does not name rank 2 and its command %r: %r" % (cmd2, last))
     stages = [(sm.get("stage"), sm.get("status")) for sm, _ in ans.stages]
@@ -921,26 +928,32 @@ def ckpt_failed(job, ck):
                 ck.check((d.get("status") == "ok") == (r != 2),
                          "checkpoint stage, rank %d: expected status=%s, got %s" %
                          (r, "ok" if r != 2 else "<error>", d))
+    ck.check(not os.path.exists(job.set_file(1, "manifest")),
+             "a set whose checkpoint failed on a rank has a manifest: %s" %
+             job.set_file(1, "manifest"))
+    ans = job.client(job.jobid, "status")
+    job.expect(ck, ans, 0, "running")
+    ck.check(re.search(r"(?m)^set=1 incomplete", ans.out),
+             "cprclient status does not list set 1 as incomplete: %s" % ans)
     for r in RANKS:
-        log = os.path.join(job.job_dir, "ckpt.%d.log" % r)
+        log = job.set_file(1, "unit.%d.log" % r)
         try:
             with open(log, errors="replace") as f:
                 first = f.readline().rstrip("\n")
-            with open(os.path.join(job.job_dir, "ckpt.%d" % r)) as f:
-                rc = int(f.read().split()[1])  # (number, exit status, milliseconds)
+            with open(job.set_file(1, "status.%d" % r)) as f:
+                rc = int(f.read().split()[1])  # (set, exit status, milliseconds)
             rec = job.record(r)
         except (OSError, ValueError, IndexError) as e:
             ck.check(False, "rank %d: no checkpoint log, status or record: %s" % (r, e))
             continue
-        ck.check(first == "+ " + job.expanded(CKPT_FAIL_CMD, r),
+        ck.check(first == "+ " + job.expanded(CKPT_FAIL_CMD, r, 1),
                  "%s: first line %r, expected '+ %s'" % (log, first,
-                                                        job.expanded(CKPT_FAIL_CMD, r)))
+                                                        job.expanded(CKPT_FAIL_CMD, r, 1)))
         want = 3 if r == 2 else 0
         ck.check(rc == want and rec.get("ckpt_rc") == want and rec.get("ckpt_count") == 1,
                  "rank %d: checkpoint status file says %s, record ckpt_rc=%s ckpt_count=%s; "
                  "expected %d, %d, 1" % (r, rc, rec.get("ckpt_rc"), rec.get("ckpt_count"),
                                          want, want))
-    job.expect(ck, job.client(job.jobid, "status"), 0, "running")
     flowing_from_now(job)
 
 
@@ -1036,10 +1049,11 @@ class Imager:
                 "smaps_rollup.%d" % pid: lambda d: None if b"Rss:" in d else "no Rss: line"}
 
     def check(self, ck, r, count, old_port):
-        """After checkpoint number `count`: rank r's images, its log and
-        status file, its record, and what _PROBE saw while it ran."""
+        """After checkpoint number `count` (set `count`): rank r's images, its
+        log and status file, its record, the set's manifest, and what _PROBE
+        saw while it ran."""
         job, pid = self.job, self.job.procs[r].pid
-        d = job.image_dir(r)
+        d = job.image_dir(r, count)
         for name, check in self.images(r).items():
             try:
                 with open(os.path.join(d, name), "rb") as f:
@@ -1048,19 +1062,24 @@ class Imager:
                 why = str(e)
             ck.check(why is None, "rank %d: image %s/%s: %s (found: %s)" %
                      (r, d, name, why, sorted(os.listdir(d)) if os.path.isdir(d) else "-"))
-        log = os.path.join(job.job_dir, "ckpt.%d.log" % r)
-        want = "+ " + job.expanded(self.cmd, r)
+        log = job.set_file(count, "unit.%d.log" % r)
+        want = "+ " + job.expanded(self.cmd, r, count)
         try:
             with open(log, errors="replace") as f:
                 first = f.readline().rstrip("\n")
-            with open(os.path.join(job.job_dir, "ckpt.%d" % r)) as f:
+            with open(job.set_file(count, "status.%d" % r)) as f:
                 status = f.read().split()
+            with open(job.set_file(count, "manifest")) as f:
+                manifest = f.read()
         except OSError as e:
-            first, status = str(e), []
+            first, status, manifest = str(e), [], ""
         ck.check(first == want, "%s: first line %r, expected %r" % (log, first, want))
         ck.check(status[:2] == [str(count), "0"],
-                 "rank %d: checkpoint status file %s, expected '%d 0 MS' (checkpoint number, "
-                 "exit status, milliseconds)" % (r, status, count))
+                 "rank %d: checkpoint status file %s, expected '%d 0 MS' (set, exit status, "
+                 "milliseconds)" % (r, status, count))
+        ck.check(re.search(r"(?m)^rank=%d pid=%d tree=%d unit=%d " % (r, pid, pid, r), manifest),
+                 "set %d's manifest has no line for rank %d (pid %d, its own unit): %s" %
+                 (count, r, pid, manifest))
         rec = job.record(r)
         ck.check(rec.get("ckpt_count") == count and rec.get("ckpt_rc") == 0,
                  "rank %d: record ckpt_count=%s ckpt_rc=%s, expected %d and 0" %
@@ -1071,7 +1090,7 @@ class Imager:
         except (OSError, ValueError) as e:
             ck.check(False, "rank %d: no probe.jsonl from the checkpoint command: %s" % (r, e))
             return
-        ck.check(len(seen) == count, "rank %d: the command ran %d times, expected %d" %
+        ck.check(len(seen) == 1, "rank %d: the command ran %d times into set %d, expected once" %
                  (r, len(seen), count))
         p = seen[-1] if seen else {}
         ck.check(p.get("pid") == pid and pid not in p.get("ancestors", [pid]),
@@ -1086,7 +1105,7 @@ class Imager:
 
 def checkpoint(args, wd, ck):
     with nf.Topology() as topo:
-        job = Job(args, wd.sub("checkpoint"), topo, msgs=4000, rate=200)
+        job = Job(args, wd.sub("checkpoint"), topo, msgs=6000, rate=200)
         imager = Imager(job)
         try:
             job.start()
@@ -1103,7 +1122,7 @@ def checkpoint(args, wd, ck):
             job.expect(ck, ans, 0, "running")
             ck.check({r: job.ctl(r, ans) for r in RANKS} == old,
                      "control endpoints moved after a refused checkpoint: %s" % ans)
-            left = [n for n in os.listdir(job.job_dir) if n.startswith(("ckpt.", "images"))]
+            left = [n for n in os.listdir(job.job_dir) if n.startswith("sets")]
             ck.check(not left, "a refused checkpoint left %s in %s" % (left, job.job_dir))
             ck.check(all(job.record(r).get("ckpt_count") == 0 for r in RANKS),
                      "a refused checkpoint counted in a record")
@@ -1180,6 +1199,188 @@ def checkpoint(args, wd, ck):
             job.kill()
 
 
+def take_pid(pid):
+    """A process (sleep) at process id pid, made by setting the kernel's last
+    pid just below it (root); None when another process got it first."""
+    for _ in range(20):
+        try:
+            with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+                f.write(str(pid - 1))
+        except OSError:
+            return None
+        p = subprocess.Popen(["sleep", "120"])
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.wait()
+    return None
+
+
+def restart(args, wd, ck):
+    """Checkpoint sets and `cprclient JOBID restart` refusing what it must
+    (CRIU itself is the VM tier's: ccp_criu).  The ranks' command writes
+    %p into %d unless a flag file exists."""
+    with nf.Topology() as topo:
+        job = Job(args, wd.sub("restart"), topo, msgs=1000000, rate=100, linger=120, timeout=600)
+        flag = wd.file("fail-the-checkpoint")
+        job.checkpoint_cmd("test ! -e %s && echo %%p > %%d/pid" % flag)
+        restore = {"RAILOVER_RESTORE_CMD": "%s %%a %%d" % args.restore}
+        sleeper = None
+        try:
+            job.start()
+            job.mark("three checkpoints, --keep 2")
+            for n in (1, 2, 3):
+                job.expect(ck, job.client("--keep", "2", job.jobid), 0, "running")
+            sets = sorted(os.listdir(os.path.join(job.job_dir, "sets")))
+            ck.check(sets == ["2", "3"], "after 3 checkpoints with --keep 2: sets %s, expected "
+                     "['2', '3']" % sets)
+            for r in RANKS:
+                with open(os.path.join(job.image_dir(r, 3), "pid")) as f:
+                    ck.check(f.read().strip() == str(job.procs[r].pid),
+                             "set 3: rank %d's unit imaged another pid" % r)
+            ans = job.client(job.jobid, "status")
+            job.expect(ck, ans, 0, "running")
+            ck.check(re.search(r"(?m)^set=2 complete ranks=4 ", ans.out) and
+                     re.search(r"(?m)^set=3 complete ranks=4 ", ans.out),
+                     "status does not list sets 2 and 3 complete: %s" % ans)
+            ans = job.client("list")
+            ck.check(ans.rc == 0 and re.search(r"(?m)^%s ranks=4 checkpoints=2 newest=3$" %
+                                               job.jobid, ans.out),
+                     "list does not say 2 checkpoints, newest 3: %s" % ans)
+
+            job.mark("a checkpoint that fails: set 4 incomplete, sets 2 and 3 kept")
+            open(flag, "w").close()
+            job.expect(ck, job.client(job.jobid), 9, "running")
+            os.unlink(flag)
+            ans = job.client(job.jobid, "status")
+            ck.check(re.search(r"(?m)^set=4 incomplete", ans.out) and
+                     re.search(r"(?m)^set=3 complete", ans.out),
+                     "status: expected set 3 complete and set 4 incomplete: %s" % ans)
+
+            job.mark("restart while the job runs")
+            ans = job.client(job.jobid, "restart", env=restore)
+            if job.expect(ck, ans, 15):
+                ck.check("is running" in ans.err, "expected 'is running': %s" % ans)
+
+            job.mark("every rank killed")
+            for r in RANKS:
+                os.kill(job.procs[r].pid, signal.SIGKILL)
+            for r in RANKS:
+                job.procs[r].wait(5)
+            manifest = job.set_file(3, "manifest")
+
+            job.mark("restart from an incomplete set, and from a tampered manifest")
+            ans = job.client(job.jobid, "restart", "--set", "4", env=restore)
+            if job.expect(ck, ans, 11):
+                ck.check("no complete checkpoint set 4" in ans.err, "set 4: %s" % ans)
+            with open(manifest) as f:
+                good = f.read()
+            with open(manifest, "w") as f:
+                f.write(good.replace("ranks=4", "ranks=3", 1))
+            ans = job.client(job.jobid, "restart", "--set", "3", env=restore)
+            job.expect(ck, ans, 11)
+            os.unlink(manifest)
+            ans = job.client(job.jobid, "status")
+            ck.check(re.search(r"(?m)^set=3 incomplete", ans.out),
+                     "a set without its manifest is not listed incomplete: %s" % ans)
+            with open(manifest, "w") as f:
+                f.write(good)
+            os.chmod(manifest, 0o600)
+
+            job.mark("restart on hosts that do not answer, or misnamed")
+            ans = job.client(job.jobid, "restart", "--map", "0=nowhere",
+                             env=dict(restore, RAILOVER_CCP_AGENT="false"))
+            if job.expect(ck, ans, 12):
+                ck.check("host nowhere does not answer" in ans.err, "unreachable: %s" % ans)
+            ans = job.client(job.jobid, "restart", "--hosts", "a,b", env=restore)
+            job.expect(ck, ans, 64)
+            ans = job.client(job.jobid, "restart", "--map", "9=a", env=restore)
+            job.expect(ck, ans, 64)
+
+            job.mark("restart with a process id taken")
+            sleeper = take_pid(job.procs[1].pid)
+            if sleeper is None:
+                nf.log("(could not take pid %d: the pid check is left to the VM tier)" %
+                       job.procs[1].pid)
+            else:
+                ans = job.client(job.jobid, "restart", env=restore)
+                if job.expect(ck, ans, 13):
+                    ck.check("process id %d is taken" % sleeper.pid in ans.err,
+                             "expected 'process id %d is taken': %s" % (sleeper.pid, ans))
+                sleeper.kill()
+                sleeper.wait()
+
+            job.mark("restart while another client holds the lock")
+            fd = os.open(os.path.join(job.job_dir, "lock"), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                job.expect(ck, job.client(job.jobid, "restart", env=restore), 6)
+            finally:
+                os.close(fd)
+
+            job.mark("restart whose restore fails (these are not CRIU images)")
+            ans = job.client(job.jobid, "restart", env=restore)
+            if job.expect(ck, ans, 14):
+                ck.check(re.search(r"restore of rank \d+'s unit on \S+ failed", ans.err) and
+                         "holds no CRIU images" in ans.err,
+                         "expected the failed restore named, with its output: %s" % ans)
+            ck.check(os.path.exists(job.set_file(3, "restore.0.out")),
+                     "no restore.0.out in set 3")
+        finally:
+            if sleeper:
+                sleeper.kill()
+            job.kill()
+        restart_tree(args, wd, ck, topo)
+
+
+def restart_tree(args, wd, ck, topo):
+    """RAILOVER_CHECKPOINT_TREE=parent: the four ranks (children of this
+    test, on one host name) are one unit, imaged once with their parent's
+    tree by rank 0, after every rank closed its control endpoints; every
+    rank's status says so, the manifest puts all in unit 0; a restart finds
+    the tree's root (this test) alive: its process id is taken."""
+    job = Job(args, wd.sub("tree"), topo, msgs=1000000, rate=100, linger=120, timeout=600)
+    job.checkpoint_cmd("echo %p >> %d/pid && ls %d/.. > %d/seen")
+    for r in RANKS:
+        job.env[r]["RAILOVER_CHECKPOINT_TREE"] = "parent"
+    try:
+        job.start()
+        job.mark("one unit of four ranks: one command")
+        job.expect(ck, job.client(job.jobid), 0, "running")
+        unit = job.image_dir(0, 1)
+        with open(os.path.join(unit, "pid")) as f:
+            pids = f.read().split()
+        ck.check(pids == [str(os.getpid())],
+                 "the unit's command ran %s, expected once for the ranks' parent %d" %
+                 (pids, os.getpid()))
+        with open(os.path.join(unit, "seen")) as f:
+            seen = f.read().split()
+        ck.check(all("ready.%d" % r in seen for r in RANKS),
+                 "the unit's command ran before every rank was ready: %s" % seen)
+        ck.check(sorted(n for n in os.listdir(job.set_file(1, "")) if n.startswith("unit.")) ==
+                 ["unit.0", "unit.0.log"], "set 1 holds other units: %s" %
+                 os.listdir(job.set_file(1, "")))
+        with open(job.set_file(1, "manifest")) as f:
+            manifest = f.read()
+        for r in RANKS:
+            with open(job.set_file(1, "status.%d" % r)) as f:
+                ck.check(f.read().split()[:2] == ["1", "0"], "rank %d: no status 0 in set 1" % r)
+            ck.check(re.search(r"(?m)^rank=%d pid=%d tree=%d unit=0 " %
+                               (r, job.procs[r].pid, os.getpid()), manifest),
+                     "manifest: rank %d not in unit 0 with tree %d: %s" %
+                     (r, os.getpid(), manifest))
+        job.mark("the unit's root is alive: restart refused (pid taken)")
+        for r in RANKS:
+            os.kill(job.procs[r].pid, signal.SIGKILL)
+            job.procs[r].wait(5)
+        ans = job.client(job.jobid, "restart",
+                         env={"RAILOVER_RESTORE_CMD": "%s %%a %%d" % args.restore})
+        if job.expect(ck, ans, 13):
+            ck.check("process id %d is taken" % os.getpid() in ans.err, "pid taken: %s" % ans)
+    finally:
+        job.kill()
+
+
 def proc_state(pid):
     """The state letter of /proc/PID/status ('T' stopped), or None."""
     try:
@@ -1191,7 +1392,9 @@ def proc_state(pid):
 
 
 SCENARIOS = {"traffic": traffic, "computing": computing, "moved": moved,
-             "checkpoint": checkpoint, "bad": bad, "died": died}
+             "checkpoint": checkpoint, "bad": bad, "died": died, "restart": restart}
+# (restart is a test of its own: ccp_restart)
+DEFAULT_SCENARIOS = [n for n in SCENARIOS if n != "restart"]
 
 
 def copy_for_other(prog):
@@ -1226,7 +1429,10 @@ def test():
         "CPRCLIENT", os.path.join(root, "build", "tools", "cprclient")),
         help="cprclient (default: $CPRCLIENT or build/tools/cprclient)")
     ap.add_argument("--keep", action="store_true", help="keep the log directory even on success")
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS),
+    ap.add_argument("--restore", default=os.environ.get(
+        "RAILOVER_RESTORE", os.path.join(root, "build", "tools", "railover-restore")),
+        help="railover-restore (default: build/tools/railover-restore)")
+    ap.add_argument("--scenarios", default=",".join(DEFAULT_SCENARIOS),
                     help="comma-separated subset, in order")
     args = ap.parse_args()
     for opt, path in (("--rov-job", args.rov_job), ("--cprclient", args.cprclient)):

@@ -33,11 +33,11 @@ job_in() {
     run "$job" "$cprclient" --timeout 20 "$job"
     expect_rc "$job" 0 "drain, close, checkpoint, reopen with the registry '$jobs_dir'"
     for r in 0 1; do
-        if [ -f "$jobs_dir/$job/images/rank.$r/image.$r" ]; then
+        if [ -f "$jobs_dir/$job/sets/1/unit.$r/image.$r" ]; then
             pass "$job: rank $r's command wrote its image in its image directory"
         else
-            fail "$job: rank $r: no $jobs_dir/$job/images/rank.$r/image.$r"
-            head -n 3 "$jobs_dir/$job/ckpt.$r.log" >&2
+            fail "$job: rank $r: no $jobs_dir/$job/sets/1/unit.$r/image.$r"
+            head -n 3 "$jobs_dir/$job/sets/1/unit.$r.log" >&2
         fi
     done
     if [ -z "$(find "$work" -name PWNED)" ]; then

@@ -9,10 +9,14 @@
 #
 # Jobs of two ranks, each command `touch %d/image.%r`; before the whole
 # checkpoint (cprclient JOBID: drain, close, checkpoint, reopen):
-#   - log:     ckpt.0.log a symbolic link to a file of the test's: exit 8
-#              naming rank 0, the file unchanged, the job reopened;
-#   - images:  images a symbolic link to a directory of the test's: exit 8,
-#              nothing written in that directory, the job reopened;
+#   - sets:    sets (the checkpoint sets' directory) a symbolic link to a
+#              directory of the test's: exit 8, nothing written there, the
+#              job reopened;
+#   - set:     the next set's number (sets/1) a symbolic link to a directory
+#              of the test's: never taken as the set (the checkpoint writes
+#              set 2, exit 0), nothing written there, and the link, an
+#              incomplete set older than the new one, pruned (the link
+#              removed, its target kept);
 #   - tmp:     a hard link to a file of the test's at each rank's old record
 #              temporary name (rank.<r>.tmp.<pid>): exit 0, the file
 #              unchanged;
@@ -59,28 +63,37 @@ tampered() {
     fi
 }
 
-# ---- ckpt.0.log a symbolic link ---------------------------------------------
-start_job log "$cmd"
-precious log.target
-ln -s "$work/log.target" "$jobs_dir/log/ckpt.0.log"
-run log.ckpt "$cprclient" --timeout 20 log
-tampered log.ckpt "rank 0 refused to run its checkpoint command"
-unchanged log.target "symlinked ckpt.0.log"
-expect_running log.status log
+# ---- sets a symbolic link ---------------------------------------------------
+start_job sets "$cmd"
+mkdir -m 700 "$work/sets.target"
+ln -s "$work/sets.target" "$jobs_dir/sets/sets"
+run sets.ckpt "$cprclient" --timeout 20 sets
+tampered sets.ckpt "sets is .*the job.s registry was tampered with"
+empty_dir() { # DIR WHAT
+    if [ -z "$(ls -A "$1")" ]; then
+        pass "$2: nothing written in $1"
+    else
+        fail "$2: written there: $(cd "$1" && find . | tr '\n' ' ')"
+    fi
+}
+empty_dir "$work/sets.target" "symlinked sets"
+expect_running sets.status sets
 stop_job
 
-# ---- images a symbolic link -------------------------------------------------
-start_job images "$cmd"
-mkdir -m 700 "$work/images.target"
-ln -s "$work/images.target" "$jobs_dir/images/images"
-run images.ckpt "$cprclient" --timeout 20 images
-tampered images.ckpt "refused to run its checkpoint command"
-if [ -z "$(ls -A "$work/images.target")" ]; then
-    pass "symlinked images: nothing written in $work/images.target"
+# ---- the next set a symbolic link -------------------------------------------
+start_job set "$cmd"
+mkdir -m 700 "$work/set.target" "$jobs_dir/set/sets"
+ln -s "$work/set.target" "$jobs_dir/set/sets/1"
+run set.ckpt "$cprclient" --timeout 20 set
+expect_rc set.ckpt 0 "a checkpoint beside a link planted at sets/1"
+empty_dir "$work/set.target" "symlinked sets/1"
+if [ -f "$jobs_dir/set/sets/2/manifest" ] && [ ! -e "$jobs_dir/set/sets/1" ] &&
+   [ -d "$work/set.target" ]; then
+    pass "the checkpoint wrote set 2 and pruned the link at sets/1 (its target kept)"
 else
-    fail "symlinked images: written there: $(cd "$work/images.target" && find . | tr '\n' ' ')"
+    fail "expected set 2 complete, the link sets/1 gone, its target kept: $(ls -l "$jobs_dir/set/sets" | tr '\n' '|')"
 fi
-expect_running images.status images
+expect_running set.status set
 stop_job
 
 # ---- a hard link at each rank's record temporary name ----------------------

@@ -15,6 +15,9 @@
 #   reap NAME [SEC]       wait (60 s) for it, print its output, return its status
 #   rexec [-t SEC] CMD... run a bash command line on the peer VM (two-VM runs)
 #   wait_peer [SEC]       wait (120 s) until the peer VM has finished its prologue
+#   vm_agent FILE         write FILE, a launcher agent (`FILE HOST COMMAND`, as
+#                         ssh, Open MPI's plm_rsh_agent, RAILOVER_CCP_AGENT) that
+#                         runs COMMAND on the peer VM (HOST: its hostname)
 #
 # Why builtins everywhere: under TCG one fork+exec costs 0.2-0.5 s (notes
 # softroce-vm.md section 8), so polling loops use `nap` and $EPOCHREALTIME and
@@ -219,6 +222,21 @@ _vm_agent() {
       nap 0.1
     fi
   done
+}
+
+# vm_agent FILE: FILE HOST COMMAND runs the bash command line COMMAND on
+# the peer VM through the mailbox (rexec, 100 s at most) and exits with its
+# status; 255 (as ssh when it cannot connect) for any other HOST.
+vm_agent() {
+  local _vm_peer_host
+  _vm_peer_host=$(rexec hostname) || return 1
+  {
+    echo '#!/usr/bin/env bash'
+    printf 'ME=%q PEER=%q VM_CTL=%q VM_NAPFIFO=%q\n' "$ME" "$PEER" "$VM_CTL" "${VM_NAPFIFO:-}"
+    printf '. %q\npeer_host=%q\n' "$VM_LIB" "$_vm_peer_host"
+    echo '[[ $1 == "$peer_host" ]] || { echo "agent: no host $1 here" >&2; exit 255; }'
+    echo 'rexec -t 100 "$2"'
+  } > "$1" && chmod +x "$1"
 }
 
 # wait_peer [SEC]: wait until the peer VM has run its prologue (rxe0 up,

@@ -44,7 +44,7 @@ fi
 unset _idx _pidx
 export ME PEER VM_COUNT VM_MODE VMOUT VM_DIR VM_LIB VM_CTL VM_JOB VM_NAPFIFO \
        FAB_IF ETH_IF FAB_IP ETH_IP PEER_FAB PEER_ETH RDMA_DEV RDMA_PORT RDMA_GID_IDX
-export -f log fail testbed_broken nap waitfor is_listening wait_listen spawn reap rexec wait_peer \
+export -f log fail testbed_broken nap waitfor is_listening wait_listen spawn reap rexec wait_peer vm_agent \
           _vm_tms _vm_dur _vm_killtree
 
 t_start=0 t_setup=0 t_job=0 t_end=0 now=0     # (set by _vm_tms)

@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# CRIU checkpoint and restart of an unmodified MPI job (rov_mpi_ckpt, Open
+# MPI's mpirun, ob1 over btl self,railover) across the two Soft-RoCE VMs
+# (tests/vm, two-VM mode): one rank per VM, mpirun in VM a, its orted in VM
+# b (tests/mpi/vm_mpi_lib.sh), the verbs rail first (RAILOVER_VERBS_CM=oob)
+# and tcp on the eth link second.  Runs on VM a; VM b serves its rexec calls.
+#
+#   mpi-criu-job.sh BUILD_DIR [BTL_DIR [OMPI_PKGLIBDIR]]
+#   RAILOVER_TEST_MPI_PER_VM=2: two ranks per VM (-np 4, --map-by slot) over btl
+#     self,vader,railover; the ranks of a tree are one unit, imaged once.
+#
+# The recipe (docs/ccp.md, "Restarting an MPI job"): RAILOVER_CHECKPOINT_TREE
+# =parent makes the ranks under one parent a unit whose checkpoint command
+# images the parent's tree, mpirun's on VM a and the orted's on VM b, with
+# --tcp-established (mpirun's and the orted's out-of-band connection on eth,
+# dumped at both ends; PMIx's on loopback) and the action script
+# railover-criu-tree (at the dump: the files the tree has open or maps
+# shared, Open MPI's session directory in /tmp and mpirun's output files,
+# saved while the tree is frozen, and the tree's TCP ports); `cprclient JOB
+# restart` runs railover-restore on each VM (through the mailbox agent):
+# the files put back, the killed sockets' remains destroyed, the ports held
+# until both trees are back, criu restore --tcp-established.
+#
+# reference: the same program, the same arguments, two ranks on VM a over
+#   btl self,vader without pauses: its result line.
+# checkpoint: the job runs; `cprclient JOB` drains, closes, images both
+#   trees (criu dump --leave-running) and reopens; the job goes on.
+# restart: later in the same job a second `cprclient JOB`; then every
+#   process of the job on both VMs (mpirun, the orted, the ranks) is killed
+#   with SIGKILL; `cprclient JOB restart` restores both trees from the
+#   newest set (both VMs at once), waits for the ranks and reopens the job;
+#   both ranks' connection is on the verbs rail again (`railover status`),
+#   and the job ends with the reference's result line.
+# Prints the dump and restore times and the image sizes.
+set -u
+[ "$ME" = b ] && exit 0 # b serves a's rexec calls (tests/vm/guest-run.sh)
+build=${1:?usage: mpi-criu-job.sh BUILD_DIR [BTL_DIR [OMPI_PKGLIBDIR]]}
+prog=$build/tests/ccp/rov_mpi_ckpt cpr=$build/tools/cprclient railover=$build/tools/railover
+btl_dir=${2:-$build/mpi-btl}
+command -v mpirun > /dev/null || { log "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 77; }
+[ -x "$prog" ] || { log "SKIP: no $prog (the build found no Open MPI headers)"; exit 77; }
+command -v criu > /dev/null || fail "criu is not installed on the host (apt-get install criu)"
+pkglibdir=${3:-$(ompi_info --path pkglibdir | sed 's/^.*: *//')}
+here=${VM_JOB%/*} # (VM_JOB: this script, absolute)
+# shellcheck source-path=SCRIPTDIR source=../mpi/vm_mpi_lib.sh
+. "$here/../mpi/vm_mpi_lib.sh"
+tree_action=$build/tools/railover-criu-tree
+
+# The job: ITERS ring exchanges of BYTES and an allreduce each, PAUSE_MS of
+# "computation" between them (about 0.1 s an iteration under TCG).
+ITERS=500 BYTES=65536 PAUSE_MS=40
+per_vm=${RAILOVER_TEST_MPI_PER_VM:-1}
+case $per_vm in 1) btl=self,railover ;; 2) btl=self,vader,railover ;;
+*) fail "RAILOVER_TEST_MPI_PER_VM=$per_vm: 1 or 2" ;; esac
+np=$((2 * per_vm))
+
+d=$VMOUT/mpi-criu
+rm -rf "$d"
+mkdir -p "$d/jobs" && chmod 700 "$d/jobs"
+
+# What CRIU needs in the guests (shared notes, softroce-vm.md section 3).
+# --tcp-established locks the connections with --network-lock nftables
+# (nf_tables, CRIU's libnftables): the default lock runs iptables, which a
+# host may not have.
+mods="unix_diag inet_diag tcp_diag udp_diag raw_diag netlink_diag af_packet_diag tun veth nf_tables"
+# shellcheck disable=SC2086 # (a list)
+modprobe -a $mods || fail "modprobe $mods"
+ip link set lo up
+wait_peer || fail "VM b is not ready"
+rexec "modprobe -a $mods && ip link set lo up" || fail "modprobe on b"
+# (CRIU's first run on a host probes the kernel, with error lines on the way)
+criu check > "$d/criu-check.a" 2>&1 || fail "criu check on a: $(tail -n 3 "$d/criu-check.a")"
+rexec "criu check > $d/criu-check.b 2>&1" || fail "criu check on b: $(tail -n 3 "$d/criu-check.b")"
+
+# --- reference ---------------------------------------------------------------------
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun -np "$np" --oversubscribe --mca mpi_yield_when_idle 1 --mca pml ob1 --mca btl self,vader \
+    "$prog" "$ITERS" "$BYTES" 0 < /dev/null > "$d/ref.out" 2> "$d/ref.err" ||
+    fail "the reference run failed: $(tail -n 5 "$d/ref.err")"
+ref=$(grep '^result=' "$d/ref.out") || fail "no result line in the reference run"
+log "reference: $ref"
+
+# --- the job -----------------------------------------------------------------------
+vm_mpi_setup "$d" "$pkglibdir" "$btl_dir" || fail "cannot set up $d"
+if [ "$per_vm" != 1 ]; then
+    printf '%s slots=%d\n' "$ETH_IP" "$per_vm" "$PEER_ETH" "$per_vm" > "$d/hosts"
+    for i in "${!vm_mpirun[@]}"; do
+        case ${vm_mpirun[$i]} in 2) vm_mpirun[i]=$np ;; node) vm_mpirun[i]=slot ;; esac
+    done
+fi
+job=mpi-ckpt out=$d/job.out err=$d/job.err
+export RAILOVER_JOBID=$job RAILOVER_JOB_DIR=$d/jobs RAILOVER_CCP_ADDR=$ETH_IF
+export RAILOVER_RAILS=verbs@$RDMA_DEV:$RDMA_PORT,tcp@$ETH_IF RAILOVER_VERBS_CM=oob
+export RAILOVER_TCP_IF=$ETH_IF RAILOVER_LOG=warn
+# The TCG tunings of tests/ccp/criu-job.sh and tests/mpi/vm_failover.sh.
+export RAILOVER_VERBS_TIMEOUT=16 RAILOVER_FAILOVER_TIMEOUT=2s RAILOVER_CONNECT_TIMEOUT=10s
+export RAILOVER_FAILBACK_DWELL=1s RAILOVER_FAILBACK_RETRY=200ms RAILOVER_FAILBACK_RETRY_MAX=1s
+# The ranks under one parent are a unit, imaged with its tree (mpirun's,
+# the orted's) by one command.
+export RAILOVER_CHECKPOINT_TREE=parent
+export RAILOVER_CHECKPOINT_CMD="criu dump -t %p -D %d --tcp-established --network-lock nftables \
+--leave-running -o dump.log -v2 --action-script $tree_action"
+export RAILOVER_CRIU_FILES=/tmp:/dev/shm:$VMOUT # (railover-criu-tree: what it saves)
+# shellcheck disable=SC2054 # (the commas are in option values)
+argv=("${vm_mpirun[@]}" --mca pml ob1 --mca btl "$btl"
+      -x RAILOVER_JOBID -x RAILOVER_JOB_DIR -x RAILOVER_CCP_ADDR -x RAILOVER_RAILS
+      -x RAILOVER_VERBS_CM -x RAILOVER_TCP_IF -x RAILOVER_LOG -x RAILOVER_VERBS_TIMEOUT
+      -x RAILOVER_FAILOVER_TIMEOUT -x RAILOVER_CONNECT_TIMEOUT -x RAILOVER_FAILBACK_DWELL
+      -x RAILOVER_FAILBACK_RETRY -x RAILOVER_FAILBACK_RETRY_MAX -x RAILOVER_CHECKPOINT_CMD
+      -x RAILOVER_CHECKPOINT_TREE -x RAILOVER_CRIU_FILES
+      "$prog" "$ITERS" "$BYTES" "$PAUSE_MS")
+log "\$ ${argv[*]}"
+cd "$d" || fail "no $d"
+# In a session of its own (CRIU images a tree whose session it holds), its
+# standard streams on files.
+setsid "${argv[@]}" < /dev/null > "$out" 2> "$err" &
+
+iteration() { # the last iteration rank 0 reported, into $it
+    it=$(sed -n 's|^mpi_ckpt: iteration \([0-9]*\)/.*|\1|p' "$err" | tail -n 1)
+    it=${it:-0}
+}
+progressed() { local it; iteration; ((it >= $1)); }
+waitfor 90 progressed 10 || fail "the job did not start: $(tail -n 20 "$err")"
+# rank 0 on VM a, rank rb (the first on VM b) there
+rb=$per_vm
+waitfor 20 grep -q "^mpi_ckpt: rank $rb pid" "$err" || fail "rank $rb did not print its pid: $(cat "$err")"
+pid0=$(sed -n 's/^mpi_ckpt: rank 0 pid \([0-9]*\) .*/\1/p' "$err")
+pid1=$(sed -n "s/^mpi_ckpt: rank $rb pid \\([0-9]*\\) host b\$/\\1/p" "$err")
+[ -n "$pid0" ] && [ -n "$pid1" ] ||
+    fail "rank 0 is not on a or rank $rb not on b: $(cat "$err")"
+mpirun_pid=$(ps -o ppid= -p "$pid0" | tr -d ' ')
+orted_pid=$(rexec "ps -o ppid= -p $pid1" | tr -d ' ')
+log "running: mpirun $mpirun_pid, rank 0 $pid0 (VM a); orted $orted_pid, rank $rb $pid1 (VM b)"
+# The image directories of the two trees in checkpoint set N: their units'
+# lowest ranks, 0 on a and rb on b.
+img() { # N VM
+    if [ "$2" = a ]; then echo "$d/jobs/$job/sets/$1/unit.0"; else echo "$d/jobs/$job/sets/$1/unit.$rb"; fi
+}
+
+# What the two trees hold (for the record: the recipe's reasons).
+show_tree() { # ROOT
+    local p
+    ps -o pid,ppid,pgid,sid,nlwp,comm -p "$1" --ppid "$1"
+    for p in $1 $(cat /proc/"$1"/task/*/children); do
+        echo "$p $(cat /proc/"$p"/comm): shared file mappings:"
+        awk 'substr($2, 4, 1) == "s" { print "   ", $2, $6, $7 }' /proc/"$p"/maps | sort -u
+        echo "$p: files:"
+        ls -l /proc/"$p"/fd | awk 'NR > 1 { print "   ", $9, $11 }'
+    done
+    ls -lR /tmp/ompi.* /dev/shm 2> /dev/null | sed 's/^/  /'
+}
+declare -f show_tree > "$d/show_tree.sh"
+{ echo "== VM a"; show_tree "$mpirun_pid"; } > "$d/trees.txt" 2>&1
+{ echo "== VM b"; rexec ". $d/show_tree.sh; show_tree $orted_pid"; } >> "$d/trees.txt" 2>&1
+
+images() { # N: sizes, times
+    local r dir
+    [ -s "$d/jobs/$job/sets/$1/manifest" ] || fail "checkpoint set $1 has no manifest"
+    for dir in "$(img "$1" a)" "$(img "$1" b)"; do
+        [ -s "$dir/inventory.img" ] || fail "no CRIU image in $dir: $(tail -n 5 "$dir/dump.log" 2> /dev/null)"
+        log "checkpoint $1: ${dir##*/}: image $(du -sk "$dir" | cut -f1) KiB," \
+            "$(wc -l < "$dir/ckpt-files.txt") files saved"
+        grep -E 'Error|Warn' "$dir/dump.log" | grep -v 'with interrupted system call' | head -n 5
+    done
+    for ((r = 0; r < np; r++)); do
+        log "  rank $r: checkpoint command $(sed -n 's/^ckpt_ms=//p' "$d/jobs/$job/rank.$r") ms"
+    done
+}
+checkpoint() { # N
+    "$cpr" --timeout 300 "$job" > "$d/cpr$1.out" 2>&1
+    local rc=$?
+    cat "$d/cpr$1.out"
+    if [ $rc -ne 0 ]; then
+        cat "$d"/jobs/"$job"/sets/"$1"/unit.*.log
+        tail -n 20 "$d"/jobs/"$job"/sets/"$1"/unit.*/dump.log
+        fail "cprclient $job (drain, close, checkpoint, reopen) exited $rc"
+    fi
+    images "$1"
+}
+
+# --- checkpoint, the job continues ---------------------------------------------------
+iteration
+log "checkpoint 1 at iteration $it"
+checkpoint 1
+iteration
+at=$it
+waitfor 60 progressed $((at + 20)) || fail "the job did not go on after checkpoint 1: $(tail -n 5 "$err")"
+iteration
+log "the job goes on after checkpoint 1 (iteration $at -> $it)"
+
+# --- checkpoint, kill everything, restore --------------------------------------------
+checkpoint 2
+iteration
+at=$it
+waitfor 60 progressed $((at + 20)) || fail "the job did not go on after checkpoint 2"
+tree() { # ROOT: the pids of the tree
+    local p
+    echo "$1"
+    for p in $(cat /proc/"$1"/task/*/children 2> /dev/null); do tree "$p"; done
+}
+declare -f tree > "$d/tree.sh"
+pids_a=$(tree "$mpirun_pid" | tr '\n' ' ')
+pids_b=$(rexec ". $d/tree.sh; tree $orted_pid" | tr '\n' ' ')
+iteration
+kill -9 $pids_a
+rexec "kill -9 $pids_b" || fail "killing the orted's tree on b"
+wait # (mpirun: this script's child)
+grep -q '^result=' "$out" && fail "the job finished before it was killed: raise ITERS"
+log "killed at iteration $it: mpirun's tree on a ($pids_a), the orted's on b ($pids_b)"
+# CRIU restores the same pids: they must be free (no zombie left either).
+gone() { local p; for p in "$@"; do [ ! -e /proc/"$p" ] || return 1; done; }
+declare -f gone > "$d/gone.sh"
+waitfor 10 gone $pids_a || fail "a process of mpirun's tree is still there on a: $(ps -o pid,stat,comm -p "${pids_a// /,}")"
+rexec ". $d/gone.sh; waitfor 10 gone $pids_b" || fail "a process of the orted's tree is still there on b"
+log "left on the job's ports on a after the kill:"
+ss -tanH state all | grep -E ":($(paste -s -d '|' "$(img 2 a)/ckpt-tcp-ports.txt")) "
+
+# The restart: railover-restore on each VM (b through the mailbox), both
+# at once; then the ranks register again and the job is reopened.
+vm_agent "$d/agent" || fail "cannot write the agent"
+export RAILOVER_CCP_AGENT=$d/agent
+export RAILOVER_RESTORE_CMD="$build/tools/railover-restore %a %d --tcp-established -v2"
+t0=0 t1=0
+_vm_tms t0
+"$cpr" --timeout 300 "$job" restart > "$d/cpr-restart.out" 2>&1
+rc=$?
+_vm_tms t1
+cat "$d/cpr-restart.out"
+for v in a b; do
+    grep -v '^+ ' "$d/jobs/$job/sets/2/restore.$([ $v = a ] && echo 0 || echo "$rb").out" |
+        sed "s/^/  $v: /"
+    grep -E 'Error|Warn' "$(img 2 "$v")/restore.log" | head -n 5
+done
+[ $rc -eq 0 ] || fail "cprclient $job restart exited $rc"
+log "restarted from set 2 (both trees restored, the ranks back, the job reopened) in $((t1 - t0)) ms"
+
+# Both ranks back on the verbs rail (rail 0): the reopen connects on it
+# first, or fails back to it after a connect that landed on tcp.
+first=verbs@$RDMA_DEV:$RDMA_PORT
+on_verbs() { # PID
+    local s
+    s=$("$railover" status "$1" 2>&1) &&
+        [[ $s =~ state=established\ rail=$first\(0\) && ! $s =~ state=established\ rail=[^\ ]*\([1-9] ]]
+}
+declare -f on_verbs > "$d/on_verbs.sh"
+waitfor 30 on_verbs "$pid0" || fail "rank 0 is not on $first after the restart: $("$railover" status "$pid0" 2>&1)"
+rexec "railover=$railover first=$first; . $d/on_verbs.sh; waitfor 30 on_verbs $pid1" ||
+    fail "rank $rb is not on $first after the restart: $(rexec "$railover status $pid1" 2>&1)"
+log "rank 0 and rank $rb are on $first after the restart"
+
+waitfor 300 grep -q '^result=' "$out" || fail "the restored job did not finish: $(tail -n 5 "$err")"
+res=$(grep '^result=' "$out")
+log "restarted job: $res"
+waitfor 30 eval '! kill -0 $mpirun_pid 2> /dev/null' || fail "mpirun ($mpirun_pid) did not end"
+grep -v '^mpi_ckpt: ' "$err" | head -n 20
+[ "$res" = "$ref" ] || fail "the restarted job's result differs from the reference ($ref)"
+log "PASS: the MPI job, checkpointed twice, killed and restored from the second, ended with the reference's result"
