@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ccp/cue.h"
 #include "ccp/registry.h"
 #include "ccp/sets.h"
 #include "railover/ccp.h"
@@ -34,6 +35,7 @@
 struct ccp_settings {
     char job_dir[CCP_DIR_MAX];
     char addr[CCP_WHERE_MAX];
+    char ckpt_signal[16];         /* RAILOVER_CHECKPOINT_SIGNAL (cue.h) */
     char ckpt_cmd[256];
     uint64_t ckpt_timeout_ns;
     int tree;                     /* RAILOVER_CHECKPOINT_TREE: TREE_* */
@@ -78,6 +80,7 @@ struct ccp_ctx {
     uint64_t ckpt_limit_ns;       /* no result after this: the command failed */
     long ckpt_set;                /* the set being written (sets.h) */
     uint64_t illegal;             /* checkpoint transitions refused (a bug) */
+    struct ccp_cue cue;           /* the checkpointer's cue (cue.h) */
     char jobdir[CCP_DIR_MAX + ROV_JOB_MAX + 2];
     uint8_t key[ROV_KEY_LEN];
     struct ccp_record rec;
@@ -94,6 +97,16 @@ static int tree_root(const struct ccp_settings *s)
 static struct ccp_ctx *C(const rov_context_t *ctx)
 {
     return rov_policy_ctx(ctx, &ccp_policy);
+}
+
+struct ccp_cue *ccp_cue_of(const rov_context_t *ctx)
+{
+    return &C(ctx)->cue;
+}
+
+bool ccp_cue_held(const rov_context_t *ctx)
+{
+    return C(ctx)->ckpt != CKPT_IDLE;
 }
 
 /* The checkpoint's one setter (transport/states.h). */
@@ -137,6 +150,32 @@ static void publish(rov_context_t *ctx)
         rov_warn("ccp", "cannot write rank %ld's record in %s: %m", c->rec.rank, c->jobdir);
 }
 
+/* The checkpointer's cue (cue.h), set up whether or not the rank is
+ * registered. */
+static void cue_open(rov_context_t *ctx)
+{
+    const struct ccp_settings *s = rov_policy_settings(ctx, &ccp_policy);
+    char why[160];
+    int signo;
+
+    if (ccp_cue_signal_parse(s->ckpt_signal, &signo, why, sizeof(why)) != ROV_OK)
+        signo = 0; /* (refused when the configuration was read) */
+    ccp_cue_open(ctx, &C(ctx)->cue, signo, rov_context_rank(ctx));
+}
+
+/* The record says the context's stage (a checkpointer waiting for its cue
+ * to be done reads it there): rewritten when the stage has changed. */
+static void stage_publish(rov_context_t *ctx)
+{
+    struct ccp_ctx *c = C(ctx);
+    const char *now = rov_context_stage_str(rov_context_stage(ctx));
+
+    if (!c->registered || strcmp(c->rec.stage, now) == 0)
+        return;
+    snprintf(c->rec.stage, sizeof(c->rec.stage), "%s", now);
+    publish(ctx);
+}
+
 /* Register the context in its job's registry (nothing is fatal: a context
  * that cannot register runs, without a checkpoint). */
 static void ccp_ctx_open(rov_context_t *ctx)
@@ -145,6 +184,7 @@ static void ccp_ctx_open(rov_context_t *ctx)
     struct ccp_ctx *c = C(ctx);
     const char *job = rov_context_jobid(ctx), *path = rov_ctl_path(ctx), *net;
 
+    cue_open(ctx);
     if (!path) {
         rov_debug("ccp", "no control socket: not registered in the job registry");
         return;
@@ -576,6 +616,10 @@ static void ccp_tick(rov_context_t *ctx, uint64_t now)
         ckpt_start(ctx); /* (the request's answer has gone: it was this tick's cause) */
     else if (c->ckpt == CKPT_RUNNING && now >= c->ckpt_due_ns)
         ckpt_poll(ctx, now);
+    if (c->ckpt == CKPT_IDLE) {
+        ccp_cue_tick(ctx, &c->cue, now);
+        stage_publish(ctx);
+    }
     if (!c->registered || rov_context_stage(ctx) != ROV_CONTEXT_REOPENING) {
         c->readdress_ns = 0;
         return;
@@ -590,6 +634,10 @@ static void ccp_tick(rov_context_t *ctx, uint64_t now)
 static uint64_t ccp_due_ns(const rov_context_t *ctx)
 {
     const struct ccp_ctx *c = C(ctx);
+    uint64_t cue = ccp_cue_due_ns(&c->cue);
+
+    if (cue && c->ckpt == CKPT_IDLE && (!c->readdress_ns || cue < c->readdress_ns))
+        return cue;
 
     if (c->ckpt != CKPT_IDLE && (!c->readdress_ns || c->ckpt_due_ns < c->readdress_ns))
         return c->ckpt_due_ns;
@@ -612,6 +660,25 @@ static void ccp_ctx_fini(rov_context_t *ctx)
         ccp_record_remove(c->jobdir, c->rec.rank);
 }
 
+static void ccp_status_ctx(rov_context_t *ctx, FILE *out)
+{
+    fprintf(out, " stage=%s", rov_context_stage_str(rov_context_stage(ctx)));
+    ccp_cue_status(&C(ctx)->cue, out);
+}
+
+/* RAILOVER_CHECKPOINT_SIGNAL: a signal the process can catch. */
+static rov_status_t ccp_check(const void *block, char *err, size_t err_len)
+{
+    const struct ccp_settings *s = block;
+    char why[160];
+    int signo;
+
+    if (ccp_cue_signal_parse(s->ckpt_signal, &signo, why, sizeof(why)) == ROV_OK)
+        return ROV_OK;
+    snprintf(err, err_len, "RAILOVER_CHECKPOINT_SIGNAL='%s': %s", s->ckpt_signal, why);
+    return ROV_ERR_INVAL;
+}
+
 static void ccp_defaults(void *block)
 {
     struct ccp_settings *s = block;
@@ -632,6 +699,10 @@ static const struct rov_var ccp_vars[] = {
     {"RAILOVER_CCP_ADDR", ROV_VAR_IFNAME, CCP_OFF(addr), CCP_LEN(addr), 0, 0, NULL,
      "IP or interface of the network control endpoint that drives checkpoint stages from "
      "other hosts (empty: none)"},
+    {"RAILOVER_CHECKPOINT_SIGNAL", ROV_VAR_STRING, CCP_OFF(ckpt_signal), CCP_LEN(ckpt_signal),
+     0, 0, NULL, "a signal that makes the process drain and close by itself (a second one "
+     "reopens it), for a checkpointer that only signals: USR2, SIGUSR2, RTMIN+N or a number "
+     "(empty: none)"},
     {"RAILOVER_CHECKPOINT_CMD", ROV_VAR_STRING, CCP_OFF(ckpt_cmd), CCP_LEN(ckpt_cmd), 0, 0,
      NULL, "command that images this process (or its unit's tree) at `cprclient JOBID "
      "checkpoint`: %p pid of the tree's root, %r rank, %j job id, %d image directory (CRIU: "
@@ -657,6 +728,7 @@ static struct rov_settings ccp_settings = {
     .nvars = sizeof(ccp_vars) / sizeof(ccp_vars[0]),
     .size = sizeof(struct ccp_settings),
     .defaults = ccp_defaults,
+    .check = ccp_check,
 };
 
 static const struct rov_policy_ops ccp_policy = {
@@ -668,6 +740,7 @@ static const struct rov_policy_ops ccp_policy = {
     .endpoint_address = ccp_endpoint_address,
     .tick = ccp_tick,
     .due_ns = ccp_due_ns,
+    .status_ctx = ccp_status_ctx,
 };
 
 ROV_POLICY_REGISTER(ccp_policy)

@@ -383,10 +383,12 @@ rov_status_t ccp_record_write(const char *jobdir, const uint8_t key[ROV_KEY_LEN]
         hex(rec->endpoint, rec->endpoint_len, blob);
     n = snprintf(text, sizeof(text),
                  RECORD_MAGIC "job=%s\nrank=%ld\npid=%d\nuid=%u\nhost=%s\nctl_path=%s\n"
-                 "ctl_net=%s\nendpoint=%s\ntree=%d\nckpt_count=%ld\nckpt_rc=%ld\nckpt_ms=%ld\n",
+                 "ctl_net=%s\nendpoint=%s\ntree=%d\nckpt_count=%ld\nckpt_rc=%ld\nckpt_ms=%ld\n"
+                 "stage=%s\n",
                  rec->job, rec->rank, rec->pid, rec->uid, rec->host,
                  rec->ctl_path[0] ? rec->ctl_path : "-", rec->ctl_net[0] ? rec->ctl_net : "-",
-                 blob, rec->tree, rec->ckpt_count, rec->ckpt_rc, rec->ckpt_ms);
+                 blob, rec->tree, rec->ckpt_count, rec->ckpt_rc, rec->ckpt_ms,
+                 rec->stage[0] ? rec->stage : "-");
     if (n < 0 || (size_t)n + 2 * ROV_MAC_LEN + 7 > sizeof(text))
         return ROV_ERR_INVAL;
     snprintf(path, sizeof(path), "%s/rank.%ld", jobdir, rec->rank);
@@ -547,6 +549,9 @@ rov_status_t ccp_record_read(const char *path, const uint8_t key[ROV_KEY_LEN],
     rec->pid = (int)pid;
     rec->tree = (int)tree;
     rec->uid = (unsigned)uid;
+    /* (optional: a record of an older rank has none) */
+    if (!ccp_field(text, "stage", rec->stage, sizeof(rec->stage)) || strcmp(rec->stage, "-") == 0)
+        rec->stage[0] = '\0';
     if (strcmp(rec->ctl_path, "-") == 0)
         rec->ctl_path[0] = '\0';
     if (strcmp(rec->ctl_net, "-") == 0)

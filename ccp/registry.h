@@ -61,6 +61,9 @@ struct ccp_record {
     long ckpt_count;
     long ckpt_rc;
     long ckpt_ms;
+    /* The rank's checkpoint stage (rov_context_stage_str()) as of its last
+     * tick; "" in a record that has none. */
+    char stage[16];
 };
 
 /** The registry's base directory: job_dir (RAILOVER_JOB_DIR) if set, else

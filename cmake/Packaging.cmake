@@ -1,8 +1,9 @@
 # Debian packages from CMake's own packaging: `cpack -G DEB` in the build
 # directory makes one package per install component,
 #
-#   railover          Runtime: librailover.so.0, railover, cprclient, the
-#                     benchmark scripts (share/railover/bench)
+#   railover          Runtime: librailover.so.0, railover, cprclient,
+#                     railover-criu-action, the benchmark scripts
+#                     (share/railover/bench)
 #   railover-dev      Development: include/railover/*.h, railover.pc,
 #                     librailover.so
 #   railover-openmpi  OpenMPI: mca_btl_railover.so and help-btl-railover.txt
@@ -43,9 +44,11 @@ set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
 librailover keeps message connections alive across rail failures (RDMA
 verbs, UCX, TCP): it retains what the peer has not acknowledged, moves the
 connection to the next rail and resends.  Tools: railover (info, status,
-force, release, ctl, perf) and cprclient (a job's checkpoint stages).")
+force, release, ctl, perf), cprclient (a job's checkpoint stages) and
+railover-criu-action (CRIU's action script: criu dump --action-script).")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "python3")   # the benchmark scripts
+# python3: the benchmark scripts; criu: what railover-criu-action serves.
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "python3, criu")
 
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_NAME railover-dev)
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_SECTION libdevel)

@@ -23,9 +23,9 @@
 #     a channel's state in conn_set_state() or chan_set_state() (and
 #     rov_policy_chan(), which copies one into a policy's view), a context's
 #     checkpoint stage in stage_set(); a failover rail's state in
-#     fo_set_state(); a rank's checkpoint in ckpt_set(); in a rail, any
-#     state (the UCX probe endpoint's) in probe_set_state() and the verbs
-#     setup's in vb_oob_set_state().
+#     fo_set_state(); a rank's checkpoint in ckpt_set(), its cue in
+#     cue_set(); in a rail, any state (the UCX probe endpoint's) in
+#     probe_set_state() and the verbs setup's in vb_oob_set_state().
 # Prints each violation with file and line; exit 1 if any.
 set -u
 cd "$(dirname "$0")/.."
@@ -153,6 +153,7 @@ setter state "conn_set_state chan_set_state rov_policy_chan" transport/*.c trans
 setter stage stage_set transport/*.c transport/*.h
 setter state fo_set_state failover/*.c failover/*.h
 setter ckpt ckpt_set ccp/*.c ccp/*.h
+setter state cue_set ccp/*.c ccp/*.h
 for r in $rails; do
     mapfile -t files < <(rail_src "$r")
     [ ${#files[@]} -gt 0 ] && setter state probe_set_state "${files[@]}"

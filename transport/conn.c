@@ -1356,6 +1356,12 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
         return; /* nothing in flight: the peer closed its rails, or the path
                  * ended; a resume or a reopen reconnects (a closing one then
                  * sends its CLOSE again) */
+    if (conn->state == ROV_CONN_DRAINING && conn->peer_eoc && conn->eoc_sent &&
+        conn->rx_seq >= conn->peer_eoc_seq)
+        return; /* the peer's drain is over (both markers, its last message
+                 * here): it may close its rails before its ack of our last
+                 * reaches us (a switch was under way); what is unacknowledged
+                 * is retained and settled when it reconnects after its reopen */
     if (conn->state == ROV_CONN_REOPENING) {
         if (rail == conn->tx_rail && !handshaken)
             conn_reopen_failed(conn, rail, status);

@@ -153,9 +153,12 @@ void conn_adopt(struct rov_conn *conn, struct rov_chan *chan, uint32_t flags, ui
     if (chan->conn == conn && conn->tx_rail == rail)
         conn_peer_synced(conn, chan, ack);
     conn_peer_request_done(conn, chan, flags);
-    /* The peer reconnected after its reopen (its rails were closed). */
+    /* The peer reconnected after its reopen (its rails were closed; it
+     * may have closed them before its last ack reached us: still
+     * draining, the ack of this HELLO settled that). */
     if (chan->conn == conn && conn->tx_rail == rail &&
-        (conn->state == ROV_CONN_QUIESCED || conn->state == ROV_CONN_REOPENING))
+        (conn->state == ROV_CONN_QUIESCED || conn->state == ROV_CONN_REOPENING ||
+         (conn->state == ROV_CONN_DRAINING && conn->peer_eoc)))
         conn_running(conn, "the peer reconnected after its reopen");
 }
 
@@ -338,7 +341,11 @@ ROV_COLD void conn_handle_hello(struct rov_chan *chan, const struct rov_wire_hdr
         return conn_protocol_error(chan, "reconnect hello with a malformed or foreign address");
     old = conn->chans[rail];
     chan->conn = conn;
-    if (old && old->outbound && rov_conn_ep_cmp(conn) < 0) {
+    /* A quiesced connection connects nothing: its channel there is from
+     * before the peer closed its rails, and may never learn it (a verbs QP
+     * that sends nothing sees no error), so the peer's reconnect takes
+     * over, whatever the endpoint ids. */
+    if (old && old->outbound && rov_conn_ep_cmp(conn) < 0 && conn->state != ROV_CONN_QUIESCED) {
         /* Both sides connected this rail: the channel opened by the smaller
          * endpoint id wins, whatever the timing.  The peer closes this one
          * when it sees ours; if ours fails first, this one takes over. */

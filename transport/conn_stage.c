@@ -22,6 +22,10 @@ void conn_drained_check(struct rov_conn *conn)
     if (conn->state != ROV_CONN_DRAINING || !conn->eoc_sent || !conn->peer_eoc ||
         conn->tx.count || conn->rx_seq < conn->peer_eoc_seq)
         return;
+    /* Nothing goes out on its own from now on, and the rails may close at
+     * once: an ack still owed (the peer's drain waits for it) goes now. */
+    if (conn->in_ack_list)
+        rov_conn_send_ack(conn);
     conn_set_state(conn, ROV_CONN_QUIESCED, "end markers exchanged, nothing in flight");
 }
 

@@ -80,6 +80,9 @@ struct rov_ctl {
     char net_where[ROV_CTL_WHERE_MAX];    /* "IP:PORT" */
     struct rov_watch proof_timer;         /* timerfd (fd -1 without a network
                                            * endpoint): CTL_NET_PROOF_NS expired */
+    struct rov_watch wake;                /* a policy's descriptor (rov_ctl_wake_on()),
+                                           * not ours to close; fd -1: none */
+    void (*wake_cb)(rov_context_t *ctx);
     struct ctl_client *clients[CTL_MAX_CLIENTS];
     /* The events rov_ctl_serve() is running: a client freed meanwhile is
      * taken out of those still to come. */
@@ -833,6 +836,7 @@ void rov_ctl_open(rov_context_t *ctx)
     ctl->ctx = ctx;
     ctl->net_listen.fd = -1;
     ctl->proof_timer.fd = -1;
+    ctl->wake.fd = -1;
     snprintf(ctl->path, sizeof(ctl->path), "%s", sa.sun_path);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -905,6 +909,36 @@ void rov_ctl_close(rov_context_t *ctx)
     rov_debug("ctl", "control socket %s closed", ctl->path);
     free(ctl);
     ctx->ctl = NULL;
+}
+
+static void wake_cb(struct rov_watch *w, uint32_t events)
+{
+    struct rov_ctl *ctl = rov_container_of(w, struct rov_ctl, wake);
+
+    (void)events;
+    ctl->wake_cb(ctl->ctx);
+}
+
+rov_status_t rov_ctl_wake_on(rov_context_t *ctx, int fd, void (*cb)(rov_context_t *ctx))
+{
+    struct rov_ctl *ctl = ctx->ctl;
+
+    if (!ctl)
+        return ROV_ERR_NOT_FOUND;
+    if (ctl->wake.fd == fd && ctl->wake_cb == cb)
+        return ROV_OK;
+    if (ctl->wake.fd >= 0)
+        set_ctl(ctl, EPOLL_CTL_DEL, &ctl->wake, 0);
+    ctl->wake.fd = fd;
+    ctl->wake.cb = wake_cb;
+    ctl->wake_cb = cb;
+    /* Edge-triggered: the descriptor is never read (an eventfd that every
+     * context of the process watches), and each write is one wake-up. */
+    if (set_ctl(ctl, EPOLL_CTL_ADD, &ctl->wake, EPOLLIN | EPOLLET) != ROV_OK) {
+        ctl->wake.fd = -1;
+        return ROV_ERR_IO;
+    }
+    return ROV_OK;
 }
 
 const char *rov_ctl_path(const rov_context_t *ctx)

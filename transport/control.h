@@ -61,6 +61,21 @@ void rov_ctl_open(rov_context_t *ctx);
 /** Close the socket, drop clients, unlink the socket file. */
 void rov_ctl_close(rov_context_t *ctx);
 
+/**
+ * Wake the context when fd becomes readable, for a policy whose cue comes
+ * from outside the control protocol (a signal handler writing to an
+ * eventfd): fd joins the control set edge-triggered (each write to an
+ * eventfd is one wake-up; fd is never read), so the progress helper wakes
+ * for it while the application computes, as the application's progress
+ * does, and cb runs from the progress that serves the set, the context's
+ * lock held.  One per context (a second call replaces the first, the same
+ * one again changes nothing); dropped
+ * with the control socket (rov_ctl_close()); fd stays the caller's.
+ * ROV_ERR_NOT_FOUND without a control socket, ROV_ERR_IO (logged) when
+ * epoll refuses it.
+ */
+rov_status_t rov_ctl_wake_on(rov_context_t *ctx, int fd, void (*cb)(rov_context_t *ctx));
+
 /** Path of the context's control socket, or NULL when it has none. */
 const char *rov_ctl_path(const rov_context_t *ctx);
 /**

@@ -217,6 +217,9 @@ void rov_helper_stop(rov_context_t *ctx);
  * credentials (policy.h, rov_policy_renew_threads()). */
 void rov_helper_renew(rov_context_t *ctx);
 void rov_helper_respawn(rov_context_t *ctx);
+/* A renewal is under way: the helper told to end has not been replaced by
+ * the application's progress yet (false without a helper). */
+bool rov_helper_renewing(const rov_context_t *ctx);
 /* stage.c: the stage hook, before a stage (after false) and once after it
  * (status: ROV_OK or why it failed); stage is one of the ROV_STAGE_* names. */
 void rov_ctx_stage_hook(rov_context_t *ctx, const char *stage, bool after, rov_status_t status);

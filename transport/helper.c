@@ -302,6 +302,11 @@ void rov_helper_renew(rov_context_t *ctx)
     }
 }
 
+bool rov_helper_renewing(const rov_context_t *ctx)
+{
+    return ctx->helper && ctx->helper->renew;
+}
+
 void rov_helper_respawn(rov_context_t *ctx)
 {
     struct rov_helper *h = ctx->helper;

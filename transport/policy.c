@@ -326,6 +326,11 @@ void rov_policy_renew_threads(rov_context_t *ctx)
     rov_helper_renew(ctx);
 }
 
+bool rov_policy_threads_renewing(const rov_context_t *ctx)
+{
+    return rov_helper_renewing(ctx);
+}
+
 void rov_policy_stage_hook(rov_context_t *ctx, const char *stage, int after,
                            rov_status_t status)
 {

@@ -182,6 +182,12 @@ void rov_policy_chan_str(const rov_conn_t *conn, int rail, char *buf, size_t len
  * thread, sharing its credentials; until then stages advance in that
  * progress only.  Call it before the rails reopen. */
 void rov_policy_renew_threads(rov_context_t *ctx);
+/** A renewal (rov_policy_renew_threads()) is under way: the helper told to
+ * end may still be the thread running this (the pass in which it was told
+ * ends first), and has not been replaced yet.  Once false, whatever thread
+ * runs the context's work shares the application's credentials: a rail
+ * opened then is usable by both. */
+bool rov_policy_threads_renewing(const rov_context_t *ctx);
 /** The application's stage hook (railover.h, rov_context_set_stage_hook())
  * for a stage of the policy's (ROV_STAGE_CHECKPOINT): before it (after 0),
  * and once after it with its status. */

@@ -600,16 +600,31 @@ def traffic(args, wd, ck):
             job.kill()
 
 
+def start_computing(job):
+    """Every rank of job (compute=True) in its compute phase: no library call."""
+    for r in RANKS:
+        open(job.compute[r], "w").close()
+    job.wait_until("every rank computing (no library call)",
+                   lambda: all(job.log_count(r, "computing (no library call)") == 1
+                               for r in RANKS), 10)
+
+
+def end_computing(job):
+    """Every rank out of its compute phase, and messages flowing again."""
+    before = {r: job.counters(r) for r in RANKS}
+    for r in RANKS:
+        os.unlink(job.compute[r])
+    job.wait_until("every rank out of its compute phase",
+                   lambda: all(job.log_count(r, "computed ") == 1 for r in RANKS), 10)
+    job.wait_until("messages flowing again on every rank", lambda: flowing(job, before), 20)
+
+
 def computing(args, wd, ck):
     with nf.Topology() as topo:
         job = Job(args, wd.sub("computing"), topo, msgs=2000, rate=200, compute=True)
         try:
             job.start()
-            for r in RANKS:
-                open(job.compute[r], "w").close()
-            job.wait_until("every rank computing (no library call)",
-                           lambda: all(job.log_count(r, "computing (no library call)") == 1
-                                       for r in RANKS), 10)
+            start_computing(job)
             job.mark("every rank computing: drain")
             job.expect(ck, job.client(job.jobid, "drain"), 0, "quiesced")
             job.mark("close")
@@ -622,13 +637,7 @@ def computing(args, wd, ck):
                 ck.check(job.log_count(r, "computed ") == 0,
                          "rank %d left its compute phase before the stages completed" % r)
             job.mark("compute phase over")
-            before = {r: job.counters(r) for r in RANKS}
-            for r in RANKS:
-                os.unlink(job.compute[r])
-            job.wait_until("every rank out of its compute phase",
-                           lambda: all(job.log_count(r, "computed ") == 1 for r in RANKS), 10)
-            job.wait_until("messages flowing again on every rank",
-                           lambda: flowing(job, before), 20)
+            end_computing(job)
             job.verify(ck)
         finally:
             job.kill()
@@ -1440,12 +1449,18 @@ def test():
                              (name, ", ".join(SCENARIOS)))
     if "bad" in names and not shutil.which("setpriv"):
         raise nf.Skip("setpriv (util-linux) is not installed: cannot act as another user")
-    wd = nf.Workdir("ccp", args.keep)
+    run_scenarios("ccp", args, SCENARIOS, names)
+
+
+def run_scenarios(tag, args, scenarios, names):
+    """Each of names in order, in one work directory (nf.Workdir(tag));
+    nf.Failure at the end if a check failed."""
+    wd = nf.Workdir(tag, args.keep)
     ck = nf.Checker()
     for name in names:
         nf.log("=== %s" % name)
         t0 = time.monotonic()
-        SCENARIOS[name](args, wd, ck)
+        scenarios[name](args, wd, ck)
         nf.log("=== %s: %.1f s" % (name, time.monotonic() - t0))
     ck.done()
     wd.failed = False

@@ -130,7 +130,8 @@ fi
 # Open MPI looks (ompi_info --path).
 pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
 pkgdatadir=$(ompi_info --path pkgdatadir --parsable | sed -n 's/^path:pkgdatadir://p')
-for want in "railover /bin/railover" "railover /bin/cprclient" "railover /librailover[.]so[.]0" \
+for want in "railover /bin/railover" "railover /bin/cprclient" "railover /bin/railover-criu-action" \
+            "railover /librailover[.]so[.]0" \
             "railover-dev /include/railover/railover[.]h" "railover-dev /pkgconfig/railover[.]pc" \
             "railover-dev /librailover[.]so" "railover-openmpi $pkglibdir/mca_btl_railover[.]so" \
             "railover-openmpi $pkgdatadir/help-btl-railover[.]txt"; do

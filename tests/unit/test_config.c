@@ -37,8 +37,8 @@ static const char *const all_vars[] = {
     "RAILOVER_CONTROL",      "RAILOVER_RUN_DIR",    "RAILOVER_CONNECT_TIMEOUT",
     "RAILOVER_SPIN",         "RAILOVER_REORDER_BYTES", "RAILOVER_UNREACHABLE_TIMEOUT",
     "RAILOVER_PROGRESS_THREAD", "RAILOVER_JOB_DIR",  "RAILOVER_CCP_ADDR",
-    "RAILOVER_CHECKPOINT_CMD", "RAILOVER_CHECKPOINT_TIMEOUT", "RAILOVER_CHECKPOINT_TREE",
-    "RAILOVER_RESTORE_CMD", "RAILOVER_CCP_AGENT", "RAILOVER_JOBID",
+    "RAILOVER_CHECKPOINT_SIGNAL", "RAILOVER_CHECKPOINT_CMD", "RAILOVER_CHECKPOINT_TIMEOUT",
+    "RAILOVER_CHECKPOINT_TREE", "RAILOVER_RESTORE_CMD", "RAILOVER_CCP_AGENT", "RAILOVER_JOBID",
     "RAILOVER_RANK",
 };
 #define NVARS (sizeof(all_vars) / sizeof(all_vars[0]))
@@ -940,6 +940,42 @@ START_TEST(test_job_vars)
 }
 END_TEST
 
+/* RAILOVER_CHECKPOINT_SIGNAL (ccp/cue.c): a signal the process can catch
+ * and that no fault raises, by name or number; the refusal says why. */
+START_TEST(test_checkpoint_signal)
+{
+    static const struct name_value bad[] = {
+        {"RAILOVER_CHECKPOINT_SIGNAL", "KILL"},     {"RAILOVER_CHECKPOINT_SIGNAL", "SIGSTOP"},
+        {"RAILOVER_CHECKPOINT_SIGNAL", "9"},        {"RAILOVER_CHECKPOINT_SIGNAL", "SEGV"},
+        {"RAILOVER_CHECKPOINT_SIGNAL", "USR3"},     {"RAILOVER_CHECKPOINT_SIGNAL", "0"},
+        {"RAILOVER_CHECKPOINT_SIGNAL", "33"},       {"RAILOVER_CHECKPOINT_SIGNAL", "65"},
+        {"RAILOVER_CHECKPOINT_SIGNAL", "RTMIN+99"}, {"RAILOVER_CHECKPOINT_SIGNAL", "-12"},
+        {"RAILOVER_CHECKPOINT_SIGNAL", "12x"},
+    };
+    static const char *const good[] = {"", "off", "USR2", "sigusr1", "12", "RTMIN", "RTMIN+3",
+                                       "RTMAX-1", "HUP"};
+    struct rov_config *c = default_config();
+    char err[512];
+
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        ck_assert_msg(rov_config_set(c, "RAILOVER_CHECKPOINT_SIGNAL", good[i], err,
+                                     sizeof(err)) == ROV_OK, "'%s' refused: %s", good[i], err);
+    set_all_rejected(c, bad, sizeof(bad) / sizeof(bad[0]));
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_CHECKPOINT_SIGNAL", "KILL", err, sizeof(err)),
+                     ROV_ERR_INVAL);
+    ck_assert_msg(strstr(err, "RAILOVER_CHECKPOINT_SIGNAL='KILL': SIGKILL cannot be caught"),
+                  "%s", err);
+    rov_config_free(c);
+
+    setenv("RAILOVER_CHECKPOINT_SIGNAL", "STOP", 1);
+    ck_assert_int_eq(rov_config_read(err, sizeof(err), &c), ROV_ERR_INVAL);
+    ck_assert_msg(strstr(err, "SIGSTOP cannot be caught") != NULL, "%s", err);
+    setenv("RAILOVER_CHECKPOINT_SIGNAL", "nosuch", 1);
+    ck_assert_int_eq(rov_config_read(err, sizeof(err), &c), ROV_ERR_INVAL);
+    ck_assert_msg(strstr(err, "'nosuch': not a signal") != NULL, "%s", err);
+}
+END_TEST
+
 START_TEST(test_fault_strict)
 {
     static const struct {
@@ -1274,6 +1310,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_failover_vars);
     tcase_add_test(tc, test_fault_strict);
     tcase_add_test(tc, test_job_vars);
+    tcase_add_test(tc, test_checkpoint_signal);
     tcase_add_test(tc, test_verbs_vars);
     tcase_add_test(tc, test_layer_tables);
     tcase_add_test(tc, test_print_names);
