@@ -63,7 +63,7 @@ run() {
         "$cpr" --timeout 300 "$name" restart > "$w/restart.out" 2>&1 ||
             fail "$name: restart: $(cat "$w/restart.out")"
         _vm_tms t1
-        log "restart_s=$(((t1 - t0) / 1000)).$(((t1 - t0) % 1000 / 100)) images_kib=$(du -sk "$w"/jobs/"$name"/sets/1/unit.* | awk '{printf "%s%s", s, $1; s=","}')"
+        log "restart_s=$(((t1 - t0) / 1000)).$(((t1 - t0) % 1000 / 100)) images_kib=$(du -sk "$w"/jobs/"$name"/sets/1/unit.*/ | awk '{printf "%s%s", s, $1; s=","}')"
         for p in "$w"/jobs/"$name"/sets/1/unit.*/stats-restore; do
             log "  ${p%/stats-restore}: criu restore_time_us=$(crit show "$p" | sed -n 's/.*"restore_time": \([0-9]*\).*/\1/p')"
         done
