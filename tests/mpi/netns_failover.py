@@ -230,7 +230,7 @@ def checkpoint_stages(topo, env, np):
     deadline = time.monotonic() + 20
     while True:
         rc, out = cprclient(topo, env, "list")
-        jobs = re.findall(r"^(ompi-[0-9a-f]{8}) ranks=(\d+)$", out, re.M)
+        jobs = re.findall(r"^(ompi-[0-9a-f]{8}) ranks=(\d+)\b", out, re.M)
         if rc == 0 and len(jobs) == 1 and int(jobs[0][1]) == np:
             break
         if time.monotonic() > deadline:
