@@ -83,7 +83,7 @@ static pid_t spawn(const struct plan *p, const char *host, const char *cmd, int 
     pid_t pid = fork();
 
     if (pid == 0) {
-        int nul = open("/dev/null", O_RDONLY);
+        int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
         char line[300];
 
         if (nul < 0 || dup2(nul, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
