@@ -49,8 +49,10 @@ here=${VM_JOB%/*} # (VM_JOB: this script, absolute)
 
 # The job: ITERS ring exchanges of BYTES and an allreduce each, PAUSE_MS of
 # "computation" between them (about 0.1 s an iteration under TCG).
-ITERS=400 BYTES=65536 PAUSE_MS=40
+# Two ranks per VM take longer to set up and image: more iterations, so
+# that the job is still running when it is killed.
 per_vm=${RAILOVER_TEST_MPI_PER_VM:-1}
+ITERS=$((per_vm == 1 ? 400 : 800)) BYTES=65536 PAUSE_MS=40
 np=$((2 * per_vm))
 
 d=$VMOUT/mpi-criu
