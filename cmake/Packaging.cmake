@@ -2,7 +2,8 @@
 # directory makes one package per install component,
 #
 #   railover          Runtime: librailover.so.0, railover, cprclient,
-#                     railover-criu-action, the benchmark scripts
+#                     railover-criu-action, railover-criu-tree,
+#                     railover-restore, the benchmark scripts
 #                     (share/railover/bench)
 #   railover-dev      Development: include/railover/*.h, railover.pc,
 #                     librailover.so
@@ -44,10 +45,12 @@ set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
 librailover keeps message connections alive across rail failures (RDMA
 verbs, UCX, TCP): it retains what the peer has not acknowledged, moves the
 connection to the next rail and resends.  Tools: railover (info, status,
-force, release, ctl, perf), cprclient (a job's checkpoint stages) and
-railover-criu-action (CRIU's action script: criu dump --action-script).")
+force, release, ctl, perf), cprclient (a job's checkpoint stages and its
+restart), railover-restore (a restart's work on each host) and CRIU's action
+scripts railover-criu-action and railover-criu-tree.")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
-# python3: the benchmark scripts; criu: what railover-criu-action serves.
+# python3: the benchmark scripts and railover-restore; criu: what the
+# CRIU scripts and railover-restore serve.
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "python3, criu")
 
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_NAME railover-dev)

@@ -131,6 +131,7 @@ fi
 pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
 pkgdatadir=$(ompi_info --path pkgdatadir --parsable | sed -n 's/^path:pkgdatadir://p')
 for want in "railover /bin/railover" "railover /bin/cprclient" "railover /bin/railover-criu-action" \
+            "railover /bin/railover-criu-tree" "railover /bin/railover-restore" \
             "railover /librailover[.]so[.]0" \
             "railover-dev /include/railover/railover[.]h" "railover-dev /pkgconfig/railover[.]pc" \
             "railover-dev /librailover[.]so" "railover-openmpi $pkglibdir/mca_btl_railover[.]so" \
