@@ -456,7 +456,6 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
         free(before);
         return st;
     }
-    job->set = set;
     for (size_t i = 0; i < job->n; i++) {
         before[i] = job->recs[i].ckpt_count;
         snprintf(verb, sizeof(verb), "checkpoint set=%ld%s limit=%.3f", set,

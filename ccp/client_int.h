@@ -23,7 +23,6 @@ struct rov_job {
     int lock_fd;
     double until;          /* the running stage's time limit (ccp_now_s()), 0: none */
     long keep;             /* complete checkpoint sets kept (rov_job_set_keep()) */
-    long set;              /* the last checkpoint's set, 0: none */
 };
 
 double ccp_now_s(void);

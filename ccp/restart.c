@@ -324,20 +324,34 @@ static rov_status_t check_host(struct plan *p, size_t u)
     return failed(p, ROV_RESTART_HOST, ROV_ERR_UNREACHABLE);
 }
 
-/* 4. None of the unit's process ids (its tree's root and its ranks; CRIU
- * restores the same ids) is taken on its target host. */
+/* "PREFIX <pids> SUFFIX" into cmd: the unit's process ids, its tree's root
+ * and its ranks (CRIU restores the same ids); false when they do not fit. */
+static bool unit_pids_cmd(const struct plan *p, size_t u, const char *prefix, const char *suffix,
+                          char *cmd, size_t len)
+{
+    int n = snprintf(cmd, len, "%s %d", prefix, p->units[u].tree);
+
+    for (size_t i = 0; i < p->m.n && n > 0 && (size_t)n < len; i++)
+        if (p->m.ranks[i].unit == p->units[u].unit && p->m.ranks[i].pid != p->units[u].tree)
+            n += snprintf(cmd + n, len - (size_t)n, " %d", p->m.ranks[i].pid);
+    if (n > 0 && (size_t)n < len)
+        n += snprintf(cmd + n, len - (size_t)n, "%s", suffix);
+    return n > 0 && (size_t)n < len;
+}
+
+/* 4. None of the unit's process ids is taken on its target host. */
 static rov_status_t check_pids(struct plan *p, size_t u)
 {
     const char *to = p->units[u].to;
     char cmd[8192], out[512];
-    size_t len = (size_t)snprintf(cmd, sizeof(cmd), "for p in %d", p->units[u].tree);
     int rc;
 
-    for (size_t i = 0; i < p->m.n && len < sizeof(cmd) - 128; i++)
-        if (p->m.ranks[i].unit == p->units[u].unit && p->m.ranks[i].pid != p->units[u].tree)
-            len += (size_t)snprintf(cmd + len, sizeof(cmd) - len, " %d", p->m.ranks[i].pid);
-    snprintf(cmd + len, sizeof(cmd) - len, "; do [ -e /proc/$p ] && echo \"$p $(cat "
-             "/proc/$p/comm 2>/dev/null)\"; done; true");
+    if (!unit_pids_cmd(p, u, "for p in", "; do [ -e /proc/$p ] && echo \"$p $(cat "
+                       "/proc/$p/comm 2>/dev/null)\"; done; true", cmd, sizeof(cmd))) {
+        snprintf(p->err, p->err_len, "rank %ld's unit has too many processes to check",
+                 p->units[u].unit);
+        return failed(p, ROV_RESTART_USAGE, ROV_ERR_INVAL);
+    }
     rc = run_on(p, to, cmd, out, sizeof(out));
     if (rc != 0) {
         snprintf(p->err, p->err_len, "host %s: the process id check exited %d: %.300s", to, rc,
@@ -380,15 +394,10 @@ static void unrestore(struct plan *p)
 {
     for (size_t u = 0; u < p->n; u++) {
         char cmd[8192], out[256];
-        size_t len;
 
-        if (!p->units[u].restored)
-            continue;
-        len = (size_t)snprintf(cmd, sizeof(cmd), "kill -KILL %d", p->units[u].tree);
-        for (size_t i = 0; i < p->m.n && len < sizeof(cmd) - 16; i++)
-            if (p->m.ranks[i].unit == p->units[u].unit)
-                len += (size_t)snprintf(cmd + len, sizeof(cmd) - len, " %d", p->m.ranks[i].pid);
-        snprintf(cmd + len, sizeof(cmd) - len, " 2>/dev/null; true");
+        if (!p->units[u].restored ||
+            !unit_pids_cmd(p, u, "kill -KILL", " 2>/dev/null; true", cmd, sizeof(cmd)))
+            continue; /* (a unit too large for its check was never restored) */
         run_on(p, p->units[u].to, cmd, out, sizeof(out));
         rov_warn("ccp", "restart: rank %ld's unit, restored on %s, killed again",
                  p->units[u].unit, p->units[u].to);
@@ -572,7 +581,6 @@ rov_status_t rov_job_restart(rov_job_t *job, const char *hosts, const char *map,
     if (st == ROV_OK)
         st = wait_ranks(&p, t0, deadline);
     if (st == ROV_OK) {
-        job->set = p.m.set;
         rov_info("ccp", "restart: job %s restored from checkpoint set %ld in %.3f s", job->id,
                  p.m.set, ccp_now_s() - t0);
     }
