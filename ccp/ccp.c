@@ -263,19 +263,26 @@ static bool set_file(const struct ccp_ctx *c, const char *what, long rank, char 
 }
 
 /* The runner, "sh -c RUNNER railover-checkpoint CMD SETDIR SET WAIT_S
- * RANK...": waits (at most WAIT_S) until every other rank of the unit has
- * closed its control endpoints, then runs CMD: "+ <command>" and its output
- * in the log, then "<set> <status> <milliseconds>" in each rank's status
- * file (written whole, renamed into place: a runner of an earlier
- * checkpoint that ends late cannot answer for this one; mktemp: O_CREAT |
- * O_EXCL, the rename replaces a link planted there, never writes through
- * it).  Status 125: a rank of the unit never got ready, nothing imaged. */
+ * RANK...": waits (at most WAIT_S seconds of wall time) until every other
+ * rank of the unit has closed its control endpoints, then runs CMD: "+
+ * <command>" and its output in the log, then "<set> <status> <milliseconds>"
+ * in each rank's status file (written whole, renamed into place: a runner
+ * of an earlier checkpoint that ends late cannot answer for this one;
+ * mktemp: O_CREAT | O_EXCL, the rename replaces a link planted there, never
+ * writes through it).  Status 125: a rank of the unit never got ready,
+ * nothing imaged.  CMD's environment says where it is (docs/ccp.md, "The
+ * checkpoint stage"): RAILOVER_CKPT_SET (the set's directory),
+ * RAILOVER_CKPT_UNIT (the unit's ranks, the lowest first) and
+ * RAILOVER_CKPT_END (the Unix time at which the ranks stop waiting for it),
+ * which is what a command that waits for the other units
+ * (railover-criu-tree's cut) needs. */
 #define RUNNER                                                                                   \
-    "cmd=$1 dir=$2 set=$3 wait=$4; shift 4; rc=0; me=$1; shift; "                              \
+    "cmd=$1 dir=$2 set=$3 wait=$4; shift 4; rc=0; me=$1; shift; end=$(($(date +%s) + wait)); " \
     "for r; do n=0; while [ ! -e \"$dir/ready.$r\" ]; do "                                     \
-    "if [ $n -ge $((wait * 50)) ]; then "                                                      \
+    "if [ $((n % 25)) -eq 0 ] && [ \"$(date +%s)\" -ge $end ]; then "                          \
     "echo \"rank $r of this unit did not close its control endpoints: nothing imaged\"; "      \
     "rc=125; break 2; fi; n=$((n + 1)); sleep 0.02; done; done; "                              \
+    "export RAILOVER_CKPT_SET=\"$dir\" RAILOVER_CKPT_UNIT=\"$me $*\" RAILOVER_CKPT_END=$end; " \
     "t0=$(date +%s%N); if [ $rc -eq 0 ]; then printf '+ %s\\n' \"$cmd\"; /bin/sh -c \"$cmd\"; " \
     "rc=$?; fi; t1=$(date +%s%N); "                                                           \
     "for r in $me \"$@\"; do t=$(mktemp \"$dir/status.$r.tmp.XXXXXX\") && "                    \

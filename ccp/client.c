@@ -451,7 +451,7 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
             return st;
         }
     }
-    st = ccp_set_new(job->dir, &set, err, err_len);
+    st = ccp_set_new(job->dir, job->recs, job->n, &set, err, err_len);
     if (st != ROV_OK) {
         free(before);
         return st;

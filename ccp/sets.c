@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +80,37 @@ static rov_status_t set_numbers(const char *jobdir, long **nums_p, size_t *n_p, 
     return ROV_OK;
 }
 
-rov_status_t ccp_set_new(const char *jobdir, long *set_p, char *err, size_t err_len)
+/* The set's `ranks`: one a line, so that a command's shell reads it. */
+static rov_status_t ranks_write(const char *jobdir, long set, const struct ccp_record *recs,
+                                size_t n, char *err, size_t err_len)
+{
+    char path[CCP_DIR_MAX + ROV_JOB_MAX + 40];
+    rov_status_t st;
+    FILE *f;
+    int fd;
+
+    if (!ccp_set_path(jobdir, set, "ranks", path, sizeof(path)))
+        return ROV_ERR_INVAL;
+    st = ccp_open(path, O_WRONLY | O_CREAT | O_EXCL, 0600, &fd, err, err_len);
+    if (st != ROV_OK)
+        return st;
+    f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
+        return ROV_ERR_IO;
+    }
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%ld\n", recs[i].rank);
+    if (fclose(f) != 0) {
+        snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
+        return ROV_ERR_IO;
+    }
+    return ROV_OK;
+}
+
+rov_status_t ccp_set_new(const char *jobdir, const struct ccp_record *recs, size_t nrecs,
+                         long *set_p, char *err, size_t err_len)
 {
     char path[CCP_DIR_MAX + ROV_JOB_MAX + 40];
     long *nums, next;
@@ -107,7 +138,8 @@ rov_status_t ccp_set_new(const char *jobdir, long *set_p, char *err, size_t err_
         }
     }
     *set_p = next;
-    return ccp_own_dir(path, false, err, err_len);
+    st = ccp_own_dir(path, false, err, err_len);
+    return st == ROV_OK ? ranks_write(jobdir, next, recs, nrecs, err, err_len) : st;
 }
 
 rov_status_t ccp_manifest_write(const char *jobdir, const uint8_t key[ROV_KEY_LEN], long set,

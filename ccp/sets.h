@@ -8,6 +8,10 @@
  *       ready.<r>        rank r has closed its control endpoints (its unit's
  *                        command waits for every member's)
  *       status.<r>       rank r's result: "<checkpoint number> <exit status> <ms>"
+ *       ranks            every rank of the set, one a line, written when it
+ *                        is made (what a checkpoint command waits for, below)
+ *       dumped.<r>       rank r's unit is imaged and its tree still frozen
+ *                        (written by the command: railover-criu-tree)
  *       manifest         written last, sealed, only when every rank succeeded
  *
  * A set without a valid manifest is incomplete (failed half-way, or being
@@ -48,8 +52,10 @@ struct ccp_set_info {
 /** <jobdir>/sets/<set>, then "/leaf" when leaf is not NULL; false: too long. */
 bool ccp_set_path(const char *jobdir, long set, const char *leaf, char *out, size_t len);
 
-/** Make a new set, numbered after every set there is: *set_p. */
-rov_status_t ccp_set_new(const char *jobdir, long *set_p, char *err, size_t err_len);
+/** Make a new set, numbered after every set there is (*set_p), with its
+ * `ranks` file: the ranks of recs (n of them), the job that is imaged. */
+rov_status_t ccp_set_new(const char *jobdir, const struct ccp_record *recs, size_t n,
+                         long *set_p, char *err, size_t err_len);
 
 /** Write the manifest of a set whose every rank succeeded (recs: the
  * ranks' records, n of them). */

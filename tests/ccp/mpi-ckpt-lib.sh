@@ -7,13 +7,14 @@
 #   mpi_ckpt_criu_setup DIR
 #       what CRIU needs in both VMs (the modules, lo up, a first `criu check`,
 #       its output in DIR/criu-check.{a,b}); fails the job when it cannot.
-#   mpi_ckpt_job DIR JOBID PER_VM BUILD BTL_DIR PKGLIBDIR ITERS BYTES PAUSE_MS
+#   mpi_ckpt_job DIR JOBID PER_VM BUILD BTL_DIR PKGLIBDIR ITERS BYTES PAUSE_MS [TICK_MS]
 #       DIR (under $VMOUT, the same path in both VMs) gets the launch files
 #       and the job registry DIR/jobs; PER_VM ranks on each VM (1: btl
 #       self,railover; 2: self,vader,railover); exports the job's RAILOVER_*
 #       settings (verbs rail first, tcp on eth; each launcher's tree one
 #       checkpoint unit, imaged by CRIU with railover-criu-tree) and sets the
-#       array mpi_ckpt_argv: the mpirun command line.  Run it in a session
+#       array mpi_ckpt_argv: the mpirun command line (rov_mpi_ckpt's
+#       arguments: ITERS BYTES PAUSE_MS [TICK_MS]).  Run it in a session
 #       of its own, its streams on files:
 #           setsid "${mpi_ckpt_argv[@]}" < /dev/null > OUT 2> ERR &
 mpi_ckpt_job() {
@@ -47,7 +48,7 @@ mpi_ckpt_job() {
         -x RAILOVER_FAILOVER_TIMEOUT -x RAILOVER_CONNECT_TIMEOUT -x RAILOVER_FAILBACK_DWELL
         -x RAILOVER_FAILBACK_RETRY -x RAILOVER_FAILBACK_RETRY_MAX -x RAILOVER_CHECKPOINT_CMD
         -x RAILOVER_CHECKPOINT_TREE -x RAILOVER_CRIU_FILES
-        "$build/tests/ccp/rov_mpi_ckpt" "$7" "$8" "$9")
+        "$build/tests/ccp/rov_mpi_ckpt" "$7" "$8" "$9" ${10:+"${10}"})
 }
 
 mpi_ckpt_criu_setup() {

@@ -23,14 +23,21 @@
 #
 # reference: the same program, the same arguments, two ranks on VM a over
 #   btl self,vader without pauses: its result line.
-# checkpoint: the job runs; `cprclient JOB` drains, closes, images both
-#   trees (criu dump --leave-running) and reopens; the job goes on.
+# checkpoint: the job runs, every rank printing a numbered tick every
+#   TICK_MS (which the orted on b forwards to mpirun on a all the time);
+#   `cprclient JOB` drains, closes, images both trees (criu dump
+#   --leave-running) and reopens; the job goes on.  VM b's command starts
+#   DELAY_B seconds late, so that VM a's tree is imaged long before b's:
+#   railover-criu-tree's cut keeps a's tree frozen until b's is imaged too
+#   (without it a would resume first and take b's ticks, which would then
+#   be in neither image).
 # restart: once the job has gone on 20 iterations, every process of it on
 #   both VMs (mpirun, the orted, the ranks) is killed with SIGKILL;
 #   `cprclient JOB restart` restores both trees from that checkpoint's set
 #   (both VMs at once), waits for the ranks and reopens the job;
 #   both ranks' connection is on the verbs rail again (`railover status`),
-#   and the job ends with the reference's result line.
+#   the job ends with the reference's result line, and mpirun's output has
+#   every tick of every rank once, in order.
 # Prints the dump and restore times and the image sizes.
 set -u
 [ "$ME" = b ] && exit 0 # b serves a's rexec calls (tests/vm/guest-run.sh)
@@ -52,7 +59,7 @@ here=${VM_JOB%/*} # (VM_JOB: this script, absolute)
 # Two ranks per VM take longer to set up and image: more iterations, so
 # that the job is still running when it is killed.
 per_vm=${RAILOVER_TEST_MPI_PER_VM:-1}
-ITERS=$((per_vm == 1 ? 400 : 800)) BYTES=65536 PAUSE_MS=40
+ITERS=$((per_vm == 1 ? 400 : 800)) BYTES=65536 PAUSE_MS=40 TICK_MS=100 DELAY_B=20
 np=$((2 * per_vm))
 
 d=$VMOUT/mpi-criu
@@ -71,8 +78,9 @@ log "reference: $ref"
 
 # --- the job -----------------------------------------------------------------------
 job=mpi-ckpt out=$d/job.out err=$d/job.err
-mpi_ckpt_job "$d" "$job" "$per_vm" "$build" "$btl_dir" "$pkglibdir" "$ITERS" "$BYTES" "$PAUSE_MS" ||
-    fail "cannot set up $d"
+mpi_ckpt_job "$d" "$job" "$per_vm" "$build" "$btl_dir" "$pkglibdir" "$ITERS" "$BYTES" "$PAUSE_MS" \
+    "$TICK_MS" || fail "cannot set up $d"
+RAILOVER_CHECKPOINT_CMD="if [ \"\$(uname -n)\" = b ]; then sleep $DELAY_B; fi; $RAILOVER_CHECKPOINT_CMD"
 argv=("${mpi_ckpt_argv[@]}")
 log "\$ ${argv[*]}"
 cd "$d" || fail "no $d"
@@ -210,4 +218,15 @@ log "restarted job: $res"
 waitfor 30 eval '! kill -0 $mpirun_pid 2> /dev/null' || fail "mpirun ($mpirun_pid) did not end"
 grep -v '^mpi_ckpt: ' "$err" | head -n 20
 [ "$res" = "$ref" ] || fail "the restarted job's result differs from the reference ($ref)"
+# Every rank's ticks in mpirun's output: 1, 2, 3... to the end, none twice,
+# none missing (the images were one cut of the job).
+tr -d '\r' < "$err" | awk '$1 == "mpi_ckpt:" && $2 == "tick" {
+        r = $3; k = $4 + 0; n[r]++
+        if (k != last[r] + 1) { printf "rank %s: tick %d after tick %d\n", r, k, last[r]; bad++ }
+        last[r] = k }
+    END { for (r in n) printf "rank %s: %d ticks\n", r, n[r]; exit bad > 0 }' > "$d/ticks.txt"
+rc=$?
+sed 's/^/  /' "$d/ticks.txt" | head -n 20
+[ $rc -eq 0 ] || fail "mpirun's output lost or repeated ticks: the images were not one cut of the job"
+grep -h 'railover-criu-tree: every unit' "$d/jobs/$job/sets/1/"unit.*.log | sed 's/^/  /'
 log "PASS: the MPI job, checkpointed, gone on, killed and restarted from the checkpoint, ended with the reference's result"

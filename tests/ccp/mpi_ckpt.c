@@ -4,7 +4,7 @@
  * unmodified MPI program whose result says whether every message arrived
  * once and intact, whatever happened to the job while it ran.
  *
- *   rov_mpi_ckpt ITERATIONS BYTES PAUSE_MS
+ *   rov_mpi_ckpt ITERATIONS BYTES PAUSE_MS [TICK_MS]
  *
  * Each iteration every rank sends BYTES to its right neighbour and receives
  * from its left (a ring, MPI_Sendrecv), checks the received buffer's
@@ -18,13 +18,20 @@
  * 10) to stderr and, at the end, one line to stdout:
  *     result=<16 hex digits> iters=N ranks=P
  * the same for an uninterrupted run and a checkpointed or restarted one.
- * A bad checksum prints "FAIL ..." and the job aborts (exit 1).  Only rank 0
- * prints after the start: a rank on another host would send its lines to
- * mpirun through Open MPI's out-of-band connection, which a checkpoint
- * images at both ends at slightly different times.
+ * A bad checksum prints "FAIL ..." and the job aborts (exit 1).
+ *
+ * With TICK_MS, every rank also prints "mpi_ckpt: tick R K" (K = 1, 2, ...)
+ * to stderr every TICK_MS from a thread of its own, whatever MPI is doing,
+ * until the end: a stream that a rank on another host sends to mpirun
+ * through its orted and Open MPI's out-of-band connection all the time, a
+ * checkpoint included.  A restarted job whose images are one consistent
+ * cut (docs/ccp.md) has every tick of every rank once, in order.
  */
 #include <mpi.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,25 +75,56 @@ static long arg(const char *s, const char *what, long min, long max)
     return v;
 }
 
+struct ticker {
+    int rank;
+    long ms;
+    atomic_bool stop;
+};
+
+/* "mpi_ckpt: tick R K" every t->ms, one write(2) a line. */
+static void *tick(void *arg)
+{
+    struct ticker *t = arg;
+    struct timespec ts = { t->ms / 1000, (t->ms % 1000) * 1000000l };
+    char line[64];
+
+    for (long k = 1; !atomic_load(&t->stop); k++) {
+        int len = snprintf(line, sizeof(line), "mpi_ckpt: tick %d %ld\n", t->rank, k);
+
+        while (write(2, line, (size_t)len) < 0 && errno == EINTR)
+            ;
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     int rank, size;
     char host[256] = "?";
 
-    if (argc != 4) {
-        fprintf(stderr, "usage: rov_mpi_ckpt ITERATIONS BYTES PAUSE_MS\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: rov_mpi_ckpt ITERATIONS BYTES PAUSE_MS [TICK_MS]\n");
         return 64;
     }
     long iters = arg(argv[1], "ITERATIONS", 1, 10000000);
     long bytes = arg(argv[2], "BYTES", 16, 64l << 20);
     long pause_ms = arg(argv[3], "PAUSE_MS", 0, 60000);
+    long tick_ms = argc == 5 ? arg(argv[4], "TICK_MS", 1, 60000) : 0;
     size_t words = (size_t)bytes / 8;
+    struct ticker ticker = { .ms = tick_ms };
+    pthread_t ticker_thread;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     gethostname(host, sizeof(host) - 1);
     fprintf(stderr, "mpi_ckpt: rank %d pid %ld host %s\n", rank, (long)getpid(), host);
+    ticker.rank = rank;
+    if (tick_ms && pthread_create(&ticker_thread, NULL, tick, &ticker) != 0) {
+        fprintf(stderr, "mpi_ckpt: cannot start the ticker thread\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
 
     uint64_t *out = malloc(words * 8), *in = malloc(words * 8);
     if (!out || !in) {
@@ -123,6 +161,10 @@ int main(int argc, char **argv)
     if (rank == 0) {
         printf("result=%016llx iters=%ld ranks=%d\n", (unsigned long long)result, iters, size);
         fflush(stdout);
+    }
+    if (tick_ms) {
+        atomic_store(&ticker.stop, true);
+        pthread_join(ticker_thread, NULL);
     }
     free(out);
     free(in);

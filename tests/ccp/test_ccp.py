@@ -1202,18 +1202,34 @@ def checkpoint(args, wd, ck):
 def take_pid(pid):
     """A process (sleep) at process id pid, made by setting the kernel's last
     pid just below it: None when that cannot be set (not root), else the
-    process, or a Failure when other processes got the id 50 times."""
-    for _ in range(50):
+    process, or a Failure when other processes got the id 50 times.  The
+    kernel's last pid is put back afterwards: the processes the machine
+    starts meanwhile would otherwise get the ids just above pid, those of
+    the job's killed ranks, which a later restart needs free."""
+    last = "/proc/sys/kernel/ns_last_pid"
+    try:
+        with open(last) as f:
+            before = int(f.read())
+    except (OSError, ValueError):
+        return None
+    try:
+        for _ in range(50):
+            try:
+                with open(last, "w") as f:
+                    f.write(str(pid - 1))
+            except OSError:
+                return None
+            p = subprocess.Popen(["sleep", "120"])
+            if p.pid == pid:
+                return p
+            p.kill()
+            p.wait()
+    finally:
         try:
-            with open("/proc/sys/kernel/ns_last_pid", "w") as f:
-                f.write(str(pid - 1))
+            with open(last, "w") as f:
+                f.write(str(before))
         except OSError:
-            return None
-        p = subprocess.Popen(["sleep", "120"])
-        if p.pid == pid:
-            return p
-        p.kill()
-        p.wait()
+            pass
     raise nf.Failure("could not start a process at pid %d in 50 tries (a busy machine?)" % pid)
 
 
@@ -1331,6 +1347,7 @@ def restart(args, wd, ck):
                 sleeper.kill()
             job.kill()
         restart_tree(args, wd, ck, topo)
+        restart_cut(args, wd, ck, topo)
 
 
 def restart_tree(args, wd, ck, topo):
@@ -1377,6 +1394,65 @@ def restart_tree(args, wd, ck, topo):
                          env={"RAILOVER_RESTORE_CMD": "%s %%a %%d" % args.restore})
         if job.expect(ck, ans, 13):
             ck.check("process id %d is taken" % os.getpid() in ans.err, "pid taken: %s" % ans)
+    finally:
+        job.kill()
+
+
+def restart_cut(args, wd, ck, topo):
+    """railover-criu-tree's cut (docs/ccp.md, "Restarting an MPI job"): each
+    rank's unit runs it as CRIU's post-dump would (its own environment from
+    the runner: RAILOVER_CKPT_SET, _UNIT, _END), rank 3's two seconds late.
+    No unit's command ends before every rank of the set is imaged
+    (dumped.<r> for each), and the set completes; then rank 3's command
+    fails before it: every other unit's fails too, naming rank 3, and the
+    set stays incomplete while the job runs on.  (CRIU itself, which
+    freezes the tree around the script, is ccp_mpi_criu's, in the VMs.)"""
+    tool = os.path.join(os.path.dirname(args.restore), "railover-criu-tree")
+    post_dump = ("CRTOOLS_SCRIPT_ACTION=post-dump CRTOOLS_IMAGE_DIR=%%d CRTOOLS_INIT_PID=%%p "
+                 "RAILOVER_CRIU_FILES=%s %s" % (wd.sub("cut-files").path, tool))
+    cut = wd.sub("cut")
+    fail = cut.file("fail")
+    job = Job(args, cut, topo, msgs=1000000, rate=100, linger=120, timeout=600)
+    job.checkpoint_cmd("if [ %%r = 3 ]; then sleep 2; [ -e %s ] && exit 3; fi; %s" %
+                       (fail, post_dump))
+    try:
+        job.start()
+        job.mark("four units, rank 3's late: none ends before all are imaged")
+        job.expect(ck, job.client(job.jobid), 0, "running")
+        with open(job.set_file(1, "ranks")) as f:
+            ck.check(f.read().split() == [str(r) for r in RANKS],
+                     "set 1's ranks file does not list ranks %s" % RANKS)
+        dumped = {}
+        for r in RANKS:
+            try:
+                dumped[r] = os.stat(job.set_file(1, "dumped.%d" % r)).st_mtime_ns
+            except OSError as e:
+                ck.check(False, "rank %d: no dumped mark in set 1: %s" % (r, e))
+        for r in RANKS:
+            if 3 not in dumped:
+                break
+            ended = os.stat(job.set_file(1, "status.%d" % r)).st_mtime_ns
+            ck.check(ended >= dumped[3], "rank %d's unit ended before rank 3's was imaged" % r)
+            with open(job.set_file(1, "unit.%d.log" % r), errors="replace") as f:
+                ck.check("every unit of the set imaged" in f.read(),
+                         "rank %d's unit log does not say the cut was reached" % r)
+        ck.check(os.path.exists(job.set_file(1, "manifest")), "set 1 has no manifest")
+
+        job.mark("rank 3's command fails before its image: every unit's dump fails")
+        with open(fail, "w"):
+            pass
+        ans = job.client(job.jobid)
+        job.expect(ck, ans, 9, "running")
+        ck.check(not os.path.exists(job.set_file(2, "manifest")), "set 2 has a manifest")
+        for r in RANKS[:-1]:
+            with open(job.set_file(2, "status.%d" % r)) as f:
+                rc = f.read().split()[1]
+            with open(job.set_file(2, "unit.%d.log" % r), errors="replace") as f:
+                log = f.read()
+            ck.check(rc == "1" and "rank 3 (exit status 3)" in log,
+                     "rank %d: status %s, expected 1 and rank 3's failure named: %s" %
+                     (r, rc, log[-300:]))
+        flowing_from_now(job)
     finally:
         job.kill()
 
