@@ -4,7 +4,9 @@
 # cue: two Soft-RoCE VMs (tests/vm/, two-VM mode), one rank of a two-rank
 # rov_job job in each, the verbs rail first (RAILOVER_VERBS_CM=oob) and TCP
 # on the eth link second.  No cprclient: each VM images its own rank.  Runs
-# on VM a; VM b serves its rexec calls.
+# on VM a; VM b serves its rexec calls.  One job goes through every case,
+# in this order, and ends with every message delivered once, in order,
+# intact (rov_job result=ok); CTest ccp_criu_action, about 3 min.
 #
 #   criu-action-job.sh BUILD_DIR
 #
@@ -12,22 +14,20 @@
 #   -t PID --leave-running --action-script` of rank 0 on a, then of rank 1
 #   on b: each dump succeeds (its pre-dump drained and closed the rank: a
 #   verbs descriptor would have failed it), the rank reopens by itself
-#   afterwards (the script's watcher), and both ranks end with every
-#   message delivered once, in order, intact (rov_job result=ok).
+#   afterwards (the script's watcher).
+# mid-failover: the fabric between the VMs blocked (nftables, RoCE's UDP
+#   port) right before a `--leave-running` dump of rank 0: its drain waits
+#   for the move to TCP and completes there, the dump succeeds, the rank
+#   reopens; the fabric back.  Then both links blocked (fabric and eth)
+#   right before a dump with RAILOVER_CRIU_TIMEOUT=15: the drain cannot
+#   complete, the action script exits 1 and CRIU refuses the dump (exit
+#   non-zero, no image), the rank is running again (its drain resumed);
+#   the links back.
 # restore: `criu dump` (the rank killed) of rank 0, then `criu restore
 #   --action-script` on the same VM: the restored rank answers `railover
 #   status` at its control socket (restored by CRIU, the stale file
 #   replaced), reopens by itself (post-resume), comes back on the verbs
-#   rail, and the job ends with result=ok.
-# mid-failover: the fabric between the VMs blocked (nftables, RoCE's UDP
-#   port) right before a `--leave-running` dump of rank 0: its drain waits
-#   for the move to TCP and completes there, the dump succeeds, the rank
-#   reopens; the fabric back, the job ends with result=ok.  Then both
-#   links blocked (fabric and eth) right before a dump with
-#   RAILOVER_CRIU_TIMEOUT=15: the drain cannot complete, the action script
-#   exits 1 and CRIU refuses the dump (exit non-zero, no image), the rank
-#   is running again (its drain resumed); the links back, the job ends
-#   with result=ok.
+#   rail, and the job ends.
 # Prints how long each dump and restore took.
 set -u
 [ "$ME" = b ] && exit 0
@@ -85,29 +85,52 @@ add chain inet rovblock out { type filter hook output priority 0; }"
 }
 nft_unblock() { nft delete table inet rovblock; }
 
+# One job for every case: 20 messages a second, enough for about 400 s
+# (a loaded machine); finish sends the rest at once (rov_job --hurry-file).
+job=$(cat /proc/sys/kernel/random/uuid)
+start "$job" 8000 20
+
 # --- leave-running: each VM images its rank, the job continues ------------------------
-job1=$(cat /proc/sys/kernel/random/uuid)
-start "$job1" 1800 20
-dump a "$job1" 0 leave-a --leave-running || fail "criu dump --leave-running of rank 0 failed"
+dump a "$job" 0 leave-a --leave-running || fail "criu dump --leave-running of rank 0 failed"
 [ -s "$d/img.leave-a/inventory.img" ] || fail "no image of rank 0"
 grep -q "pre-dump: 1 Railover process(es) drained and closed" "$d/img.leave-a/dump.log" ||
     fail "the action script did not close rank 0 before the dump"
-reopened a "$job1" 0
-dump b "$job1" 1 leave-b --leave-running || fail "criu dump --leave-running of rank 1 on b failed"
-reopened b "$job1" 1
+reopened a "$job" 0
+dump b "$job" 1 leave-b --leave-running || fail "criu dump --leave-running of rank 1 on b failed"
+reopened b "$job" 1
 grep "after the dump: reopened" "$d/img.leave-a/dump.log" "$d/img.leave-b/dump.log" | sed 's/^/  /'
 log "image of rank 0: $(du -sk "$d/img.leave-a" | cut -f1) KiB"
-finish "$job1"
-log "leave-running: both ranks imaged by plain criu dump and continued to the end"
+log "leave-running: both ranks imaged by plain criu dump and running again"
+
+# --- mid-failover --------------------------------------------------------------------
+nft_block "$PEER_FAB" || fail "nft"
+log "mid-failover: the fabric to $PEER_FAB blocked; dump at once"
+dump a "$job" 0 fab-a --leave-running; rc=$?
+nft_unblock
+[ $rc -eq 0 ] || fail "criu dump of rank 0 with the fabric blocked exited $rc"
+grep "event=switch" "$d/$job.rank0.log" | tail -n 2 | sed 's/^/  /'
+reopened a "$job" 0
+log "mid-failover: the drain waited for the move to TCP, the dump succeeded"
+
+nft_block "$PEER_FAB" "$PEER_ETH" || fail "nft"
+log "mid-failover: both links to b blocked; dump at once (RAILOVER_CRIU_TIMEOUT=15)"
+export RAILOVER_CRIU_TIMEOUT=15
+dump a "$job" 0 both-a --leave-running; rc=$?
+unset RAILOVER_CRIU_TIMEOUT
+nft_unblock
+[ $rc -ne 0 ] || fail "criu dump succeeded although rank 0 could not drain"
+[ -e "$d/img.both-a/inventory.img" ] && fail "CRIU wrote an image although the dump was refused"
+grep -q "the dump is refused" "$d/img.both-a/dump.log" || fail "the action script did not say why"
+st=$(stage_of "$(pid_of "$job" 0)")
+[ "$st" = running ] || fail "rank 0 is $st after the refused dump, not running"
+log "mid-failover: with no rail the drain could not complete: the dump was refused, rank 0 runs on"
 
 # --- restore: rank 0 dumped (killed) and restored on a ---------------------------------
-job2=$(cat /proc/sys/kernel/random/uuid)
-start "$job2" 900 20
-p0=$(pid_of "$job2" 0)
-dump a "$job2" 0 kill-a || fail "criu dump of rank 0 failed"
+p0=$(pid_of "$job" 0)
+dump a "$job" 0 kill-a || fail "criu dump of rank 0 failed"
 sleep 0.5
 [ -e "/proc/$p0" ] && fail "rank 0 (pid $p0) still runs after criu dump without --leave-running"
-grep -q "result=" "$d/$job2.rank0.out" 2>/dev/null && fail "rank 0 finished before it was dumped"
+grep -q "result=" "$d/$job.rank0.out" 2>/dev/null && fail "rank 0 finished before it was dumped"
 t0=$(date +%s%N)
 criu restore -D "$d/img.kill-a" -d --action-script "$act" -o restore.log -v2 ||
     { tail -n 20 "$d/img.kill-a/restore.log"; fail "criu restore of rank 0"; }
@@ -116,39 +139,12 @@ grep "railover-criu-action" "$d/img.kill-a/restore.log" | sed 's/^/  [restore] /
 [ -e "/proc/$p0" ] || fail "rank 0 is not there after the restore"
 st=$(stage_of "$p0") || fail "the restored rank 0 has no control socket answering railover status"
 log "restored rank 0 answers railover status: stage=$st"
-reopened a "$job2" 0
-finish "$job2"
-last=$(grep "event=switch" "$d/$job2.rank0.log" | tail -n 1)
+reopened a "$job" 0
+finish "$job"
+last=$(grep "event=switch" "$d/$job.rank0.log" | tail -n 1)
 case $last in
 *" to=0 "*) log "rank 0 is on the verbs rail after the restore: $last" ;;
 *) fail "rank 0 did not come back on the verbs rail after the restore: $last" ;;
 esac
-log "restore: rank 0 dumped, killed, restored by plain criu, reopened by itself, finished"
-
-# --- mid-failover --------------------------------------------------------------------
-job3=$(cat /proc/sys/kernel/random/uuid)
-start "$job3" 2400 20
-nft_block "$PEER_FAB" || fail "nft"
-log "mid-failover: the fabric to $PEER_FAB blocked; dump at once"
-dump a "$job3" 0 fab-a --leave-running; rc=$?
-nft_unblock
-[ $rc -eq 0 ] || fail "criu dump of rank 0 with the fabric blocked exited $rc"
-grep "event=switch" "$d/$job3.rank0.log" | tail -n 2 | sed 's/^/  /'
-reopened a "$job3" 0
-log "mid-failover: the drain waited for the move to TCP, the dump succeeded"
-
-nft_block "$PEER_FAB" "$PEER_ETH" || fail "nft"
-log "mid-failover: both links to b blocked; dump at once (RAILOVER_CRIU_TIMEOUT=15)"
-export RAILOVER_CRIU_TIMEOUT=15
-dump a "$job3" 0 both-a --leave-running; rc=$?
-unset RAILOVER_CRIU_TIMEOUT
-nft_unblock
-[ $rc -ne 0 ] || fail "criu dump succeeded although rank 0 could not drain"
-[ -e "$d/img.both-a/inventory.img" ] && fail "CRIU wrote an image although the dump was refused"
-grep -q "the dump is refused" "$d/img.both-a/dump.log" || fail "the action script did not say why"
-st=$(stage_of "$(pid_of "$job3" 0)")
-[ "$st" = running ] || fail "rank 0 is $st after the refused dump, not running"
-log "mid-failover: with no rail the drain could not complete: the dump was refused, rank 0 runs on"
-finish "$job3"
-log "mid-failover: the job ended with every message delivered once"
+log "PASS: imaged by plain criu dump (left running, mid-failover, refused, killed and restored); every message delivered once"
 exit 0

@@ -11,7 +11,8 @@
 #                         on eth second), EXPORTS (a shell line) added to its
 #                         environment
 #   start JOBID MSGS RATE rank 0 here, rank 1 on b; until both exchange
-#   finish JOBID          both ranks end with result=ok
+#   finish JOBID          both ranks end with result=ok (the rest of their
+#                         messages sent at once: rov_job --hurry-file)
 #   pid_of JOBID RANK     the rank's pid, from its registry record
 rov_job=$build/tests/ccp/rov_job
 
@@ -40,6 +41,7 @@ export RAILOVER_LOG=info RAILOVER_JOB_DIR=$d/jobs RAILOVER_CCP_ADDR=$ETH_IF
 export RAILOVER_JOBID=\$2 RAILOVER_RANK=\$1
 ${1:-}
 exec setsid $rov_job --size 2 --msgs \$3 --rate \$4 --msg-size 4096 --timeout 900 \\
+    --hurry-file $d/\$2.hurry \\
     < /dev/null > $d/\$2.rank\$1.out 2> $d/\$2.rank\$1.log
 LAUNCH
     chmod +x "$d/rank.sh"
@@ -62,6 +64,7 @@ start() {
 
 finish() {
     local end=$((SECONDS + 400)) r
+    : > "$d/$1.hurry"
     for r in 0 1; do
         until grep -q "result=" "$d/$1.rank$r.out" 2>/dev/null; do
             [ $SECONDS -lt $end ] || fail "rank $r of $1 did not finish: $(tail -n 5 "$d/$1.rank$r.log")"

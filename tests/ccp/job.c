@@ -27,6 +27,7 @@
  *       flows shows in acked and received
  *   rank=R t=T event=quiesced|resumed|address|switch|rail_down ...
  *   [rank R]: computing (no library call) while PATH exists / computed X s
+ *   [rank R]: PATH exists: the rest as fast as the window allows (--hurry-file)
  *   FAIL [rank R]: ...
  * stdout, once at the end:
  *   rank=R size=N sent=S received=V bad=B lost=L dup=D ooo=O result=ok|FAIL
@@ -79,6 +80,7 @@ static struct {
     size_t msg_size;
     double rate;              /* per peer per second; 0: as fast as the window allows */
     const char *compute_file;
+    const char *hurry_file;   /* once it exists: the rest at rate 0 */
     const char *die_at;       /* --die-at STAGE: end the process as it begins */
     unsigned linger_s, timeout_s;
 
@@ -87,7 +89,7 @@ static struct {
     struct peer *peers;       /* by rank; peers[rank] is this rank */
     uint8_t *tx, *expect;     /* a message being built; a body to compare with */
     uint32_t crc_table[256];
-    uint64_t t0, deadline, next_report, next_compute_poll;
+    uint64_t t0, deadline, next_report, next_compute_poll, next_hurry_poll;
     uint64_t failures;        /* not tied to one message: events, statistics, setup */
     bool tearing_down;
 } g;
@@ -408,6 +410,21 @@ static void compute(void)
     fprintf(stderr, "[rank %ld]: computed %.2f s\n", g.rank, (double)(now_ns() - t0) / 1e9);
 }
 
+/* --hurry-file: once PATH exists, what is left goes as fast as the window
+ * allows (a test that needs the job running through its cases, however
+ * slow the machine, then ends it without waiting for the rate). */
+static void hurry(void)
+{
+    if (!g.hurry_file || g.rate == 0 || now_ns() < g.next_hurry_poll)
+        return;
+    g.next_hurry_poll = now_ns() + REPORT_NS / 4;
+    if (access(g.hurry_file, F_OK) != 0)
+        return;
+    g.rate = 0;
+    fprintf(stderr, "[rank %ld]: %s exists: the rest as fast as the window allows\n", g.rank,
+            g.hurry_file);
+}
+
 static void report(uint64_t now, bool force)
 {
     uint64_t sent = 0, acked = 0, received = 0;
@@ -609,6 +626,7 @@ static int run(void)
         bool more = false;
 
         compute();
+        hurry();
         now = now_ns();
         for (int r = 0; r < g.size; r++) {
             struct peer *p = &g.peers[r];
@@ -783,6 +801,7 @@ static void usage(FILE *f)
             "  --rate R           messages per second to each peer (default 200; 0: as fast as\n"
             "                     the window allows)\n"
             "  --compute-file PATH  while PATH exists, compute: call no rov_* function\n"
+            "  --hurry-file PATH  once PATH exists, send the rest at --rate 0\n"
             "  --linger S         stay S seconds after the run, progressing\n"
             "  --die-at STAGE     exit 3 as STAGE (quiesce, close, checkpoint, reopen) begins:\n"
             "                     its stage hook ends the process inside the client's request\n"
@@ -814,6 +833,7 @@ static void parse_args(int argc, char **argv)
         {"msg-size", required_argument, NULL, 's'},
         {"rate", required_argument, NULL, 'r'},
         {"compute-file", required_argument, NULL, 'c'},
+        {"hurry-file", required_argument, NULL, 'u'},
         {"die-at", required_argument, NULL, 'd'},
         {"linger", required_argument, NULL, 'l'},
         {"timeout", required_argument, NULL, 't'},
@@ -839,6 +859,7 @@ static void parse_args(int argc, char **argv)
             }
             break;
         case 'c': g.compute_file = optarg; break;
+        case 'u': g.hurry_file = optarg; break;
         case 'd': g.die_at = optarg; break;
         case 'l': g.linger_s = (unsigned)parse_u64("--linger", optarg); break;
         case 't': g.timeout_s = (unsigned)parse_u64("--timeout", optarg); break;

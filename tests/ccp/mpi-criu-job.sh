@@ -228,5 +228,5 @@ tr -d '\r' < "$err" | awk '$1 == "mpi_ckpt:" && $2 == "tick" {
 rc=$?
 sed 's/^/  /' "$d/ticks.txt" | head -n 20
 [ $rc -eq 0 ] || fail "mpirun's output lost or repeated ticks: the images were not one cut of the job"
-grep -h 'railover-criu-tree: every unit' "$d/jobs/$job/sets/1/"unit.*.log | sed 's/^/  /'
+grep -h "railover-criu-tree: every unit" "$d/jobs/$job/sets/1/"unit.*/dump.log | sed 's/^/  /'
 log "PASS: the MPI job, checkpointed, gone on, killed and restarted from the checkpoint, ended with the reference's result"
