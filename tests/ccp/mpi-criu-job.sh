@@ -199,6 +199,9 @@ else
     # (c's own processes take pids from 16384 up: tests/vm/guest-lib.sh, _vm_spare)
     log "on c: hostname $(rexec hostname), its last pid $(rexec 'cat /proc/sys/kernel/ns_last_pid')," \
         "the tree to restore: $pids_b"
+    # (c announced its addresses: a's entries name c's MACs, not b's)
+    log "a's neighbours at c's addresses: $(ip neigh show to "$PEER_FAB" | tr '\n' ' ')|" \
+        "$(ip neigh show to "$PEER_ETH" | tr '\n' ' ')"
 fi
 log "left on the job's ports on a after the kill:"
 ss -tanH state all | grep -E ":($(paste -s -d '|' "$(img 1 a)/ckpt-tcp-ports.txt")) "

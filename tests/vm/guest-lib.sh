@@ -296,8 +296,13 @@ vm_replace() {
 #   pids      its own processes (the prologue, the mailbox agent, what it
 #             runs) take pids from 16384 up.  c boots as b did, so they
 #             would otherwise take the low pids that b's job had, the ones
-#             CRIU restores, and a restore finds them taken (exit 13/75).
-#             A site's replacement node must keep them free likewise.
+#             CRIU restores: without this, c's last pid was 155 when the
+#             MPI restart began (mpi-criu-job.sh), between the orted's 154
+#             and its rank's 157.  That restore passed, the processes that
+#             had had them being gone, but one alive at the restore
+#             (railover-restore, CRIU itself, the agent's command) would
+#             have failed it (cprclient exit 13).  A site's replacement
+#             node must keep them free likewise.
 #   announce  gratuitous ARP for its addresses on both links: its MACs are
 #             not b's, and a's neighbour entries (which rxe resolves a new
 #             QP's destination MAC from, and TCP uses) still name b's.
