@@ -305,7 +305,9 @@ vm_replace() {
 #             node must keep them free likewise.
 #   announce  gratuitous ARP for its addresses on both links: its MACs are
 #             not b's, and a's neighbour entries (which rxe resolves a new
-#             QP's destination MAC from, and TCP uses) still name b's.
+#             QP's destination MAC from, once, and TCP uses) still name
+#             b's: without it, a's fabric entry named b's MAC after the
+#             restore (README.md, "A spare VM").
 _vm_spare() {
   local _vm_max
   case $1 in
