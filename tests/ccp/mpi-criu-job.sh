@@ -11,8 +11,9 @@
 #   RAILOVER_TEST_SPARE=1: the restart on a replacement host.  VM b dies
 #     (vmrun kills its qemu, with the orted's tree in it) and the spare VM
 #     c takes its addresses (tests/vm/README.md, "A spare VM"); the
-#     orted's tree is restored on c (`cprclient JOB restart --map R=c`).
-#     A by-hand test, not in CTest (about 5 min under TCG):
+#     orted's tree is restored on c (`cprclient JOB restart --map R=c`, R
+#     its unit's lowest rank; with RAILOVER_TEST_MPI_PER_VM=2 as well).
+#     A by-hand test, not in CTest (about 3-5 min under TCG):
 #       RAILOVER_TEST_SPARE=1 tests/vm/vmrun --two --spare --timeout 1500 \
 #           -- tests/ccp/mpi-criu-job.sh BUILD_DIR BUILD_DIR/mpi-btl
 #
