@@ -7,6 +7,9 @@
 #   mpi_ckpt_criu_setup DIR
 #       what CRIU needs in both VMs (the modules, lo up, a first `criu check`,
 #       its output in DIR/criu-check.{a,b}); fails the job when it cannot.
+#   mpi_ckpt_criu_peer DIR
+#       the same on the peer VM alone (a spare that replaced b: c), its
+#       output in DIR/criu-check.$PEER; 1 when it cannot.
 #   mpi_ckpt_job DIR JOBID PER_VM BUILD BTL_DIR PKGLIBDIR ITERS BYTES PAUSE_MS [TICK_MS]
 #       DIR (under $VMOUT, the same path in both VMs) gets the launch files
 #       and the job registry DIR/jobs; PER_VM ranks on each VM (1: btl
@@ -51,20 +54,27 @@ mpi_ckpt_job() {
         "$build/tests/ccp/rov_mpi_ckpt" "$7" "$8" "$9" ${10:+"${10}"})
 }
 
+# (shared notes, softroce-vm.md section 3; --tcp-established locks the
+# connections with --network-lock nftables, CRIU's libnftables: the default
+# lock runs iptables, which a host may not have)
+mpi_ckpt_criu_mods="unix_diag inet_diag tcp_diag udp_diag raw_diag netlink_diag af_packet_diag tun veth nf_tables"
+
 mpi_ckpt_criu_setup() {
-    # (shared notes, softroce-vm.md section 3; --tcp-established locks the
-    # connections with --network-lock nftables, CRIU's libnftables: the
-    # default lock runs iptables, which a host may not have)
-    local d=$1 mods="unix_diag inet_diag tcp_diag udp_diag raw_diag netlink_diag af_packet_diag
-tun veth nf_tables"
+    local d=$1
     # shellcheck disable=SC2086 # (a list)
-    modprobe -a $mods || fail "modprobe $mods"
+    modprobe -a $mpi_ckpt_criu_mods || fail "modprobe $mpi_ckpt_criu_mods"
     ip link set lo up
-    wait_peer || fail "VM b is not ready"
-    rexec "modprobe -a ${mods//$'\n'/ } && ip link set lo up" || fail "modprobe on b"
     # (CRIU's first run on a host probes the kernel, with error lines on the way)
     criu check > "$d/criu-check.a" 2>&1 || fail "criu check on a: $(tail -n 3 "$d/criu-check.a")"
-    rexec "criu check > $d/criu-check.b 2>&1" || fail "criu check on b: $(tail -n 3 "$d/criu-check.b")"
+    wait_peer || fail "VM $PEER is not ready"
+    mpi_ckpt_criu_peer "$d" || exit 1
+}
+
+mpi_ckpt_criu_peer() {
+    local d=$1
+    rexec "modprobe -a $mpi_ckpt_criu_mods && ip link set lo up" || { log "modprobe on $PEER failed"; return 1; }
+    rexec "criu check > $d/criu-check.$PEER 2>&1" ||
+        { log "criu check on $PEER: $(tail -n 3 "$d/criu-check.$PEER")"; return 1; }
 }
 
 # mpi_ckpt_iteration ERR: the last iteration rank 0 reported (0: none yet).

@@ -8,6 +8,14 @@
 #   mpi-criu-job.sh BUILD_DIR [BTL_DIR [OMPI_PKGLIBDIR]]
 #   RAILOVER_TEST_MPI_PER_VM=2: two ranks per VM (-np 4, --map-by slot) over btl
 #     self,vader,railover; the ranks of a tree are one unit, imaged once.
+#   RAILOVER_TEST_SPARE=1: the restart on a replacement host.  VM b dies
+#     (vmrun kills its qemu, with the orted's tree in it) and the spare VM
+#     c takes its addresses (tests/vm/README.md, "A spare VM"); the
+#     orted's tree is restored on c (`cprclient JOB restart --map R=c`, R
+#     its unit's lowest rank; with RAILOVER_TEST_MPI_PER_VM=2 as well).
+#     A by-hand test, not in CTest (about 3-5 min under TCG):
+#       RAILOVER_TEST_SPARE=1 tests/vm/vmrun --two --spare --timeout 1500 \
+#           -- tests/ccp/mpi-criu-job.sh BUILD_DIR BUILD_DIR/mpi-btl
 #
 # The recipe (docs/ccp.md, "Restarting an MPI job"): RAILOVER_CHECKPOINT_TREE
 # =parent makes the ranks under one parent a unit whose checkpoint command
@@ -32,15 +40,17 @@
 #   (without it a would resume first and take b's ticks, which would then
 #   be in neither image).
 # restart: once the job has gone on 20 iterations, every process of it on
-#   both VMs (mpirun, the orted, the ranks) is killed with SIGKILL;
+#   both VMs (mpirun, the orted, the ranks) is killed with SIGKILL (with
+#   RAILOVER_TEST_SPARE=1, b's with VM b itself, replaced by c);
 #   `cprclient JOB restart` restores both trees from that checkpoint's set
-#   (both VMs at once), waits for the ranks and reopens the job;
+#   (both VMs at once: a and b, or a and c), waits for the ranks and
+#   reopens the job;
 #   both ranks' connection is on the verbs rail again (`railover status`),
 #   the job ends with the reference's result line, and mpirun's output has
 #   every tick of every rank once, in order.
 # Prints the dump and restore times and the image sizes.
 set -u
-[ "$ME" = b ] && exit 0 # b serves a's rexec calls (tests/vm/guest-run.sh)
+[ "$ME" != a ] && exit 0 # b (or c) serves a's rexec calls (tests/vm/guest-run.sh)
 build=${1:?usage: mpi-criu-job.sh BUILD_DIR [BTL_DIR [OMPI_PKGLIBDIR]]}
 prog=$build/tests/ccp/rov_mpi_ckpt cpr=$build/tools/cprclient railover=$build/tools/railover
 btl_dir=${2:-$build/mpi-btl}
@@ -49,6 +59,9 @@ command -v mpirun > /dev/null || { log "SKIP: mpirun not found (apt-get install 
 command -v criu > /dev/null || fail "criu is not installed on the host (apt-get install criu)"
 pkglibdir=${3:-$(ompi_info --path pkglibdir | sed 's/^.*: *//')}
 here=${VM_JOB%/*} # (VM_JOB: this script, absolute)
+spare=${RAILOVER_TEST_SPARE:-0}
+[ "$spare" = 0 ] || [ "${VM_SPARE:-0}" = 1 ] ||
+    fail "RAILOVER_TEST_SPARE=1 needs a spare VM: tests/vm/vmrun --two --spare"
 # shellcheck source-path=SCRIPTDIR source=../mpi/vm_mpi_lib.sh
 . "$here/../mpi/vm_mpi_lib.sh"
 # shellcheck source-path=SCRIPTDIR source=mpi-ckpt-lib.sh
@@ -167,7 +180,12 @@ pids_a=$(tree "$mpirun_pid" | tr '\n' ' ')
 pids_b=$(rexec ". $d/tree.sh; tree $orted_pid" | tr '\n' ' ')
 iteration
 kill -9 $pids_a
-rexec "kill -9 $pids_b" || fail "killing the orted's tree on b"
+if [ "$spare" = 0 ]; then
+    rexec "kill -9 $pids_b" || fail "killing the orted's tree on b"
+else
+    # The host dies with the orted's tree; a spare takes its addresses.
+    vm_replace || fail "VM b could not be replaced by the spare c"
+fi
 wait # (mpirun: this script's child)
 grep -q '^result=' "$out" && fail "the job finished before it was killed: raise ITERS"
 log "killed at iteration $it: mpirun's tree on a ($pids_a), the orted's on b ($pids_b)"
@@ -175,7 +193,17 @@ log "killed at iteration $it: mpirun's tree on a ($pids_a), the orted's on b ($p
 gone() { local p; for p in "$@"; do [ ! -e /proc/"$p" ] || return 1; done; }
 declare -f gone > "$d/gone.sh"
 waitfor 10 gone $pids_a || fail "a process of mpirun's tree is still there on a: $(ps -o pid,stat,comm -p "${pids_a// /,}")"
-rexec ". $d/gone.sh; waitfor 10 gone $pids_b" || fail "a process of the orted's tree is still there on b"
+if [ "$spare" = 0 ]; then
+    rexec ". $d/gone.sh; waitfor 10 gone $pids_b" || fail "a process of the orted's tree is still there on b"
+else
+    mpi_ckpt_criu_peer "$d" || fail "CRIU cannot run on the spare c"
+    # (c's own processes take pids from 16384 up: tests/vm/guest-lib.sh, _vm_spare)
+    log "on c: hostname $(rexec hostname), its last pid $(rexec 'cat /proc/sys/kernel/ns_last_pid')," \
+        "the tree to restore: $pids_b"
+    # (c announced its addresses: a's entries name c's MACs, not b's)
+    log "a's neighbours at c's addresses: $(ip neigh show to "$PEER_FAB" | tr '\n' ' ')|" \
+        "$(ip neigh show to "$PEER_ETH" | tr '\n' ' ')"
+fi
 log "left on the job's ports on a after the kill:"
 ss -tanH state all | grep -E ":($(paste -s -d '|' "$(img 1 a)/ckpt-tcp-ports.txt")) "
 
@@ -184,19 +212,24 @@ ss -tanH state all | grep -E ":($(paste -s -d '|' "$(img 1 a)/ckpt-tcp-ports.txt
 vm_agent "$d/agent" || fail "cannot write the agent"
 export RAILOVER_CCP_AGENT=$d/agent
 export RAILOVER_RESTORE_CMD="$build/tools/railover-restore %a %d --tcp-established -v2"
+# The orted's tree on the spare: its unit (lowest rank rb) on c's hostname.
+where=()
+[ "$spare" = 0 ] || where=(--map "$rb=$(rexec hostname)")
 t0=0 t1=0
 _vm_tms t0
-"$cpr" --timeout 300 "$job" restart > "$d/cpr-restart.out" 2>&1
+"$cpr" --timeout 300 "$job" restart "${where[@]}" > "$d/cpr-restart.out" 2>&1
 rc=$?
 _vm_tms t1
 cat "$d/cpr-restart.out"
-for v in a b; do
-    grep -v '^+ ' "$d/jobs/$job/sets/1/restore.$([ $v = a ] && echo 0 || echo "$rb").out" |
+for v in a "$PEER"; do
+    grep -v '^+ ' "$d/jobs/$job/sets/1/restore.$([ "$v" = a ] && echo 0 || echo "$rb").out" |
         sed "s/^/  $v: /"
     grep -E 'Error|Warn' "$(img 1 "$v")/restore.log" | head -n 5
 done
+[ $rc -eq 0 ] || [ "$spare" = 0 ] || tail -n 30 "$(img 1 c)/restore.log"
+
 [ $rc -eq 0 ] || fail "cprclient $job restart exited $rc"
-log "restarted from set 1 (both trees restored, the ranks back, the job reopened) in $((t1 - t0)) ms"
+log "restarted from set 1 (both trees restored, on a and $PEER, the ranks back, the job reopened) in $((t1 - t0)) ms"
 
 # Both ranks back on the verbs rail (rail 0): the reopen connects on it
 # first, or fails back to it after a connect that landed on tcp.
@@ -210,7 +243,7 @@ declare -f on_verbs > "$d/on_verbs.sh"
 waitfor 30 on_verbs "$pid0" || fail "rank 0 is not on $first after the restart: $("$railover" status "$pid0" 2>&1)"
 rexec "railover=$railover first=$first; . $d/on_verbs.sh; waitfor 30 on_verbs $pid1" ||
     fail "rank $rb is not on $first after the restart: $(rexec "$railover status $pid1" 2>&1)"
-log "rank 0 and rank $rb are on $first after the restart"
+log "rank 0 and rank $rb (on $PEER) are on $first after the restart"
 
 waitfor 300 grep -q '^result=' "$out" || fail "the restored job did not finish: $(tail -n 5 "$err")"
 res=$(grep '^result=' "$out")
@@ -229,4 +262,5 @@ rc=$?
 sed 's/^/  /' "$d/ticks.txt" | head -n 20
 [ $rc -eq 0 ] || fail "mpirun's output lost or repeated ticks: the images were not one cut of the job"
 grep -h "railover-criu-tree: every unit" "$d/jobs/$job/sets/1/"unit.*/dump.log | sed 's/^/  /'
+[ "$spare" = 0 ] || log "PASS: restarted with the orted's tree on the spare c, which took over b's addresses"
 log "PASS: the MPI job, checkpointed, gone on, killed and restarted from the checkpoint, ended with the reference's result"

@@ -18,6 +18,9 @@
 #   vm_agent FILE         write FILE, a launcher agent (`FILE HOST COMMAND`, as
 #                         ssh, Open MPI's plm_rsh_agent, RAILOVER_CCP_AGENT) that
 #                         runs COMMAND on the peer VM (HOST: its hostname)
+#   vm_replace [SEC]      (VM a, vmrun --spare) VM b dies, the spare c takes
+#                         its place; wait (300 s) until c is ready, then
+#                         PEER=c (rexec and vm_agent reach c)
 #
 # Why builtins everywhere: under TCG one fork+exec costs 0.2-0.5 s (notes
 # softroce-vm.md section 8), so polling loops use `nap` and $EPOCHREALTIME and
@@ -255,7 +258,74 @@ wait_peer() {
   done
 }
 
+# vm_replace [SEC]: (VM a of a `vmrun --two --spare` run) ask vmrun to
+# replace VM b by the spare c ($VM_CTL/replace.b): vmrun kills b's qemu
+# (whatever runs there dies with it, unannounced) and boots c on b's links,
+# with b's addresses.  Waits up to SEC (300) seconds for c's prologue (a
+# boot under TCG), then sets PEER=c: rexec, wait_peer and a vm_agent
+# written from then on reach c.  1 if c did not come up.
+vm_replace() {
+  local _vm_end _vm_now _vm_t0
+  [[ $ME == a && ${PEER:-} == b ]] ||
+    { log "vm_replace: only VM a replaces b, once (ME=$ME, PEER=${PEER:-none})"; return 125; }
+  [[ ${VM_SPARE:-0} == 1 ]] || { log "vm_replace: no spare VM (run vmrun --two --spare)"; return 125; }
+  : > "$VM_CTL/replace.b" || { log "vm_replace: cannot write to $VM_CTL"; return 1; }
+  _vm_dur _vm_end "${1:-300}" || return 2
+  _vm_tms _vm_t0
+  _vm_end=$((_vm_end + _vm_t0))
+  until [[ -e $VM_CTL/ready.c ]]; do
+    if [[ -e $VM_CTL/done.c ]]; then
+      log "vm_replace: the spare c ended before it was ready (see c.console, c.qemu, c.log)"
+      return 1
+    fi
+    _vm_tms _vm_now
+    if ((_vm_now >= _vm_end)); then
+      log "vm_replace: the spare c not ready after ${1:-300} s (see c.console: still booting?)"
+      return 1
+    fi
+    nap 0.2
+  done
+  PEER=c
+  unset _VM_RSEQ                               # (c's mailbox starts at slot 0)
+  _vm_tms _vm_now
+  log "vm_replace: b is gone, c ready in its place after $(((_vm_now - _vm_t0) / 1000)) s"
+}
+
 # ---------------------------------------------------------------- prologue
+# _vm_spare pids|announce: what the spare c does beyond the prologue.
+#   pids      its own processes (the prologue, the mailbox agent, what it
+#             runs) take pids from 16384 up.  c boots as b did, so they
+#             would otherwise take the low pids that b's job had, the ones
+#             CRIU restores: without this, c's last pid was 155 when the
+#             MPI restart began (mpi-criu-job.sh), between the orted's 154
+#             and its rank's 157.  That restore passed, the processes that
+#             had had them being gone, but one alive at the restore
+#             (railover-restore, CRIU itself, the agent's command) would
+#             have failed it (cprclient exit 13).  A site's replacement
+#             node must keep them free likewise.
+#   announce  gratuitous ARP for its addresses on both links: its MACs are
+#             not b's, and a's neighbour entries (which rxe resolves a new
+#             QP's destination MAC from, once, and TCP uses) still name
+#             b's: without it, a's fabric entry named b's MAC after the
+#             restore (README.md, "A spare VM").
+_vm_spare() {
+  local _vm_max
+  case $1 in
+    pids)
+      read -r _vm_max < /proc/sys/kernel/pid_max
+      if ((_vm_max > 20000)); then
+        echo 16383 > /proc/sys/kernel/ns_last_pid
+      else
+        log "setup: pid_max is $_vm_max: the spare's pids not moved up"
+      fi ;;
+    announce)
+      busybox arping -q -U -c 2 -I "$FAB_IF" "$FAB_IP" &
+      busybox arping -q -U -c 2 -I "$ETH_IF" "$ETH_IP"
+      wait ;;
+  esac
+  return 0
+}
+
 _vm_gid_ready() {
   local _vm_g _vm_s
   read -r _vm_g 2>/dev/null < "/sys/class/infiniband/$RDMA_DEV/ports/$RDMA_PORT/gids/$RDMA_GID_IDX" &&
