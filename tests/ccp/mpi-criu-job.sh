@@ -8,14 +8,13 @@
 #   mpi-criu-job.sh BUILD_DIR [BTL_DIR [OMPI_PKGLIBDIR]]
 #   RAILOVER_TEST_MPI_PER_VM=2: two ranks per VM (-np 4, --map-by slot) over btl
 #     self,vader,railover; the ranks of a tree are one unit, imaged once.
-#   RAILOVER_TEST_SPARE=1: the restart on a replacement host.  VM b dies
-#     (vmrun kills its qemu, with the orted's tree in it) and the spare VM
-#     c takes its addresses (tests/vm/README.md, "A spare VM"); the
-#     orted's tree is restored on c (`cprclient JOB restart --map R=c`, R
-#     its unit's lowest rank; with RAILOVER_TEST_MPI_PER_VM=2 as well).
-#     A by-hand test, not in CTest (about 3-5 min under TCG):
-#       RAILOVER_TEST_SPARE=1 tests/vm/vmrun --two --spare --timeout 1500 \
-#           -- tests/ccp/mpi-criu-job.sh BUILD_DIR BUILD_DIR/mpi-btl
+#   Under `vmrun --two --spare` (as CTest ccp_mpi_criu runs it), a second
+#     cycle restarts on a replacement host: VM b dies (vmrun kills its
+#     qemu, with the orted's tree in it) and the spare VM c takes its
+#     addresses (tests/vm/README.md, "A spare VM"); the orted's tree is
+#     restored on c (`cprclient JOB restart --map R=c`, R its unit's lowest
+#     rank; with RAILOVER_TEST_MPI_PER_VM=2 as well).  Without --spare, the
+#     first cycle only.
 #
 # The recipe (docs/ccp.md, "Restarting an MPI job"): RAILOVER_CHECKPOINT_TREE
 # =parent makes the ranks under one parent a unit whose checkpoint command
@@ -35,19 +34,20 @@
 #   TICK_MS (which the orted on b forwards to mpirun on a all the time);
 #   `cprclient JOB` drains, closes, images both trees (criu dump
 #   --leave-running) and reopens; the job goes on.  VM b's command starts
-#   DELAY_B seconds late, so that VM a's tree is imaged long before b's:
+#   DELAY_B seconds late (checkpoint 1), so that VM a's tree is imaged long before b's:
 #   railover-criu-tree's cut keeps a's tree frozen until b's is imaged too
 #   (without it a would resume first and take b's ticks, which would then
 #   be in neither image).
 # restart: once the job has gone on 20 iterations, every process of it on
-#   both VMs (mpirun, the orted, the ranks) is killed with SIGKILL (with
-#   RAILOVER_TEST_SPARE=1, b's with VM b itself, replaced by c);
+#   both VMs (mpirun, the orted, the ranks) is killed with SIGKILL;
 #   `cprclient JOB restart` restores both trees from that checkpoint's set
-#   (both VMs at once: a and b, or a and c), waits for the ranks and
-#   reopens the job;
-#   both ranks' connection is on the verbs rail again (`railover status`),
-#   the job ends with the reference's result line, and mpirun's output has
-#   every tick of every rank once, in order.
+#   (both VMs at once), waits for the ranks and reopens the job; both
+#   ranks' connection is on the verbs rail again (`railover status`).
+# spare (with a spare VM): the same cycle again, checkpoint 2, but b's
+#   processes die with VM b itself, replaced by c, and the restart puts
+#   the orted's tree on c.
+# end: the job ends with the reference's result line, and mpirun's output
+#   has every tick of every rank once, in order.
 # Prints the dump and restore times and the image sizes.
 set -u
 [ "$ME" != a ] && exit 0 # b (or c) serves a's rexec calls (tests/vm/guest-run.sh)
@@ -59,9 +59,6 @@ command -v mpirun > /dev/null || { log "SKIP: mpirun not found (apt-get install 
 command -v criu > /dev/null || fail "criu is not installed on the host (apt-get install criu)"
 pkglibdir=${3:-$(ompi_info --path pkglibdir | sed 's/^.*: *//')}
 here=${VM_JOB%/*} # (VM_JOB: this script, absolute)
-spare=${RAILOVER_TEST_SPARE:-0}
-[ "$spare" = 0 ] || [ "${VM_SPARE:-0}" = 1 ] ||
-    fail "RAILOVER_TEST_SPARE=1 needs a spare VM: tests/vm/vmrun --two --spare"
 # shellcheck source-path=SCRIPTDIR source=../mpi/vm_mpi_lib.sh
 . "$here/../mpi/vm_mpi_lib.sh"
 # shellcheck source-path=SCRIPTDIR source=mpi-ckpt-lib.sh
@@ -70,9 +67,9 @@ spare=${RAILOVER_TEST_SPARE:-0}
 # The job: ITERS ring exchanges of BYTES and an allreduce each, PAUSE_MS of
 # "computation" between them (about 0.1 s an iteration under TCG).
 # Two ranks per VM take longer to set up and image: more iterations, so
-# that the job is still running when it is killed.
+# that the job is still running when it is killed the second time.
 per_vm=${RAILOVER_TEST_MPI_PER_VM:-1}
-ITERS=$((per_vm == 1 ? 400 : 800)) BYTES=65536 PAUSE_MS=40 TICK_MS=100 DELAY_B=20
+ITERS=$((per_vm == 1 ? 500 : 1000)) BYTES=65536 PAUSE_MS=40 TICK_MS=100 DELAY_B=20
 np=$((2 * per_vm))
 
 d=$VMOUT/mpi-criu
@@ -93,7 +90,8 @@ log "reference: $ref"
 job=mpi-ckpt out=$d/job.out err=$d/job.err
 mpi_ckpt_job "$d" "$job" "$per_vm" "$build" "$btl_dir" "$pkglibdir" "$ITERS" "$BYTES" "$PAUSE_MS" \
     "$TICK_MS" || fail "cannot set up $d"
-RAILOVER_CHECKPOINT_CMD="if [ \"\$(uname -n)\" = b ]; then sleep $DELAY_B; fi; $RAILOVER_CHECKPOINT_CMD"
+# (checkpoint 1 only: RAILOVER_CKPT_SET, from the checkpoint runner)
+RAILOVER_CHECKPOINT_CMD="case \$RAILOVER_CKPT_SET in */sets/1) [ \"\$(uname -n)\" != b ] || sleep $DELAY_B ;; esac; $RAILOVER_CHECKPOINT_CMD"
 argv=("${mpi_ckpt_argv[@]}")
 log "\$ ${argv[*]}"
 cd "$d" || fail "no $d"
@@ -161,78 +159,17 @@ checkpoint() { # N
     images "$1"
 }
 
-# --- checkpoint, the job continues; then kill everything, restart ----------------------
-iteration
-log "checkpoint 1 at iteration $it"
-checkpoint 1
-iteration
-at=$it
-waitfor 60 progressed $((at + 20)) || fail "the job did not go on after checkpoint 1: $(tail -n 5 "$err")"
-iteration
-log "the job goes on after checkpoint 1 (iteration $at -> $it)"
+# --- checkpoint, the job continues; kill everything, restart -------------------------
 tree() { # ROOT: the pids of the tree
     local p
     echo "$1"
     for p in $(cat /proc/"$1"/task/*/children 2> /dev/null); do tree "$p"; done
 }
 declare -f tree > "$d/tree.sh"
-pids_a=$(tree "$mpirun_pid" | tr '\n' ' ')
-pids_b=$(rexec ". $d/tree.sh; tree $orted_pid" | tr '\n' ' ')
-iteration
-kill -9 $pids_a
-if [ "$spare" = 0 ]; then
-    rexec "kill -9 $pids_b" || fail "killing the orted's tree on b"
-else
-    # The host dies with the orted's tree; a spare takes its addresses.
-    vm_replace || fail "VM b could not be replaced by the spare c"
-fi
-wait # (mpirun: this script's child)
-grep -q '^result=' "$out" && fail "the job finished before it was killed: raise ITERS"
-log "killed at iteration $it: mpirun's tree on a ($pids_a), the orted's on b ($pids_b)"
-# CRIU restores the same pids: they must be free (no zombie left either).
 gone() { local p; for p in "$@"; do [ ! -e /proc/"$p" ] || return 1; done; }
 declare -f gone > "$d/gone.sh"
-waitfor 10 gone $pids_a || fail "a process of mpirun's tree is still there on a: $(ps -o pid,stat,comm -p "${pids_a// /,}")"
-if [ "$spare" = 0 ]; then
-    rexec ". $d/gone.sh; waitfor 10 gone $pids_b" || fail "a process of the orted's tree is still there on b"
-else
-    mpi_ckpt_criu_peer "$d" || fail "CRIU cannot run on the spare c"
-    # (c's own processes take pids from 16384 up: tests/vm/guest-lib.sh, _vm_spare)
-    log "on c: hostname $(rexec hostname), its last pid $(rexec 'cat /proc/sys/kernel/ns_last_pid')," \
-        "the tree to restore: $pids_b"
-    # (c announced its addresses: a's entries name c's MACs, not b's)
-    log "a's neighbours at c's addresses: $(ip neigh show to "$PEER_FAB" | tr '\n' ' ')|" \
-        "$(ip neigh show to "$PEER_ETH" | tr '\n' ' ')"
-fi
-log "left on the job's ports on a after the kill:"
-ss -tanH state all | grep -E ":($(paste -s -d '|' "$(img 1 a)/ckpt-tcp-ports.txt")) "
-
-# The restart: railover-restore on each VM (b through the mailbox), both
-# at once; then the ranks register again and the job is reopened.
-vm_agent "$d/agent" || fail "cannot write the agent"
-export RAILOVER_CCP_AGENT=$d/agent
-export RAILOVER_RESTORE_CMD="$build/tools/railover-restore %a %d --tcp-established -v2"
-# The orted's tree on the spare: its unit (lowest rank rb) on c's hostname.
-where=()
-[ "$spare" = 0 ] || where=(--map "$rb=$(rexec hostname)")
-t0=0 t1=0
-_vm_tms t0
-"$cpr" --timeout 300 "$job" restart "${where[@]}" > "$d/cpr-restart.out" 2>&1
-rc=$?
-_vm_tms t1
-cat "$d/cpr-restart.out"
-for v in a "$PEER"; do
-    grep -v '^+ ' "$d/jobs/$job/sets/1/restore.$([ "$v" = a ] && echo 0 || echo "$rb").out" |
-        sed "s/^/  $v: /"
-    grep -E 'Error|Warn' "$(img 1 "$v")/restore.log" | head -n 5
-done
-[ $rc -eq 0 ] || [ "$spare" = 0 ] || tail -n 30 "$(img 1 c)/restore.log"
-
-[ $rc -eq 0 ] || fail "cprclient $job restart exited $rc"
-log "restarted from set 1 (both trees restored, on a and $PEER, the ranks back, the job reopened) in $((t1 - t0)) ms"
-
-# Both ranks back on the verbs rail (rail 0): the reopen connects on it
-# first, or fails back to it after a connect that landed on tcp.
+# Both ranks on the verbs rail (rail 0): the reopen connects on it first,
+# or fails back to it after a connect that landed on tcp.
 first=verbs@$RDMA_DEV:$RDMA_PORT
 on_verbs() { # PID
     local s
@@ -240,10 +177,79 @@ on_verbs() { # PID
         [[ $s =~ state=established\ rail=$first\(0\) && ! $s =~ state=established\ rail=[^\ ]*\([1-9] ]]
 }
 declare -f on_verbs > "$d/on_verbs.sh"
-waitfor 30 on_verbs "$pid0" || fail "rank 0 is not on $first after the restart: $("$railover" status "$pid0" 2>&1)"
-rexec "railover=$railover first=$first; . $d/on_verbs.sh; waitfor 30 on_verbs $pid1" ||
-    fail "rank $rb is not on $first after the restart: $(rexec "$railover status $pid1" 2>&1)"
-log "rank 0 and rank $rb (on $PEER) are on $first after the restart"
+export RAILOVER_CCP_AGENT=$d/agent
+export RAILOVER_RESTORE_CMD="$build/tools/railover-restore %a %d --tcp-established -v2"
+
+cycle() { # N same|spare: checkpoint N, go on, kill, restart from set N
+    local n=$1 how=$2 at pids_a pids_b rc t0=0 t1=0 v where=()
+    iteration
+    log "checkpoint $n at iteration $it"
+    checkpoint "$n"
+    iteration
+    at=$it
+    waitfor 60 progressed $((at + 20)) || fail "the job did not go on after checkpoint $n: $(tail -n 5 "$err")"
+    iteration
+    log "the job goes on after checkpoint $n (iteration $at -> $it)"
+    pids_a=$(tree "$mpirun_pid" | tr '\n' ' ')
+    pids_b=$(rexec ". $d/tree.sh; tree $orted_pid" | tr '\n' ' ')
+    iteration
+    kill -9 $pids_a
+    if [ "$how" = same ]; then
+        rexec "kill -9 $pids_b" || fail "killing the orted's tree on $PEER"
+    else
+        # The host dies with the orted's tree; a spare takes its addresses.
+        vm_replace || fail "VM b could not be replaced by the spare c"
+    fi
+    wait # (mpirun, the first time: this script's child)
+    grep -q '^result=' "$out" && fail "the job finished before it was killed: raise ITERS"
+    log "killed at iteration $it: mpirun's tree on a ($pids_a), the orted's ($pids_b)" \
+        "$([ "$how" = same ] && echo "on $PEER" || echo "with VM b")"
+    # CRIU restores the same pids: they must be free (no zombie left either).
+    waitfor 10 gone $pids_a || fail "a process of mpirun's tree is still there on a: $(ps -o pid,stat,comm -p "${pids_a// /,}")"
+    if [ "$how" = same ]; then
+        rexec ". $d/gone.sh; waitfor 10 gone $pids_b" || fail "a process of the orted's tree is still there on $PEER"
+    else
+        mpi_ckpt_criu_peer "$d" || fail "CRIU cannot run on the spare c"
+        # (c's own processes take pids from 16384 up: tests/vm/guest-lib.sh, _vm_spare)
+        log "on c: hostname $(rexec hostname), its last pid $(rexec 'cat /proc/sys/kernel/ns_last_pid')," \
+            "the tree to restore: $pids_b"
+        # (c announced its addresses: a's entries name c's MACs, not b's)
+        log "a's neighbours at c's addresses: $(ip neigh show to "$PEER_FAB" | tr '\n' ' ')|" \
+            "$(ip neigh show to "$PEER_ETH" | tr '\n' ' ')"
+        # The orted's tree on the spare: its unit (lowest rank rb) on c's hostname.
+        where=(--map "$rb=$(rexec hostname)")
+    fi
+    log "left on the job's ports on a after the kill:"
+    ss -tanH state all | grep -E ":($(paste -s -d '|' "$(img "$n" a)/ckpt-tcp-ports.txt")) "
+
+    # The restart: railover-restore on each VM (the peer through the
+    # mailbox: the agent names the peer of now), both at once; then the
+    # ranks register again and the job is reopened.
+    vm_agent "$d/agent" || fail "cannot write the agent"
+    _vm_tms t0
+    "$cpr" --timeout 300 "$job" restart "${where[@]}" > "$d/cpr-restart$n.out" 2>&1
+    rc=$?
+    _vm_tms t1
+    cat "$d/cpr-restart$n.out"
+    for v in a "$PEER"; do
+        grep -v '^+ ' "$d/jobs/$job/sets/$n/restore.$([ "$v" = a ] && echo 0 || echo "$rb").out" |
+            sed "s/^/  $v: /"
+        grep -E 'Error|Warn' "$(img "$n" "$v")/restore.log" | head -n 5
+    done
+    [ $rc -eq 0 ] || tail -n 30 "$(img "$n" "$PEER")/restore.log"
+    [ $rc -eq 0 ] || fail "cprclient $job restart exited $rc"
+    log "restarted from set $n (both trees restored, on a and $PEER, the ranks back, the job reopened) in $((t1 - t0)) ms"
+    waitfor 30 on_verbs "$pid0" || fail "rank 0 is not on $first after the restart: $("$railover" status "$pid0" 2>&1)"
+    rexec "railover=$railover first=$first; . $d/on_verbs.sh; waitfor 30 on_verbs $pid1" ||
+        fail "rank $rb is not on $first after the restart: $(rexec "$railover status $pid1" 2>&1)"
+    log "rank 0 and rank $rb (on $PEER) are on $first after the restart"
+}
+
+cycle 1 same
+if [ "${VM_SPARE:-0}" = 1 ]; then
+    cycle 2 spare
+    log "PASS: restarted with the orted's tree on the spare c, which took over b's addresses"
+fi
 
 waitfor 300 grep -q '^result=' "$out" || fail "the restored job did not finish: $(tail -n 5 "$err")"
 res=$(grep '^result=' "$out")
@@ -261,6 +267,5 @@ tr -d '\r' < "$err" | awk '$1 == "mpi_ckpt:" && $2 == "tick" {
 rc=$?
 sed 's/^/  /' "$d/ticks.txt" | head -n 20
 [ $rc -eq 0 ] || fail "mpirun's output lost or repeated ticks: the images were not one cut of the job"
-grep -h "railover-criu-tree: every unit" "$d/jobs/$job/sets/1/"unit.*/dump.log | sed 's/^/  /'
-[ "$spare" = 0 ] || log "PASS: restarted with the orted's tree on the spare c, which took over b's addresses"
+grep -h "railover-criu-tree: every unit" "$d/jobs/$job/sets/"*/unit.*/dump.log | sed 's/^/  /'
 log "PASS: the MPI job, checkpointed, gone on, killed and restarted from the checkpoint, ended with the reference's result"
