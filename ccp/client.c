@@ -462,6 +462,7 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
                  suspend ? " suspend" : "", limit);
         if (ccp_job_ask(job, i, verb) != ROV_OK) {
             st = fail(job, i, err, err_len);
+            ccp_set_abort(job->dir, set); /* the ranks asked so far stop waiting */
             free(before);
             return st;
         }
@@ -469,6 +470,8 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
     while (left && ccp_now_s() < deadline) {
         struct timespec ts = {0, (long)(POLL_S * 4 * 1e9)};
 
+        if (st != ROV_OK)
+            ccp_set_abort(job->dir, set); /* the others stop waiting for a cut */
         nanosleep(&ts, NULL);
         for (size_t i = 0; i < job->n; i++) {
             rov_job_rank_t *r = &job->ranks[i];
@@ -518,6 +521,8 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
             }
         }
     }
+    if (left)
+        ccp_set_abort(job->dir, set);
     for (size_t i = 0; left && i < job->n; i++)
         if (job->ranks[i].seconds == 0 && job->ranks[i].status == ROV_OK) {
             job->ranks[i].status = ROV_ERR_TIMEDOUT;

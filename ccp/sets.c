@@ -142,6 +142,16 @@ rov_status_t ccp_set_new(const char *jobdir, const struct ccp_record *recs, size
     return st == ROV_OK ? ranks_write(jobdir, next, recs, nrecs, err, err_len) : st;
 }
 
+void ccp_set_abort(const char *jobdir, long set)
+{
+    char path[CCP_DIR_MAX + ROV_JOB_MAX + 40], err[256];
+    int fd;
+
+    if (ccp_set_path(jobdir, set, "abort", path, sizeof(path)) &&
+        ccp_open(path, O_WRONLY | O_CREAT | O_EXCL, 0600, &fd, err, sizeof(err)) == ROV_OK)
+        close(fd);
+}
+
 rov_status_t ccp_manifest_write(const char *jobdir, const uint8_t key[ROV_KEY_LEN], long set,
                                 const struct ccp_record *recs, size_t n, char *err,
                                 size_t err_len)

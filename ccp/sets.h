@@ -10,8 +10,11 @@
  *       status.<r>       rank r's result: "<checkpoint number> <exit status> <ms>"
  *       ranks            every rank of the set, one a line, written when it
  *                        is made (what a checkpoint command waits for, below)
- *       dumped.<r>       rank r's unit is imaged and its tree still frozen
- *                        (written by the command: railover-criu-tree)
+ *       dumped.<r>/      rank r's unit is imaged and its tree still frozen
+ *                        (made by the command: railover-criu-tree)
+ *       abort            cprclient gave the checkpoint up (a rank failed or
+ *                        did not answer): a command waiting for the others
+ *                        stops waiting
  *       manifest         written last, sealed, only when every rank succeeded
  *
  * A set without a valid manifest is incomplete (failed half-way, or being
@@ -56,6 +59,10 @@ bool ccp_set_path(const char *jobdir, long set, const char *leaf, char *out, siz
  * `ranks` file: the ranks of recs (n of them), the job that is imaged. */
 rov_status_t ccp_set_new(const char *jobdir, const struct ccp_record *recs, size_t n,
                          long *set_p, char *err, size_t err_len);
+
+/** Mark a set given up (its `abort`): the units' commands stop waiting for
+ * each other.  Best effort: a mark already there is fine. */
+void ccp_set_abort(const char *jobdir, long set);
 
 /** Write the manifest of a set whose every rank succeeded (recs: the
  * ranks' records, n of them). */

@@ -1405,16 +1405,18 @@ def restart_cut(args, wd, ck, topo):
     No unit's command ends before every rank of the set is imaged
     (dumped.<r> for each), and the set completes; then rank 3's command
     fails before it: every other unit's fails too, naming rank 3, and the
-    set stays incomplete while the job runs on.  (CRIU itself, which
+    set stays incomplete while the job runs on; then rank 3's command
+    succeeds without the cut: the others fail, saying so.  (CRIU itself, which
     freezes the tree around the script, is ccp_mpi_criu's, in the VMs.)"""
     tool = os.path.join(os.path.dirname(args.restore), "railover-criu-tree")
-    post_dump = ("CRTOOLS_SCRIPT_ACTION=post-dump CRTOOLS_IMAGE_DIR=%%d CRTOOLS_INIT_PID=%%p "
-                 "RAILOVER_CRIU_FILES=%s %s" % (wd.sub("cut-files").path, tool))
     cut = wd.sub("cut")
-    fail = cut.file("fail")
+    fail, nocut = cut.file("fail"), cut.file("nocut")
+    with open(cut.file("cut.sh"), "w") as f:   # (RANK IMAGES PID)
+        f.write('if [ "$1" = 3 ]; then sleep 2; [ -e %s ] && exit 3; [ -e %s ] && exit 0; fi\n'
+                'CRTOOLS_SCRIPT_ACTION=post-dump CRTOOLS_IMAGE_DIR="$2" CRTOOLS_INIT_PID="$3" '
+                'RAILOVER_CRIU_FILES=%s exec %s\n' % (fail, nocut, wd.sub("cut-files").path, tool))
     job = Job(args, cut, topo, msgs=1000000, rate=100, linger=120, timeout=600)
-    job.checkpoint_cmd("if [ %%r = 3 ]; then sleep 2; [ -e %s ] && exit 3; fi; %s" %
-                       (fail, post_dump))
+    job.checkpoint_cmd("sh %s %%r %%d %%p" % cut.file("cut.sh"))
     try:
         job.start()
         job.mark("four units, rank 3's late: none ends before all are imaged")
@@ -1443,15 +1445,23 @@ def restart_cut(args, wd, ck, topo):
             pass
         ans = job.client(job.jobid)
         job.expect(ck, ans, 9, "running")
-        ck.check(not os.path.exists(job.set_file(2, "manifest")), "set 2 has a manifest")
-        for r in RANKS[:-1]:
-            with open(job.set_file(2, "status.%d" % r)) as f:
-                rc = f.read().split()[1]
-            with open(job.set_file(2, "unit.%d.log" % r), errors="replace") as f:
-                log = f.read()
-            ck.check(rc == "1" and "rank 3 (exit status 3)" in log,
-                     "rank %d: status %s, expected 1 and rank 3's failure named: %s" %
-                     (r, rc, log[-300:]))
+        for s, why in ((2, "rank 3 (exit status 3)"), (3, "rank 3 (imaged without the cut)")):
+            if s == 3:
+                job.mark("rank 3's command succeeds without the cut: the others fail")
+                os.unlink(fail)
+                with open(nocut, "w"):
+                    pass
+                job.expect(ck, job.client(job.jobid), 9, "running")
+            ck.check(not os.path.exists(job.set_file(s, "manifest")), "set %d has a manifest" % s)
+            for r in RANKS[:-1]:
+                with open(job.set_file(s, "status.%d" % r)) as f:
+                    rc = f.read().split()[1]
+                with open(job.set_file(s, "unit.%d.log" % r), errors="replace") as f:
+                    log = f.read()
+                ck.check(rc == "1" and why in log and
+                         not os.path.exists(job.set_file(s, "dumped.%d" % r)),
+                         "set %d, rank %d: status %s, expected 1, %r named and its mark "
+                         "removed: %s" % (s, r, rc, why, log[-300:]))
         flowing_from_now(job)
     finally:
         job.kill()
