@@ -263,7 +263,8 @@ static bool set_file(const struct ccp_ctx *c, const char *what, long rank, char 
 }
 
 /* The runner, "sh -c RUNNER railover-checkpoint CMD SETDIR SET WAIT_S
- * RANK...": waits (at most WAIT_S seconds of wall time) until every other
+ * RANK...": waits (at most WAIT_S seconds of wall time, read every pass from
+ * /proc/uptime without a fork, as railover-criu-tree does) until every other
  * rank of the unit has closed its control endpoints, then runs CMD: "+
  * <command>" and its output in the log, then "<set> <status> <milliseconds>"
  * in each rank's status file (written whole, renamed into place: a runner
@@ -278,10 +279,11 @@ static bool set_file(const struct ccp_ctx *c, const char *what, long rank, char 
  * (railover-criu-tree's cut) needs. */
 #define RUNNER                                                                                   \
     "cmd=$1 dir=$2 set=$3 wait=$4; shift 4; rc=0; me=$1; shift; end=$(($(date +%s) + wait)); " \
-    "for r; do n=0; while [ ! -e \"$dir/ready.$r\" ]; do "                                     \
-    "if [ $((n % 25)) -eq 0 ] && [ \"$(date +%s)\" -ge $end ]; then "                          \
+    "read -r up _ < /proc/uptime; stop=$((${up%.*} + wait)); "                                 \
+    "for r; do while [ ! -e \"$dir/ready.$r\" ]; do read -r up _ < /proc/uptime; "             \
+    "if [ ${up%.*} -ge $stop ]; then "                                                         \
     "echo \"rank $r of this unit did not close its control endpoints: nothing imaged\"; "      \
-    "rc=125; break 2; fi; n=$((n + 1)); sleep 0.02; done; done; "                              \
+    "rc=125; break 2; fi; sleep 0.02; done; done; "                                            \
     "export RAILOVER_CKPT_SET=\"$dir\" RAILOVER_CKPT_UNIT=\"$me $*\" RAILOVER_CKPT_END=$end; " \
     "t0=$(date +%s%N); if [ $rc -eq 0 ]; then printf '+ %s\\n' \"$cmd\"; /bin/sh -c \"$cmd\"; " \
     "rc=$?; fi; t1=$(date +%s%N); "                                                           \

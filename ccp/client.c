@@ -470,8 +470,6 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
     while (left && ccp_now_s() < deadline) {
         struct timespec ts = {0, (long)(POLL_S * 4 * 1e9)};
 
-        if (st != ROV_OK)
-            ccp_set_abort(job->dir, set); /* the others stop waiting for a cut */
         nanosleep(&ts, NULL);
         for (size_t i = 0; i < job->n; i++) {
             rov_job_rank_t *r = &job->ranks[i];
@@ -519,6 +517,8 @@ static rov_status_t checkpoint(rov_job_t *job, bool suspend, double timeout_s, c
                     st = r->status;
                 }
             }
+            if (r->status != ROV_OK)
+                ccp_set_abort(job->dir, set); /* the other units stop waiting for a cut */
         }
     }
     if (left)
