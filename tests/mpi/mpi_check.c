@@ -16,7 +16,9 @@
  * hold: every rank prints "hold: rank R pid P"; rank 0 then waits, without
  * calling MPI, until the file $ROV_MPI_HOLD_FILE exists (for a limit to be
  * set on it from outside before its first connection); no barrier follows
- * unless $ROV_MPI_HOLD_BARRIER is set, so that rank 0 connects first.
+ * unless $ROV_MPI_HOLD_BARRIER is set, so that rank 0 connects first.  With
+ * the barrier, the other ranks first wait for $ROV_MPI_HOLD_FILE.peers, so
+ * that they connect to rank 0 only once its limit is set.
  *
  * After each test but soak (whose length is a time) and hold, rank 0 prints
  * "result: TEST HEX": the sum over ranks of what they received (a hash of
@@ -501,13 +503,19 @@ static void test_hold(void)
 {
     const char *file = getenv("ROV_MPI_HOLD_FILE");
 
+    char peers[4096];
+
     printf("hold: rank %d pid %d\n", rank, (int) getpid());
     fflush(stdout);
-    if (rank != 0)
-        return;
     if (!file) {
         fail("hold: ROV_MPI_HOLD_FILE is not set");
         return;
+    }
+    if (rank != 0) {
+        if (!getenv("ROV_MPI_HOLD_BARRIER"))
+            return;
+        snprintf(peers, sizeof(peers), "%s.peers", file);
+        file = peers;
     }
     while (access(file, F_OK) != 0)
         usleep(50000);

@@ -229,12 +229,20 @@ emfile)
     nfd=0
     while [ -e /proc/"$pid"/fd/$nfd ]; do nfd=$((nfd + 1)); done
     prlimit --pid "$pid" --nofile="$nfd": || { kill $job; fail "prlimit failed"; }
-    touch "$hold"
+    seen="btl railover: cannot connect to \[\[[0-9]*,[0-9]*\],1\] on [^ ]* yet: .*file descriptors"
     if [ -n "${1:-}" ]; then
+        # Rank 1 is let go first and connects to rank 0, whose limit is set;
+        # rank 0 goes on (and accepts) once the connect waits in one of its
+        # listeners' accept queues (or 10 s passed).
         seen="tcp@127.0.0.1: out of file descriptors .*: incoming connections are closed at once"
-    else
-        seen="btl railover: cannot connect to \[\[[0-9]*,[0-9]*\],1\] on [^ ]* yet: .*file descriptors"
+        touch "$hold.peers"
+        for _ in $(seq 100); do
+            ss -ltnpH | awk -v p="pid=$pid," 'index($0, p) && $2 > 0 { q = 1 } END { exit !q }' &&
+                break
+            sleep 0.1
+        done
     fi
+    touch "$hold"
     for _ in $(seq 100); do
         grep -q -- "$seen" "$out" && break
         sleep 0.1
@@ -243,7 +251,7 @@ emfile)
     prlimit --pid "$pid" --nofile=1024:
     wait $job
     rc=$?
-    rm -f "$hold"
+    rm -f "$hold" "$hold.peers"
     expect "$seen"
     [ "$rc" -eq 0 ] || fail "the job exited with $rc"
     [ "$(grep -c 'cannot connect to .* yet' "$out")" -le 1 ] || fail "the BTL said it more than once"
