@@ -478,6 +478,17 @@ void rov_rail_link_up(struct rov_rail *rail)
     rov_policies_rail_up(rail->ctx, rail->index);
 }
 
+void rov_rail_link_down(struct rov_rail *rail, const char *why)
+{
+    for (struct rov_conn *c = rail->ctx->conns, *next; c; c = next) {
+        struct rov_chan *chan = c->chans[rail->index];
+
+        next = c->next; /* (c may fail, and be freed if it was closing) */
+        if (chan && chan->state != ROV_CHAN_CLOSED)
+            rov_conn_chan_failed_reason(chan, ROV_ERR_UNREACHABLE, why, ROV_REASON_FAIL_LINK);
+    }
+}
+
 void rov_rail_failed(struct rov_chan *chan, rov_status_t status, const char *why)
 {
     if (chan->state == ROV_CHAN_CLOSED)

@@ -29,8 +29,9 @@ static bool carries(int ifindex, const struct sockaddr_storage *addr)
     return yes;
 }
 
-/* Remember ifindex's state; whether it went from not running to running. */
-static bool came_up(struct rov_net_links *l, int ifindex, bool running)
+/* Remember ifindex's state; +1 when it went from not running to running,
+ * -1 from running to not running, 0 when it did not change (or is new). */
+static int changed(struct rov_net_links *l, int ifindex, bool running)
 {
     unsigned i;
     bool was;
@@ -42,18 +43,18 @@ static bool came_up(struct rov_net_links *l, int ifindex, bool running)
         i = l->nseen < ROV_NET_LINKS_SEEN ? l->nseen++ : l->next++ % ROV_NET_LINKS_SEEN;
         l->seen[i].ifindex = ifindex;
         l->seen[i].running = running;
-        return false;
+        return 0;
     }
     was = l->seen[i].running;
     l->seen[i].running = running;
-    return running && !was;
+    return running == was ? 0 : running ? 1 : -1;
 }
 
 static void links_cb(struct rov_watch *w, uint32_t events)
 {
     struct rov_net_links *l = rov_container_of(w, struct rov_net_links, watch);
     char buf[16384] __attribute__((aligned(__alignof__(struct nlmsghdr))));
-    bool up = false;
+    bool up = false, down = false;
     ssize_t n;
 
     (void)events;
@@ -84,22 +85,32 @@ static void links_cb(struct rov_watch *w, uint32_t events)
         for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
              h = NLMSG_NEXT(h, n)) {
             const struct ifinfomsg *ifi = NLMSG_DATA(h);
-            unsigned flags;
+            char name[IF_NAMESIZE] = "?";
+            int change;
 
             if (h->nlmsg_type != RTM_NEWLINK || h->nlmsg_len < NLMSG_LENGTH(sizeof(*ifi)))
                 continue;
-            flags = ifi->ifi_flags;
-            if (came_up(l, ifi->ifi_index, (flags & (IFF_UP | IFF_RUNNING)) ==
-                                                   (IFF_UP | IFF_RUNNING)) &&
-                carries(ifi->ifi_index, &l->local)) {
-                char name[IF_NAMESIZE] = "?";
-
-                if_indextoname((unsigned)ifi->ifi_index, name);
+            change = changed(l, ifi->ifi_index, (ifi->ifi_flags & (IFF_UP | IFF_RUNNING)) ==
+                                                    (IFF_UP | IFF_RUNNING));
+            if (!change || !carries(ifi->ifi_index, &l->local))
+                continue;
+            if_indextoname((unsigned)ifi->ifi_index, name);
+            if (change > 0) {
                 rov_info("netlink", "rail %s: link %s is up again", l->rail->spec->name, name);
                 up = true;
+                down = false;
+            } else {
+                rov_warn("netlink", "rail %s: link %s is down: its connections leave it",
+                         l->rail->spec->name, name);
+                down = true;
+                up = false;
             }
         }
     }
+    /* The last word of this batch counts: down then up again within it
+     * (a flap faster than this process read) leaves the channels alone. */
+    if (down)
+        rov_rail_link_down(l->rail, "the rail's link went down (netlink)");
     if (up)
         rov_rail_link_up(l->rail);
 }

@@ -1,15 +1,20 @@
 /*
- * Link changes for the rails that use IP: a rail whose interface comes back
- * up (ip link set up, the carrier back after a switch restarts) says so with
- * rov_rail_link_up(), and the connections whose channel on that rail failed
- * retry it at once instead of after their backoff's doubled step (up to
- * RAILOVER_FAILBACK_RETRY_MAX, 5 s by default).
+ * Link changes for the rails that use IP.  A rail whose interface stops
+ * running (ip link set down, the carrier lost: a cable pulled, the switch
+ * port or the peer's end down) says so with rov_rail_link_down(): every
+ * connection's channel on it fails at once, reason "failover.link", instead
+ * of each waiting for its own stall timer (RAILOVER_FAILOVER_TIMEOUT).  One
+ * that comes back up (ip link set up, the carrier back after a switch
+ * restarts) says so with rov_rail_link_up(), and the connections whose
+ * channel on that rail failed retry it at once instead of after their
+ * backoff's doubled step (up to RAILOVER_FAILBACK_RETRY_MAX, 5 s by default).
  *
  * A NETLINK_ROUTE socket subscribed to RTMGRP_LINK, watched in the context's
  * epoll.  Each link's state (up and running, or not) is remembered from a dump
- * taken at open; a link that goes from not running to running, and carries the
- * rail's local address, is news.  Without netlink (a sandbox that forbids it)
- * the rail works as before: only its retries find the path again.
+ * taken at open; a link that changes state, and carries the rail's local
+ * address, is news.  Without netlink (a sandbox that forbids it) the rail
+ * works as before: stall detection finds a dead link, and only its retries
+ * find the path again.
  */
 #ifndef ROV_NETLINK_H
 #define ROV_NETLINK_H

@@ -401,6 +401,10 @@ void rov_rail_writable(struct rov_chan *chan);
  * RDMA port active): connections whose channel on it failed retry it now
  * rather than after their backoff (transport/netlink.h watches IP links). */
 void rov_rail_link_up(struct rov_rail *rail);
+/** The rail's own link went down (an interface no longer running, an RDMA
+ * port error): every connection's channel on it fails now, reason
+ * "failover.link", without waiting for each one's own stall timer. */
+void rov_rail_link_down(struct rov_rail *rail, const char *why);
 /** The channel failed (EOF, reset, protocol error, provider error).  The rail
  * sends and receives nothing more on it; the transport will chan_close it.
  * why is a static string naming the cause precisely. */

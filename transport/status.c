@@ -49,6 +49,7 @@ static const char *const reason_names[ROV_REASON_COUNT] = {
     [ROV_REASON_PEER_API] = "peer.api",
     [ROV_REASON_REOPEN] = "reopen",
     [ROV_REASON_PEER_REOPEN] = "peer.reopen",
+    [ROV_REASON_FAIL_LINK] = "failover.link",
 };
 
 const char *rov_reason_str(rov_reason_t reason)

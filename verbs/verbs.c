@@ -1317,7 +1317,8 @@ static void async_cb(struct rov_watch *w, uint32_t events)
             if (ev.element.port_num == r->port) {
                 r->port_down = true;
                 r->down_why = "verbs: port down (IBV_EVENT_PORT_ERR)";
-                vb_fail_all(r, ROV_ERR_UNREACHABLE, r->down_why);
+                rov_rail_link_down(&r->base, r->down_why); /* connections: failover.link */
+                vb_fail_all(r, ROV_ERR_UNREACHABLE, r->down_why); /* channels in setup */
             }
             break;
         case IBV_EVENT_PORT_ACTIVE:

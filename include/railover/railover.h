@@ -280,6 +280,9 @@ typedef enum rov_reason {
     ROV_REASON_PEER_API,         /* "peer.api": the peer application switched */
     ROV_REASON_REOPEN,           /* "reopen": reconnected after rov_context_reopen() */
     ROV_REASON_PEER_REOPEN,      /* "peer.reopen": the peer reconnected after its reopen */
+    ROV_REASON_FAIL_LINK,        /* "failover.link": the rail's link went down (the
+                                    kernel said so: netlink, an RDMA port error);
+                                    last so that the values above keep theirs */
     ROV_REASON_COUNT
 } rov_reason_t;
 

@@ -1263,6 +1263,11 @@ def stall_reason(reason):
     return isinstance(reason, str) and reason.startswith("failover.stall")
 
 
+def link_reason(reason):
+    """failover.link: the kernel said the link went down"""
+    return reason == "failover.link"
+
+
 def error_reason(reason):
     """failover.error*"""
     return isinstance(reason, str) and reason.startswith("failover.error")

@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
 """linkdown: `ip link set fab down` under traffic, then up again.
 
-A downed link loses frames silently (no error reaches the sockets), so the
-lack-of-progress timer must move every connection to rail 1 (failover.stall*
-on at least one side, peer.failover or failover.* on the other); traffic goes
-on over rail 1 while the link is down; after `link up` and the dwell every
-connection is back on rail 0 (failback / peer.failback).  Zero loss, no
-duplicate, in order.  --side A|B picks the end that goes down (A = listener).
+A downed link loses frames silently (no error reaches the sockets), but the
+kernel says that the link stopped running (netlink), on both ends of the veth:
+every connection leaves rail 0 at once on that news (failover.link on at
+least one side, peer.failover or failover.* on the other), without waiting
+for the lack-of-progress timer; traffic goes on over rail 1 while the link is
+down; after `link up` and the dwell every connection is back on rail 0
+(failback / peer.failback).  Zero loss, no duplicate, in order.  --side A|B
+picks the end that goes down (A = listener).
 
 --frozen: both processes are stopped (SIGSTOP, as a rank that computes for a
 while without reading) until the data in flight has closed the TCP receive
-windows both ways, the link goes down while they are stopped, then both go
-on.  Each side then has data waiting behind the peer's closed window and
-nothing in flight, and the window update that each sends once it reads is
-lost: only unanswered window probes tell that the path is gone.  Small
-receive buffers in both namespaces (tcp_rmem) make the windows close.
+windows both ways, the fabric is then dropped with nftables on A while they
+are stopped (silently: no link event tells), then both go on.  Each side then
+has data waiting behind the peer's closed window and nothing in flight, and
+the window update that each sends once it reads is lost: only unanswered
+window probes tell that the path is gone (failover.stall*).  Small receive
+buffers in both namespaces (tcp_rmem) make the windows close.
 """
 import os
 import signal
@@ -30,13 +33,13 @@ def opts(ap):
     ap.add_argument("--side", choices=("A", "B"), default="A",
                     help="end of the fab link to take down")
     ap.add_argument("--frozen", action="store_true",
-                    help="take the link down while both processes are stopped with "
+                    help="drop the fabric while both processes are stopped with "
                          "their receive windows closed")
 
 
-def frozen_link_down(topo, pair, side, tries=40):
+def frozen_drop(topo, pair, side, tries=40):
     """Stop both processes; once the data in flight has closed the windows
-    both ways on some connection, take the link down, then let both go on.
+    both ways on some connection, drop the fabric, then let both go on.
     Whether the windows close depends on what each had queued when it
     stopped: try again after a moment of traffic, up to `tries` times."""
     pids = [pair.procs[role].pid for role in nf.SIDES]
@@ -48,9 +51,9 @@ def frozen_link_down(topo, pair, side, tries=40):
             while not topo.windows_closed_both_ways() and time.monotonic() < deadline:
                 time.sleep(0.05)
             if time.monotonic() < deadline:
-                topo.link_down(side, "fab")
-                nf.log("link down with both processes stopped (attempt %d)" % attempt)
-                return
+                rules = topo.fabric_drop(side)
+                nf.log("fabric dropped with both processes stopped (attempt %d)" % attempt)
+                return rules
         finally:
             for pid in pids:
                 os.kill(pid, signal.SIGCONT)
@@ -65,20 +68,23 @@ def test():
     env = None
     if args.frozen:
         name, small = "linkdown_frozen", "4096 32768 65536"
-        inject = lambda topo, pair: frozen_link_down(topo, pair, args.side)  # noqa: E731
+        inject = lambda topo, pair: frozen_drop(topo, pair, args.side)  # noqa: E731
         # Both windows closed needs more queued than RAILOVER_WINDOW_TIME
         # lets a stream keep in flight (none in 20 stops with it): the
         # state comes from an application that itself stops reading (a
         # peer computing for minutes), which this test makes by stopping
         # both processes; the byte bounds alone let the queue build up.
         env = dict(nf.FAULT_ENV, RAILOVER_WINDOW_TIME="0s")
+        heal = lambda topo, rules: topo.nft_remove(rules)  # noqa: E731
+        leader_ok = nf.stall_reason
     else:
         name, small = "linkdown" + args.side, None
         inject = lambda topo, _pair: topo.link_down(args.side, "fab")  # noqa: E731
-    nf.fault_and_heal(args, name, inject=inject,
-                      heal=lambda topo, _: topo.link_up(args.side, "fab"),
-                      leader_ok=nf.stall_reason, tcp_rmem=small, env=env)
+        heal = lambda topo, _: topo.link_up(args.side, "fab")  # noqa: E731
+        leader_ok = nf.link_reason
+    nf.fault_and_heal(args, name, inject=inject, heal=heal, leader_ok=leader_ok,
+                      tcp_rmem=small, env=env)
 
 
 if __name__ == "__main__":
-    nf.main(test, needs_netns=True, needs_nft=False)
+    nf.main(test, needs_netns=True, needs_nft="--frozen" in sys.argv)

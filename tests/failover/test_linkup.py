@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """linkup: a link that comes back says so; connections do not wait out their backoff.
 
-The fabric link goes down under traffic with a failback retry interval of
-20 s (RAILOVER_FAILBACK_RETRY; the first retry of a failed rail is due 10 to
-20 s after its failure), and comes up again about a second after every
+The fabric link goes down under traffic (the connections leave it at once,
+failover.link) with a failback retry interval of 20 s
+(RAILOVER_FAILBACK_RETRY; the first retry of a failed rail is due 10 to 20 s
+after its failure), and comes up again about a second after every
 connection moved to rail 1.  Both ends see the link come back (the veth
 peer's carrier returns with it), and their TCP rails say so
 (transport/netlink.c: "link fab is up again"): every connection must be back
@@ -37,7 +38,7 @@ def test():
     # own retry (at least RETRY_S / 2 after its failure).
     nf.fault_and_heal(args, "linkup", inject=lambda topo, _pair: topo.link_down("A", "fab"),
                       heal=lambda topo, _: topo.link_up("A", "fab"),
-                      leader_ok=nf.stall_reason, env=env, heal_timeout=RETRY_S / 2 - 3,
+                      leader_ok=nf.link_reason, env=env, heal_timeout=RETRY_S / 2 - 3,
                       after_back=named_link)
 
 
