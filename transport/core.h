@@ -169,6 +169,12 @@ struct rov_context {
     unsigned conn_now[ROV_CONN_NSTATES]; /* connections in each state now */
     uint64_t chan_entered[ROV_CHAN_NSTATES];
     uint64_t illegal_transitions;
+    /* Each rail's own link as its rail last reported it (rov_rail_link_down(),
+     * _up()): state 0 no news yet, -1 down, 1 up; times it went down, up. */
+    struct {
+        int8_t state;
+        uint32_t downs, ups;
+    } link[ROV_MAX_RAILS];
     /* The progress helper (helper.c) */
     pthread_mutex_t lock;             /* held by every public call while threaded */
     struct rov_helper *helper;        /* NULL: RAILOVER_PROGRESS_THREAD=off */

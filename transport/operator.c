@@ -137,6 +137,11 @@ static int cmd_status(rov_context_t *ctx, int argc, char **argv, FILE *out, char
     fprintf(out, "rails=%d", ctx->nrails);
     rov_policies_status_ctx(ctx, out);
     fprintf(out, " forced_all=%s conns=%d\n", ctx->hold_all ? "yes" : "no", n);
+    for (int i = 0; i < ctx->nrails; i++)
+        fprintf(out, "rail index=%d name=%s link=%s link_downs=%u link_ups=%u\n", i,
+                rov_context_rail_name(ctx, i),
+                ctx->link[i].state < 0 ? "down" : ctx->link[i].state > 0 ? "up" : "-",
+                ctx->link[i].downs, ctx->link[i].ups);
     for (struct rov_conn *conn = ctx->conns; conn; conn = conn->next)
         print_conn(out, conn, now);
     return 0;

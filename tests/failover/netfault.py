@@ -588,13 +588,16 @@ def parse_rail(s):
 
 
 def parse_status(text):
-    """`railover status PID` output -> {"process": {...}, "conns": [ {...,
-    "chans": [ {...} ]} ]}.  rail fields become rail_name / rail (index)."""
-    proc, conns = {}, []
+    """`railover status PID` output -> {"process": {...}, "rails": [ {...} ],
+    "conns": [ {..., "chans": [ {...} ]} ]}.  A conn's and chan's rail fields
+    become rail_name / rail (index)."""
+    proc, rails, conns = {}, [], []
     for line in text.splitlines():
         s = line.strip()
         if s.startswith("process "):
             proc = parse_kv(s)
+        elif s.startswith("rail "):
+            rails.append(parse_kv(s))
         elif s.startswith("conn "):
             c = parse_kv(s)
             c["rail_name"], c["rail"] = parse_rail(c.get("rail"))
@@ -605,7 +608,7 @@ def parse_status(text):
             ch = parse_kv(s)
             ch["rail_name"], ch["rail"] = parse_rail(ch.get("rail"))
             conns[-1]["chans"].append(ch)
-    return {"process": proc, "conns": conns}
+    return {"process": proc, "rails": rails, "conns": conns}
 
 
 def split_addr(s):

@@ -8,7 +8,9 @@ least one side, peer.failover or failover.* on the other), without waiting
 for the lack-of-progress timer; traffic goes on over rail 1 while the link is
 down; after `link up` and the dwell every connection is back on rail 0
 (failback / peer.failback).  Zero loss, no duplicate, in order.  --side A|B
-picks the end that goes down (A = listener).
+picks the end that goes down (A = listener); its log says "link fab is
+down" and its `railover status` counts the link's going down and up again
+(rail 0: link=up link_downs=1 link_ups=1).
 
 --frozen: both processes are stopped (SIGSTOP, as a rank that computes for a
 while without reading) until the data in flight has closed the TCP receive
@@ -63,6 +65,22 @@ def frozen_drop(topo, pair, side, tries=40):
                      "in %d stops of both processes" % tries)
 
 
+def link_counted(side):
+    """The side whose link went down logged it, and its status counts it."""
+    role = nf.SIDES[0] if side == "A" else nf.SIDES[1]
+
+    def check(ck, pair):
+        with open(pair.wd.file(role + ".log"), errors="replace") as f:
+            ck.check("link fab is down: its connections leave it" in f.read(),
+                     "%s: no 'link fab is down' in its log" % role)
+        rail0 = [r for r in pair.status(role)["rails"] if r.get("index") == 0]
+        ck.check(rail0 and rail0[0].get("link") == "up" and
+                 rail0[0].get("link_downs") == 1 and rail0[0].get("link_ups") == 1,
+                 "%s: railover status should show rail 0 link=up link_downs=1 link_ups=1: %s"
+                 % (role, rail0))
+    return check
+
+
 def test():
     args = nf.common_args(__doc__.splitlines()[0], opts)
     env = None
@@ -83,7 +101,8 @@ def test():
         heal = lambda topo, _: topo.link_up(args.side, "fab")  # noqa: E731
         leader_ok = nf.link_reason
     nf.fault_and_heal(args, name, inject=inject, heal=heal, leader_ok=leader_ok,
-                      tcp_rmem=small, env=env)
+                      tcp_rmem=small, env=env,
+                      after_back=None if args.frozen else link_counted(args.side))
 
 
 if __name__ == "__main__":
