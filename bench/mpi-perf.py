@@ -209,12 +209,12 @@ def prerequisites(args):
 
 
 def tx_bytes(topo):
-    """Bytes sent so far per (side, device) on the two links."""
+    """Bytes sent so far per (side, device) on the topology's links."""
     res = {}
     for side in ("A", "B"):
         out = nf.sh("ip", "-n", topo.ns[side], "-j", "-s", "link", "show", quiet=True)
         for link in json.loads(out):
-            if link.get("ifname") in ("fab", "eth"):
+            if link.get("ifname") in topo.DEVS:
                 res[(side, link["ifname"])] = int(link["stats64"]["tx"]["bytes"])
     return res
 
