@@ -200,21 +200,28 @@ def prerequisites(args):
     btl_dir = os.path.join(os.path.abspath(args.build), "mpi-btl")
     if not os.path.isfile(os.path.join(btl_dir, "mca_btl_railover.so")):
         raise nf.Skip("no railover BTL component in %s (build it, or pass --build DIR)" % btl_dir)
+    pkglibdir = ompi_pkglibdir()
+    return "%s:%s" % (pkglibdir, btl_dir), pkglibdir
+
+
+def ompi_pkglibdir():
+    """Open MPI's own component directory (`ompi_info --path pkglibdir`);
+    nf.Skip when it names none."""
     p = subprocess.run(["ompi_info", "--path", "pkglibdir"], stdout=subprocess.PIPE,
                        stderr=subprocess.DEVNULL, text=True)
     pkglibdir = p.stdout.split(":", 1)[1].strip() if ":" in p.stdout else ""
     if p.returncode != 0 or not os.path.isdir(pkglibdir):
         raise nf.Skip("ompi_info --path pkglibdir gave no directory: %r" % p.stdout.strip())
-    return "%s:%s" % (pkglibdir, btl_dir), pkglibdir
+    return pkglibdir
 
 
 def tx_bytes(topo):
-    """Bytes sent so far per (side, device) on the two links."""
+    """Bytes sent so far per (side, device) on the topology's links."""
     res = {}
     for side in ("A", "B"):
         out = nf.sh("ip", "-n", topo.ns[side], "-j", "-s", "link", "show", quiet=True)
         for link in json.loads(out):
-            if link.get("ifname") in ("fab", "eth"):
+            if link.get("ifname") in topo.DEVS:
                 res[(side, link["ifname"])] = int(link["stats64"]["tx"]["bytes"])
     return res
 

@@ -243,11 +243,7 @@ def prerequisites(args):
     btl_dir = os.path.join(os.path.abspath(args.build), "mpi-btl")
     if not os.path.isfile(os.path.join(btl_dir, "mca_btl_railover.so")):
         raise nf.Skip("no railover BTL component in %s (build it, or pass --build DIR)" % btl_dir)
-    p = subprocess.run(["ompi_info", "--path", "pkglibdir"], stdout=subprocess.PIPE,
-                       stderr=subprocess.DEVNULL, text=True)
-    pkglibdir = p.stdout.split(":", 1)[1].strip() if ":" in p.stdout else ""
-    if p.returncode != 0 or not os.path.isdir(pkglibdir):
-        raise nf.Skip("ompi_info --path pkglibdir gave no directory: %r" % p.stdout.strip())
+    pkglibdir = mp.ompi_pkglibdir()
     if args.base_build:
         base = os.path.join(os.path.abspath(args.base_build), "mpi-btl")
         if not os.path.isfile(os.path.join(base, "mca_btl_railover.so")):

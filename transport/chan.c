@@ -475,14 +475,14 @@ void rov_rail_writable(struct rov_chan *chan)
 
 void rov_rail_link_up(struct rov_rail *rail)
 {
-    rail->ctx->link[rail->index].state = 1;
+    rail->ctx->link[rail->index].seen = 1;
     rail->ctx->link[rail->index].ups++;
     rov_policies_rail_up(rail->ctx, rail->index);
 }
 
 void rov_rail_link_down(struct rov_rail *rail, const char *why)
 {
-    rail->ctx->link[rail->index].state = -1;
+    rail->ctx->link[rail->index].seen = -1;
     rail->ctx->link[rail->index].downs++;
     for (struct rov_conn *c = rail->ctx->conns, *next; c; c = next) {
         struct rov_chan *chan = c->chans[rail->index];

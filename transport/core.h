@@ -170,9 +170,9 @@ struct rov_context {
     uint64_t chan_entered[ROV_CHAN_NSTATES];
     uint64_t illegal_transitions;
     /* Each rail's own link as its rail last reported it (rov_rail_link_down(),
-     * _up()): state 0 no news yet, -1 down, 1 up; times it went down, up. */
+     * _up()): seen 0 no news yet, -1 down, 1 up; times it went down, up. */
     struct {
-        int8_t state;
+        int8_t seen;
         uint32_t downs, ups;
     } link[ROV_MAX_RAILS];
     /* The progress helper (helper.c) */

@@ -140,7 +140,7 @@ static int cmd_status(rov_context_t *ctx, int argc, char **argv, FILE *out, char
     for (int i = 0; i < ctx->nrails; i++)
         fprintf(out, "rail index=%d name=%s link=%s link_downs=%u link_ups=%u\n", i,
                 rov_context_rail_name(ctx, i),
-                ctx->link[i].state < 0 ? "down" : ctx->link[i].state > 0 ? "up" : "-",
+                ctx->link[i].seen < 0 ? "down" : ctx->link[i].seen > 0 ? "up" : "-",
                 ctx->link[i].downs, ctx->link[i].ups);
     for (struct rov_conn *conn = ctx->conns; conn; conn = conn->next)
         print_conn(out, conn, now);

@@ -228,6 +228,7 @@ class Topology:
     """
 
     DEVS = {"fab": (FAB_A, FAB_B), "eth": (ETH_A, ETH_B)}
+    PREFIX = {}   # prefix length per device where not /24 (a subclass's narrower subnets)
 
     def __init__(self, tag=None):
         tag = tag or str(os.getpid())
@@ -260,14 +261,15 @@ class Topology:
         for dev, (ip_a, ip_b) in self.DEVS.items():
             sh("ip", "-n", self.a, "link", "add", dev, "type", "veth", "peer", "name", dev,
                "netns", self.b)
-            sh("ip", "-n", self.a, "addr", "add", ip_a + "/24", "dev", dev)
-            sh("ip", "-n", self.b, "addr", "add", ip_b + "/24", "dev", dev)
+            plen = "/%d" % self.PREFIX.get(dev, 24)
+            sh("ip", "-n", self.a, "addr", "add", ip_a + plen, "dev", dev)
+            sh("ip", "-n", self.b, "addr", "add", ip_b + plen, "dev", dev)
             sh("ip", "-n", self.a, "link", "set", dev, "up")
             sh("ip", "-n", self.b, "link", "set", dev, "up")
         # Both ends up and addresses usable (no DAD for IPv4): prove it.
         self.wait_reachable()
-        log("namespaces %s (listener) and %s (connector): fab %s<->%s, eth %s<->%s" %
-            (self.a, self.b, FAB_A, FAB_B, ETH_A, ETH_B))
+        log("namespaces %s (listener) and %s (connector): %s" % (self.a, self.b, ", ".join(
+            "%s %s<->%s" % (dev, ip_a, ip_b) for dev, (ip_a, ip_b) in self.DEVS.items())))
         return self
 
     def wait_reachable(self, timeout=10):
