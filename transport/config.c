@@ -269,6 +269,8 @@ static void transport_defaults(void *block)
     c->reorder_bytes = 4 * MiB;
     c->ack_delay_ns = 200 * 1000;
     c->spin_ns = 50 * 1000;
+    c->bond = 0;
+    c->bond_min = 64 * KiB;
     c->failover = 1;
     c->failover_timeout_ns = 1 * NS_PER_S;
     c->keepalive_ns = 1 * NS_PER_S;
@@ -327,6 +329,11 @@ static const struct rov_var transport_vars[] = {
      "longest wait before a stand-alone acknowledgement"},
     {"RAILOVER_SPIN", ROV_VAR_DURATION, OFF(spin_ns), 0, 0, NS_PER_S, NULL,
      "rov_context_wait() polls this long before it sleeps (0s: sleeps at once)"},
+    {"RAILOVER_BOND", ROV_VAR_BOOL, OFF(bond), 0, 0, 0, NULL,
+     "spread a connection's large messages over every healthy rail, in proportion to "
+     "what each delivers (on/off)"},
+    {"RAILOVER_BOND_MIN", ROV_VAR_SIZE, OFF(bond_min), 0, 1 * KiB, 1 * GiB, NULL,
+     "smallest message a bond spreads; smaller ones stay on the preferred rail"},
     {"RAILOVER_FAILOVER", ROV_VAR_BOOL, OFF(failover), 0, 0, 0, NULL,
      "move a connection to the next rail when its rail fails (on/off)"},
     {"RAILOVER_FAILOVER_TIMEOUT", ROV_VAR_DURATION, OFF(failover_timeout_ns), 0, 10 * NS_PER_MS,

@@ -30,6 +30,8 @@ struct rov_config {
     uint64_t max_msg;
     uint64_t ack_delay_ns;
     uint64_t spin_ns;              /* rov_context_wait(): busy-poll this long first */
+    int bond;                      /* stripe over every healthy rail (docs/bonding-plan.md) */
+    uint64_t bond_min;             /* ... messages at least this large */
     /* read when connections and channels are made */
     uint64_t reorder_msgs;
     uint64_t reorder_bytes;        /* payload of early arrivals held per connection */
