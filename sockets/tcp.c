@@ -1592,6 +1592,20 @@ static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_healt
     return ROV_OK;
 }
 
+static uint64_t tcp_chan_queued(struct rov_chan *chan)
+{
+    struct tcp_chan *c = rov_container_of(chan, struct tcp_chan, base);
+    uint64_t bytes = 0;
+    int outq = 0;
+
+    if (!c->connecting && !c->dead && ioctl(c->watch.fd, SIOCOUTQ, &outq) == 0 && outq > 0)
+        bytes = (uint64_t)outq;
+    for (const struct tcp_txq *q = c->txq_head; q; q = q->next)
+        for (int i = 0; i < q->iovcnt; i++)
+            bytes += q->iov[i].iov_len;
+    return bytes;
+}
+
 /* TCP cannot tell when the peer application has read what its kernel took,
  * and a socket closed with unread input is reset, which throws away what is
  * still unsent here, and makes the peer's next write fail, on which its
@@ -1645,6 +1659,7 @@ static const struct rov_rail_ops tcp_ops = {
     .arm = tcp_arm,
     .ready = tcp_ready,
     .chan_health = tcp_chan_health,
+    .chan_queued = tcp_chan_queued,
     .mem_reg = tcp_mem_reg,
     .mem_dereg = tcp_mem_dereg,
     .get = tcp_get,

@@ -180,6 +180,14 @@ struct rov_rail_ops {
      */
     rov_status_t (*chan_health)(struct rov_chan *chan, struct rov_chan_health *h);
 
+    /** Bytes handed to the channel (ops.send) that its remote transport has
+     * not acknowledged yet: the rail's own queue and what it gave the
+     * kernel or the device (TCP: SIOCOUTQ).  A bond (docs/bonding-plan.md)
+     * sends a large message on the member whose queue drains first and
+     * measures each member's rate from how fast this falls.  Optional: a
+     * rail without it is bonded only as the preferred rail. */
+    uint64_t (*chan_queued)(struct rov_chan *chan);
+
     /** Local and remote address of a channel ("192.0.2.1:40000>192.0.2.2:
      * 5000"), for status output and for log lines about a peer.  Optional
      * (stub: "?"). */
