@@ -50,6 +50,7 @@ struct rov_conn {
     uint32_t switch_tag;              /* tag of our pending switch request (ROV_HF_*) */
     uint64_t resend_asked;            /* rx_seq when we last asked for a resend */
     bool hold;                        /* an operator keeps it off the preferred rail */
+    uint8_t bond_mask;                /* rails in its bond (rov_policy_bond()), bit per rail */
     bool peer_hold;                   /* the peer's operator does (its switch requests) */
     void *user;
     struct rov_conn *next, *prev;     /* context's list */

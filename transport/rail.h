@@ -23,6 +23,7 @@
 #include <sys/uio.h>
 
 #include "railover/railover.h"
+#include "transport/bond.h"
 #include "transport/compiler.h"
 #include "transport/config.h"
 #include "transport/states.h"
@@ -77,6 +78,7 @@ struct rov_chan {
                                    * HELLO goes, then that HELLO's nonce;
                                    * accepted: our CHALLENGE until the HELLO,
                                    * then the HELLO's nonce */
+    struct rov_bond_chan bond; /* a bond's measure of it (transport/bond.c) */
     struct rov_chan *next;     /* context's list of channels */
 };
 

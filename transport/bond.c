@@ -1,0 +1,95 @@
+/*
+ * Bonding (work in progress, docs/bonding-plan.md): which channel of a
+ * connection's bond a large message goes on, and each member's measured
+ * rate.  The policy decides membership (rov_policy_bond()); this file only
+ * chooses among the members that are ready now.
+ *
+ * The choice: the member whose queue drains first with the message added,
+ * (queued + len) / rate, so that every member's frames wait about as long
+ * and the receiver's reorder buffer holds about one message per member.
+ * queued comes from the rail (ops.chan_queued: bytes its remote transport
+ * has not acknowledged); the rate from how fast it falls: bytes handed to
+ * the channel minus bytes still queued, sampled at most every
+ * BOND_SAMPLE_NS, counted only over intervals in which the member had
+ * something queued throughout (an idle member's rate is its offered load,
+ * not what it can carry), smoothed (1/4 of each new sample).  A member not
+ * measured yet counts at the best measured rate, or, with none measured,
+ * all are equal: the shortest queue wins.
+ */
+#include "transport/bond.h"
+#include "transport/conn_int.h"
+
+#define BOND_SAMPLE_NS (1000ull * 1000ull) /* 1 ms */
+
+static bool member_ready(const struct rov_conn *conn, int rail)
+{
+    const struct rov_chan *chan = conn->chans[rail];
+
+    return chan && chan->state == ROV_CHAN_OPEN && chan->handshaken &&
+           chan->rail->ops.chan_queued && !chan->send_error;
+}
+
+/* Sample chan's queue; update its rate when an interval is over. */
+static uint64_t member_queued(struct rov_chan *chan, uint64_t now)
+{
+    struct rov_bond_chan *b = &chan->bond;
+    uint64_t queued = chan->rail->ops.chan_queued(chan);
+    uint64_t acked = b->sent > queued ? b->sent - queued : 0;
+
+    if (!b->sample_ns) {
+        b->sample_ns = now;
+        b->acked = acked;
+        b->busy = queued > 0;
+        return queued;
+    }
+    if (now - b->sample_ns >= BOND_SAMPLE_NS) {
+        if (b->busy && queued > 0 && acked > b->acked) {
+            uint64_t r = (acked - b->acked) * 1000000000ull / (now - b->sample_ns);
+
+            b->rate = b->rate ? b->rate - b->rate / 4 + r / 4 : r;
+        }
+        b->sample_ns = now;
+        b->acked = acked;
+        b->busy = queued > 0;
+    } else if (!queued) {
+        b->busy = false; /* it ran dry within the interval */
+    }
+    return queued;
+}
+
+struct rov_chan *rov_bond_pick(struct rov_conn *conn, size_t len, uint64_t now)
+{
+    struct rov_chan *best = NULL, *chans[ROV_MAX_RAILS];
+    uint64_t queued[ROV_MAX_RAILS], top = 0;
+    int n = 0;
+
+    for (int i = 0; i < conn->ctx->nrails; i++) {
+        if (!(conn->bond_mask & (1u << i)) || !member_ready(conn, i))
+            continue;
+        chans[n] = conn->chans[i];
+        queued[n] = member_queued(chans[n], now);
+        if (chans[n]->bond.rate > top)
+            top = chans[n]->bond.rate;
+        n++;
+    }
+    if (n < 2)
+        return NULL; /* no bond now: the transmit rail, as without one */
+    /* Smallest (queued + len) / rate, compared as cross products. */
+    unsigned __int128 best_t = 0, best_r = 1;
+    for (int k = 0; k < n; k++) {
+        uint64_t r = top ? (chans[k]->bond.rate ? chans[k]->bond.rate : top) : 1;
+        unsigned __int128 t = (unsigned __int128)(queued[k] + len);
+
+        if (!best || t * best_r < best_t * r) {
+            best = chans[k];
+            best_t = t;
+            best_r = r;
+        }
+    }
+    return best;
+}
+
+void rov_bond_sent(struct rov_chan *chan, size_t bytes)
+{
+    chan->bond.sent += bytes;
+}

@@ -1,0 +1,32 @@
+/*
+ * Bonding (work in progress, docs/bonding-plan.md): a connection's large
+ * messages spread over the members of its bond, each member's rate
+ * measured (transport/bond.c).
+ */
+#ifndef ROV_BOND_H
+#define ROV_BOND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct rov_conn;
+struct rov_chan;
+
+/* What the bond keeps per channel (in struct rov_chan). */
+struct rov_bond_chan {
+    uint64_t sent;      /* bytes handed to the channel since it opened */
+    uint64_t acked;     /* ... of which acknowledged by its transport at sample_ns */
+    uint64_t sample_ns; /* the current measuring interval began, 0: none yet */
+    uint64_t rate;      /* bytes per second its transport acknowledges, 0: unknown */
+    bool busy;          /* queued something throughout the current interval */
+};
+
+/** The member of conn's bond (conn->bond_mask) whose queue drains first
+ * with len more bytes; NULL when fewer than two members are ready (the
+ * message goes on the transmit rail, as without a bond). */
+struct rov_chan *rov_bond_pick(struct rov_conn *conn, size_t len, uint64_t now);
+/** bytes were handed to chan (ops.send accepted them). */
+void rov_bond_sent(struct rov_chan *chan, size_t bytes);
+
+#endif
