@@ -620,6 +620,38 @@ static void probe_fallbacks(rov_conn_t *conn, uint64_t now)
             retry_rail(conn, i, now);
 }
 
+/* RAILOVER_BOND: the leader keeps a channel open on every rail the peer
+ * has (through the backoff and the reconnect budget, as its probes); a rail
+ * is in the bond once its channel has been healthy for the dwell, the
+ * evidence a failback waits for, and leaves it when its channel fails
+ * (the transport drops it at once, rov_policy_bond()).  Held connections
+ * and connections not established have no bond. */
+static void update_bond(rov_conn_t *conn, uint64_t now)
+{
+    int tx = rov_policy_tx_rail(conn);
+    unsigned mask = 1u << tx;
+    struct rov_policy_chan chan;
+
+    if (rov_policy_state(conn) != ROV_CONN_ESTABLISHED || held(conn) || rov_policy_tx_sync(conn)) {
+        rov_policy_bond(conn, 0);
+        return;
+    }
+    for (int i = 0; i < rov_policy_nrails(CTX(conn)); i++) {
+        const struct rov_fo_rail *r = &F(conn)->rails[i];
+
+        if (i == tx || !rov_conn_peer_has_rail(conn, i))
+            continue;
+        if (!rov_policy_chan(conn, i, &chan)) {
+            if (leads(conn))
+                retry_rail(conn, i, now);
+            continue;
+        }
+        if (chan.ready && r->healthy_since_ns && now - r->healthy_since_ns >= dwell_ns(conn))
+            mask |= 1u << i;
+    }
+    rov_policy_bond(conn, mask);
+}
+
 /* Every rail the peer has is down, the last of them for
  * RAILOVER_UNREACHABLE_TIMEOUT: the peer is unreachable (gone, stopped, or
  * cut off on every path), and the connection fails, naming each rail and
@@ -687,6 +719,8 @@ static void check_conn(rov_conn_t *conn, uint64_t now)
     }
     probe_fallbacks(conn, now);
     maybe_failback(conn, now);
+    if (env_of(conn)->bond)
+        update_bond(conn, now);
 }
 
 /* How often each connection is checked: a sixteenth of the timeout, at

@@ -350,8 +350,17 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
         struct iovec iov[2];
         int iovcnt;
         rov_status_t st;
+        struct rov_chan *on = chan; /* this message's channel */
 
         bool fresh = m->rail_refs == 0;
+
+        /* A bond: a large message goes on the member that drains first. */
+        if (__builtin_expect(conn->bond_mask != 0, 0) &&
+            m->len >= conn->ctx->config.bond_min) {
+            struct rov_chan *b = rov_bond_pick(conn, m->len, rov_now_ns());
+
+            on = b ? b : chan;
+        }
 
         /* The budget is spent (one message goes, however large). */
         if ((budget_msgs == 0 || budget_bytes < m->len) && budget_msgs < PUSH_BUDGET_MSGS) {
@@ -359,7 +368,7 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
             conn->ctx->push_pending++; /* the context's progress goes on */
             return;
         }
-        if (!fresh && m->queued_serial == chan->serial) {
+        if (!fresh && m->queued_serial == on->serial) {
             /* Still queued on this very channel: it will go out in order. */
             conn->tx.next_tx = m->next;
             continue;
@@ -383,18 +392,20 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
             iov[1].iov_len = m->len - m->prefix_len;
             iovcnt = iov[1].iov_len ? 2 : 1;
         }
-        st = chan_send(chan, iov, iovcnt, m);
+        st = chan_send(on, iov, iovcnt, m);
         if (st == ROV_ERR_AGAIN)
             break;
         if (st < 0) {
-            chan->send_error = st;
-            push_failed(conn, chan);
+            on->send_error = st;
+            push_failed(conn, on);
             return;
         }
         if (st == ROV_INPROGRESS) {
             m->rail_refs++;
-            m->queued_serial = chan->serial;
+            m->queued_serial = on->serial;
         }
+        if (__builtin_expect(conn->bond_mask != 0, 0))
+            rov_bond_sent(on, ROV_WIRE_HDR_LEN + m->len);
         if (m->flags & ROV_MSG_SENT_ONCE) {
             conn->stats.msgs_resent++;
             conn->stats.bytes_resent += m->len;
@@ -406,9 +417,9 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
         if (fresh)
             ack_sent(conn);
         if (__builtin_expect(conn->ctx->fault_armed, 0)) {
-            rov_fault_data_sent(&conn->ctx->fault, chan);
-            if (chan->send_error) {
-                push_failed(conn, chan);
+            rov_fault_data_sent(&conn->ctx->fault, on);
+            if (on->send_error) {
+                push_failed(conn, on);
                 return;
             }
         }
@@ -1056,6 +1067,10 @@ static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
                   (unsigned long long)conn->id, (unsigned long long)hdr->seq,
                   (unsigned long long)conn->rx_seq + 1,
                   st == ROV_ERR_AGAIN ? ", beyond the reorder buffer: dropped" : "");
+        /* In a bond early frames are the rule (the members' queues differ):
+         * a held one asks for nothing; one dropped beyond the buffer does. */
+        if (st == ROV_OK && cfg->bond)
+            return;
         if (conn->resend_asked != conn->rx_seq + 1 && (chan = any_ready_chan(conn))) {
             conn->resend_asked = conn->rx_seq + 1;
             conn_send_ctrl(chan, ROV_FT_RESEND, 0, NULL, 0);
@@ -1398,6 +1413,14 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
     }
     reason = rov_reason_classify(status, reason);
     if (rail != conn->tx_rail) {
+        if (conn->bond_mask & (1u << rail)) {
+            /* A member of the bond: what it carried and the peer has not
+             * acknowledged goes again on the others (the receiver drops
+             * what it already has). */
+            conn->bond_mask &= (uint8_t) ~(1u << rail);
+            rov_retain_rewind(&conn->tx, rov_retain_acked(&conn->tx));
+            rov_conn_push(conn);
+        }
         rov_policies_chan_failed(conn, rail, status, reason, why); /* bookkeeping only */
         return;
     }

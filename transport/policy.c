@@ -164,6 +164,7 @@ void rov_policies_ctx_init(rov_context_t *ctx)
         .keepalive_ns = ctx->config.keepalive_ns,
         .unreachable_timeout_ns = ctx->config.unreachable_timeout_ns,
         .run_dir = ctx->config.run_dir,
+        .bond = ctx->config.bond,
     };
     EACH(ctx_init, ctx);
 }
@@ -440,6 +441,16 @@ void rov_policy_chan_str(const rov_conn_t *conn, int rail, char *buf, size_t len
 rov_status_t rov_policy_probe(rov_conn_t *conn, int rail)
 {
     return rov_conn_probe(conn->chans[rail]);
+}
+
+void rov_policy_bond(rov_conn_t *conn, unsigned mask)
+{
+    uint8_t m = (mask & (mask - 1)) ? (uint8_t)mask : 0; /* two members at least */
+    bool grew = (m & ~conn->bond_mask) != 0;
+
+    conn->bond_mask = m;
+    if (grew)
+        rov_conn_push(conn); /* a new member may take what waits */
 }
 
 void rov_policy_chan_fail(rov_conn_t *conn, int rail, rov_status_t status, const char *why,

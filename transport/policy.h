@@ -46,6 +46,8 @@ struct rov_policy_env {
                                       * fails the connection; 0: never */
     const char *run_dir;             /* RAILOVER_RUN_DIR: "" for the per-user default
                                       * (rov_ctl_run_dir()) */
+    bool bond;                       /* RAILOVER_BOND: keep every healthy rail open and in
+                                      * the connection's bond (rov_policy_bond()) */
 };
 
 struct rov_policy_ops {
@@ -207,6 +209,11 @@ rov_status_t rov_conn_open_rail(rov_conn_t *conn, int rail);
 rov_status_t rov_policy_probe(rov_conn_t *conn, int rail);
 /** Fail conn's channel on rail (a stall the policy detected): the channel
  * closes and chan_failed follows, as for a rail's own error. */
+/** The rails of conn's bond, a bit per rail (its transmit rail's among
+ * them): its large messages spread over those whose channels are ready
+ * (transport/bond.c).  Fewer than two bits: no bond.  The transport drops a
+ * member whose channel fails by itself; the policy adds it back. */
+void rov_policy_bond(rov_conn_t *conn, unsigned mask);
 void rov_policy_chan_fail(rov_conn_t *conn, int rail, rov_status_t status, const char *why,
                           rov_reason_t reason);
 /** The connection failed for good (ROV_EVENT_CONN_ERROR). */
