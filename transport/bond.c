@@ -15,6 +15,13 @@
  * not what it can carry), smoothed (1/4 of each new sample).  A member not
  * measured yet counts at the best measured rate, or, with none measured,
  * all are equal: the shortest queue wins.
+ *
+ * The receiver holds what overtakes a slower member in its reorder buffer
+ * (RAILOVER_REORDER_BYTES), and drops what does not fit, which costs a
+ * RESEND and, in a bond, stalls the stream: so no member holds more than
+ * its share of that buffer, half of it split over the members (a member
+ * with nothing queued takes a message of any size).  When every member is
+ * at its share the push waits (rov_bond_pick()'s *full).
  */
 #include "transport/bond.h"
 #include "transport/conn_int.h"
@@ -57,10 +64,10 @@ static uint64_t member_queued(struct rov_chan *chan, uint64_t now)
     return queued;
 }
 
-struct rov_chan *rov_bond_pick(struct rov_conn *conn, size_t len, uint64_t now)
+struct rov_chan *rov_bond_pick(struct rov_conn *conn, size_t len, uint64_t now, bool *full)
 {
     struct rov_chan *best = NULL, *chans[ROV_MAX_RAILS];
-    uint64_t queued[ROV_MAX_RAILS], top = 0;
+    uint64_t queued[ROV_MAX_RAILS], top = 0, share;
     int n = 0;
 
     for (int i = 0; i < conn->ctx->nrails; i++) {
@@ -72,20 +79,25 @@ struct rov_chan *rov_bond_pick(struct rov_conn *conn, size_t len, uint64_t now)
             top = chans[n]->bond.rate;
         n++;
     }
+    *full = false;
     if (n < 2)
         return NULL; /* no bond now: the transmit rail, as without one */
+    share = conn->ctx->config.reorder_bytes / 2 / (uint64_t)n;
     /* Smallest (queued + len) / rate, compared as cross products. */
     unsigned __int128 best_t = 0, best_r = 1;
     for (int k = 0; k < n; k++) {
         uint64_t r = top ? (chans[k]->bond.rate ? chans[k]->bond.rate : top) : 1;
         unsigned __int128 t = (unsigned __int128)(queued[k] + len);
 
+        if (queued[k] && queued[k] + len > share)
+            continue;
         if (!best || t * best_r < best_t * r) {
             best = chans[k];
             best_t = t;
             best_r = r;
         }
     }
+    *full = best == NULL;
     return best;
 }
 

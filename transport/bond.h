@@ -24,8 +24,10 @@ struct rov_bond_chan {
 
 /** The member of conn's bond (conn->bond_mask) whose queue drains first
  * with len more bytes; NULL when fewer than two members are ready (the
- * message goes on the transmit rail, as without a bond). */
-struct rov_chan *rov_bond_pick(struct rov_conn *conn, size_t len, uint64_t now);
+ * message goes on the transmit rail, as without a bond), or, with *full
+ * set, when every member holds its share of the peer's reorder buffer
+ * (the push waits). */
+struct rov_chan *rov_bond_pick(struct rov_conn *conn, size_t len, uint64_t now, bool *full);
 /** bytes were handed to chan (ops.send accepted them). */
 void rov_bond_sent(struct rov_chan *chan, size_t bytes);
 

@@ -133,7 +133,13 @@ struct rov_conn *rov_conn_new(rov_context_t *ctx)
 
     if (!conn)
         return NULL;
-    if (rov_reorder_init(&conn->reorder, ctx->config.reorder_msgs) != ROV_OK) {
+    /* In a bond every message the peer has in flight may overtake one on a
+     * slower member: room for all of them (RAILOVER_REORDER_BYTES still
+     * bounds the memory). */
+    if (rov_reorder_init(&conn->reorder, ctx->config.bond && ctx->config.window_msgs >
+                                               ctx->config.reorder_msgs
+                                           ? ctx->config.window_msgs
+                                           : ctx->config.reorder_msgs) != ROV_OK) {
         free(conn);
         return NULL;
     }
@@ -357,8 +363,14 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
         /* A bond: a large message goes on the member that drains first. */
         if (__builtin_expect(conn->bond_mask != 0, 0) &&
             m->len >= conn->ctx->config.bond_min) {
-            struct rov_chan *b = rov_bond_pick(conn, m->len, rov_now_ns());
+            bool full;
+            struct rov_chan *b = rov_bond_pick(conn, m->len, rov_now_ns(), &full);
 
+            if (full) {
+                conn->push_more = true;
+                conn->ctx->push_pending++; /* again at the next progress */
+                return;
+            }
             on = b ? b : chan;
         }
 
