@@ -113,6 +113,10 @@ static void print_conn(FILE *out, struct rov_conn *conn, uint64_t now)
                 chan->state == ROV_CHAN_CONNECTING ? "connecting"
                 : chan->handshaken                 ? "open" : "handshake",
                 i == conn->tx_rail ? "yes" : "no");
+        if (ctx->config.bond) /* member now, bytes it took, its measured rate */
+            fprintf(out, " bond=%s bond_sent=%llu bond_rate=%llu",
+                    conn->bond_mask & (1u << i) ? "yes" : "no",
+                    (unsigned long long)chan->bond.sent, (unsigned long long)chan->bond.rate);
         if (chan->silent)
             fputs(" health=silenced", out);
         else

@@ -1347,7 +1347,7 @@ def check_rail_traffic(ck, pair, rail, wait_s=2.0, conns=None):
 
 
 def fault_and_heal(args, name, inject, heal, leader_ok, env=None, conns=None,
-                   heal_timeout=60, tcp_rmem=None, after_back=None):
+                   heal_timeout=60, tcp_rmem=None, after_back=None, before_fault=None):
     """Continuous traffic on every connection; inject() breaks the fabric
     (rail 0), heal() repairs it.  Claims:
       - before the fault nothing switches;
@@ -1362,7 +1362,8 @@ def fault_and_heal(args, name, inject, heal, leader_ok, env=None, conns=None,
         cross-check), every switch counted once.
     inject(topo, pair) and heal(topo, state) where state is what inject
     returned.  tcp_rmem: net.ipv4.tcp_rmem in both namespaces.
-    after_back(ck, pair): further claims once every connection is back."""
+    after_back(ck, pair): further claims once every connection is back;
+    before_fault(ck, pair): further claims about the steady state."""
     wd = Workdir(name, args.keep)
     ck = Checker()
     conns = conns or args.conns
@@ -1375,6 +1376,8 @@ def fault_and_heal(args, name, inject, heal, leader_ok, env=None, conns=None,
             time.sleep(1.0)
             early = {role: pair.switches(role) for role in SIDES}
             ck.check(not any(early.values()), "switches before any fault: %s" % early)
+            if before_fault:
+                before_fault(ck, pair)
 
             t_fault = pair.mark("fault")
             state = inject(topo, pair)
