@@ -39,7 +39,7 @@ static const char *const all_vars[] = {
     "RAILOVER_PROGRESS_THREAD", "RAILOVER_JOB_DIR",  "RAILOVER_CCP_ADDR",
     "RAILOVER_CHECKPOINT_SIGNAL", "RAILOVER_CHECKPOINT_CMD", "RAILOVER_CHECKPOINT_TIMEOUT",
     "RAILOVER_CHECKPOINT_TREE", "RAILOVER_RESTORE_CMD", "RAILOVER_CCP_AGENT", "RAILOVER_JOBID",
-    "RAILOVER_RANK",
+    "RAILOVER_RANK",         "RAILOVER_BOND",       "RAILOVER_BOND_MIN",
 };
 #define NVARS (sizeof(all_vars) / sizeof(all_vars[0]))
 
@@ -619,6 +619,9 @@ static const struct env_bad env_bad[] = {
     {"RAILOVER_SPIN", "2s"},
     {"RAILOVER_SPIN", "-1us"},
     {"RAILOVER_SPIN", "50"},
+    {"RAILOVER_BOND", "yes please"},
+    {"RAILOVER_BOND_MIN", "512"},
+    {"RAILOVER_BOND_MIN", "2GiB"},
 };
 
 START_TEST(test_read_bad)
