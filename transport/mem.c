@@ -161,12 +161,132 @@ void rov_mem_key(const rov_mem_t *mem, void *key)
             rov_put32(k + KEY_RAIL(i), mem->key[i]);
 }
 
+/* A read split over a bond's members: the caller's callback runs once,
+ * when the last part is over, with the first failure if any. */
+struct bond_get {
+    rov_get_cb_t cb;
+    void *arg;
+    unsigned parts;
+    rov_status_t status;
+};
+
+static void bond_get_part_done(void *arg, rov_status_t status)
+{
+    struct bond_get *b = arg;
+
+    if (status != ROV_OK && b->status == ROV_OK)
+        b->status = status;
+    if (--b->parts)
+        return;
+    b->cb(b->arg, b->status);
+    free(b);
+}
+
+/* Start one read of len bytes on chan (rail's registrations); the rail
+ * answers at rov_rail_get_done(). */
+static rov_status_t get_on(rov_conn_t *conn, int rail, void *local, rov_mem_t *lmem,
+                           uint64_t remote, const uint8_t *k, size_t len, rov_get_cb_t cb,
+                           void *arg)
+{
+    struct rov_chan *chan = conn->chans[rail];
+    struct rov_get_op *op = malloc(sizeof(*op));
+    rov_status_t st;
+
+    if (!op)
+        return ROV_ERR_NOMEM;
+    op->cb = cb;
+    op->arg = arg;
+    st = chan->rail->ops.get(chan, local, lmem->handle[rail], remote,
+                             rov_get32(k + KEY_RAIL(rail)), len, op);
+    if (st != ROV_INPROGRESS) {
+        free(op);
+        return st == ROV_OK ? ROV_ERR_IO : st; /* a rail never finishes a read at once */
+    }
+    return ROV_INPROGRESS;
+}
+
+/* RAILOVER_BOND: a read of at least twice RAILOVER_BOND_MIN goes in parts
+ * over the bond's members that read remote memory with both registrations,
+ * each a share in proportion to its measured rate (equal shares until
+ * measured), none smaller than BOND_MIN.  ROV_ERR_UNSUPPORTED: not so (one
+ * member, or too small); the read then goes on the transmit rail. */
+static rov_status_t bond_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64_t remote,
+                             const uint8_t *k, size_t len, rov_get_cb_t cb, void *arg)
+{
+    uint64_t min = conn->ctx->config.bond_min, rate[ROV_MAX_RAILS], sum = 0, top = 0;
+    int rails[ROV_MAX_RAILS], n = 0;
+    struct bond_get *b;
+    size_t at = 0;
+
+    if (len < 2 * min)
+        return ROV_ERR_UNSUPPORTED;
+    for (int i = 0; i < conn->ctx->nrails; i++) {
+        struct rov_chan *chan = conn->chans[i];
+
+        if (!(conn->bond_mask & (1u << i)) || !chan || chan->state != ROV_CHAN_OPEN ||
+            !chan->handshaken || !chan->rail->get_max || !(lmem->mask & (1u << i)) ||
+            !(k[1] & (1u << i)))
+            continue;
+        rails[n] = i;
+        rate[n] = chan->bond.rate;
+        top = rate[n] > top ? rate[n] : top;
+        n++;
+    }
+    if (n < 2)
+        return ROV_ERR_UNSUPPORTED;
+    for (int j = 0; j < n; j++) {
+        rate[j] = top ? (rate[j] ? rate[j] : top) : 1;
+        sum += rate[j];
+    }
+    b = malloc(sizeof(*b));
+    if (!b)
+        return ROV_ERR_NOMEM;
+    *b = (struct bond_get){.cb = cb, .arg = arg, .parts = 1, .status = ROV_OK};
+    for (int j = 0; j < n && at < len; j++) {
+        struct rov_chan *chan = conn->chans[rails[j]];
+        size_t left = len - at;
+        size_t part = j == n - 1 ? left : (size_t)((unsigned __int128)len * rate[j] / sum);
+        rov_status_t st;
+
+        if (part < min)
+            part = min;
+        if (part > left || left - part < min) /* no tail smaller than BOND_MIN */
+            part = left;
+        if (part > chan->rail->get_max)
+            part = chan->rail->get_max;
+        b->parts++;
+        st = get_on(conn, rails[j], (uint8_t *)local + at, lmem, remote + at, k, part,
+                    bond_get_part_done, b);
+        if (st != ROV_INPROGRESS) {
+            b->parts--;
+            break; /* what is left goes on the transmit rail, below */
+        }
+        at += part;
+    }
+    if (at < len) {
+        int tx = conn->tx_rail;
+
+        b->parts++;
+        if (get_on(conn, tx, (uint8_t *)local + at, lmem, remote + at, k, len - at,
+                   bond_get_part_done, b) != ROV_INPROGRESS) {
+            b->parts--;
+            b->status = ROV_ERR_IO;
+        }
+    }
+    if (--b->parts == 0) { /* nothing started: the caller hears at once */
+        rov_status_t st = b->status == ROV_OK ? ROV_ERR_IO : b->status;
+
+        free(b);
+        return st;
+    }
+    return ROV_INPROGRESS;
+}
+
 rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64_t remote,
                           const void *rkey, size_t len, rov_get_cb_t cb, void *arg)
 {
     ROV_CTX_GUARD(conn->ctx);
     const uint8_t *k = rkey;
-    struct rov_get_op *op;
     struct rov_chan *chan;
     rov_status_t st;
     uintptr_t at = (uintptr_t)local;
@@ -188,18 +308,12 @@ rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64
     }
     if (len > chan->rail->get_max)
         return ROV_ERR_MSGSIZE;
-    op = malloc(sizeof(*op));
-    if (!op)
-        return ROV_ERR_NOMEM;
-    op->cb = cb;
-    op->arg = arg;
-    st = chan->rail->ops.get(chan, local, lmem->handle[rail], remote,
-                             rov_get32(k + KEY_RAIL(rail)), len, op);
-    if (st != ROV_INPROGRESS) {
-        free(op);
-        return st == ROV_OK ? ROV_ERR_IO : st; /* a rail never finishes a read at once */
+    if (conn->bond_mask) {
+        st = bond_get(conn, local, lmem, remote, k, len, cb, arg);
+        if (st != ROV_ERR_UNSUPPORTED)
+            return st;
     }
-    return ROV_INPROGRESS;
+    return get_on(conn, rail, local, lmem, remote, k, len, cb, arg);
 }
 
 void rov_rail_get_done(struct rov_chan *chan, void *cookie, rov_status_t status)

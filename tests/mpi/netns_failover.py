@@ -52,6 +52,12 @@ Scenarios (argument):
             with its connect timed.  Every job must pass well within
             DEADSTART_BOUND_S: until stop 40 about one job in three hung
             until the kernel's SYN retries ended (127 s).
+  bond      four ranks, two per host, rails tcp@fab,tcp@eth with
+            btl_railover_bond on (btl_railover_bond_min 4k): every connection
+            between the hosts spreads its messages over both links; the
+            fabric goes down under the exchange (soak), then all-to-all and
+            the halo stencil run, and their results equal those of the same
+            job on Open MPI's own transports (btl self,vader,tcp, one host).
   alldown   a single rail, tcp@fab, taken down the same way: no rail is left,
             so the job must end, within a bound (btl_railover_unreachable_timeout
             5s: Railover fails the connection, and Open MPI's abort), with the BTL's message naming the peer
@@ -63,6 +69,7 @@ fault hits Railover, not the launcher.
 
 Exit: 0 pass, 1 fail, 77 skipped (not root, no ip/netns, no mpirun).
 """
+import json
 import os
 import re
 import shutil
@@ -159,6 +166,13 @@ def check_two_hosts(out, np):
     if sorted(nets) != list(range(np)) or len(set(nets.values())) != 2 or \
             any(nets[r] != nets[r % 2] for r in nets):
         raise nf.Failure("the ranks (pids %s) are not on two hosts by parity: %s" % (pids, nets))
+
+
+def link_bytes(topo):
+    """Bytes host A's fab and eth veths have sent so far."""
+    out = nf.sh("ip", "-n", topo.a, "-j", "-s", "link", "show", quiet=True)
+    return {l["ifname"]: int(l["stats64"]["tx"]["bytes"]) for l in json.loads(out)
+            if l.get("ifname") in ("fab", "eth")}
 
 
 def check_transports(text):
@@ -340,10 +354,11 @@ def run(scenario):
         raise nf.Skip("mpirun not found (apt-get install openmpi-bin)")
     rails = "tcp@fab" if scenario == "alldown" else "tcp@fab,tcp@eth"
     vader = scenario == "vader"
+    bond = scenario == "bond"
     hostpath = scenario == "hostpath"
     ccp = scenario == "ccp"
-    np = 4 if vader or ccp else 8 if hostpath else 2
-    tests = ("soak", "alltoall", "halo") if vader else ("alltoall", "soak") if hostpath \
+    np = 4 if vader or ccp or bond else 8 if hostpath else 2
+    tests = ("soak", "alltoall", "halo") if vader or bond else ("alltoall", "soak") if hostpath \
         else ("soak", "alltoall") if ccp else ("soak",)
     if ccp and "ROV_CPRCLIENT" not in os.environ:
         raise SystemExit("ROV_CPRCLIENT is not set (CTest sets it)")
@@ -365,7 +380,8 @@ def run(scenario):
         with nf.Topology() as topo:
             jobs = os.path.join(wd, "jobs")
             mca = ("--mca", "btl_railover_job_dir", jobs, "--mca", "btl_railover_ccp_addr",
-                   "eth") if ccp else ()
+                   "eth") if ccp else ("--mca", "btl_railover_bond", "on", "--mca",
+                                       "btl_railover_bond_min", "4k") if bond else ()
             env["RAILOVER_JOB_DIR"] = jobs  # cprclient's
             argv = mpirun_argv(topo, wd, rails, per_host=np // 2, tests=tests, mca=mca,
                                btl="self,vader,railover" if vader else "self,railover")
@@ -377,7 +393,20 @@ def run(scenario):
                 if not wait_for(out, "soak: started", 60):
                     raise nf.Failure("the job did not start its exchange within 60 s")
                 check_two_hosts(out, np)
+                before = link_bytes(topo)
                 time.sleep(FAULT_AFTER_S)
+                if bond:
+                    after = link_bytes(topo)
+                    d = {dev: after[dev] - before[dev] for dev in before}
+                    nf.log("bond: host A sent fab %d B, eth %d B before the fault" %
+                           (d["fab"], d["eth"]))
+                    if d["eth"] < sum(d.values()) / 10 or d["fab"] < sum(d.values()) / 10:
+                        status = subprocess.run(
+                            [os.environ["ROV_RAILOVER"], "status", str(rank_pids(out)[0])],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+                        raise nf.Failure("the bond did not spread the exchange over both "
+                                         "links: fab %d B, eth %d B; rank 0:\n%s"
+                                         % (d["fab"], d["eth"], status))
                 t_fault = time.monotonic()
                 if scenario == "force":
                     force_and_release(rank_pids(out)[0])
@@ -418,7 +447,7 @@ def run(scenario):
                          "moved from tcp@eth to tcp@fab (peer.admin)"]
             if vader:
                 check_transports(text)
-            if vader or ccp:
+            if vader or ccp or bond:
                 results = re.findall(r"^result: .*$", text, re.M)
                 reference = reference_results(tests[1:])
                 if results != reference:
@@ -450,10 +479,10 @@ def run(scenario):
 
 def main():
     scenario = sys.argv[1] if len(sys.argv) > 1 else ""
-    if scenario not in ("linkdown", "nftdrop", "force", "vader", "ccp", "alldown", "hostpath",
-                        "deadstart"):
+    if scenario not in ("linkdown", "nftdrop", "force", "vader", "bond", "ccp", "alldown",
+                        "hostpath", "deadstart"):
         raise SystemExit("usage: netns_failover.py "
-                         "linkdown|nftdrop|force|vader|ccp|alldown|hostpath|deadstart")
+                         "linkdown|nftdrop|force|vader|bond|ccp|alldown|hostpath|deadstart")
     try:
         run(scenario)
     except nf.Skip as e:
