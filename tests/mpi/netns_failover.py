@@ -157,7 +157,12 @@ def rank_pids(out):
 
 def check_two_hosts(out, np):
     """Ranks alternate between two network namespaces ("hosts"): even ranks
-    on A, odd ranks on B (--map-by node)."""
+    on A, odd ranks on B (--map-by node).  Every rank's pid line is waited
+    for (10 s): rank 0's "soak: started" can come before the other host's
+    ranks' lines, which its orted forwards."""
+    deadline = time.monotonic() + 10
+    while len(rank_pids(out)) < np and time.monotonic() < deadline:
+        time.sleep(0.1)
     pids = rank_pids(out)
     try:
         nets = {r: os.readlink("/proc/%d/ns/net" % pid) for r, pid in pids.items()}
