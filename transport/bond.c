@@ -1,5 +1,5 @@
 /*
- * Bonding (work in progress, docs/bonding-plan.md): which channel of a
+ * Bonding (RAILOVER_BOND; docs/architecture.md, Bonding): which channel of a
  * connection's bond a large message goes on, and each member's measured
  * rate.  The policy decides membership (rov_policy_bond()); this file only
  * chooses among the members that are ready now.

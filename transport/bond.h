@@ -1,5 +1,5 @@
 /*
- * Bonding (work in progress, docs/bonding-plan.md): a connection's large
+ * Bonding (RAILOVER_BOND; docs/architecture.md, Bonding): a connection's large
  * messages spread over the members of its bond, each member's rate
  * measured (transport/bond.c).
  */

@@ -30,7 +30,7 @@ struct rov_config {
     uint64_t max_msg;
     uint64_t ack_delay_ns;
     uint64_t spin_ns;              /* rov_context_wait(): busy-poll this long first */
-    int bond;                      /* stripe over every healthy rail (docs/bonding-plan.md) */
+    int bond;                      /* RAILOVER_BOND: every healthy rail at once (bond.c) */
     uint64_t bond_min;             /* ... messages at least this large */
     /* read when connections and channels are made */
     uint64_t reorder_msgs;

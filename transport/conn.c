@@ -11,7 +11,10 @@
  * carry it in their ack field) and rewound its transmit pointer there.  Every
  * channel therefore carries a contiguous run of sequence numbers starting at
  * or below what the receiver expects, so duplicates are dropped and nothing
- * is early; the reorder buffer and RESEND cover anything else.
+ * is early; the reorder buffer and RESEND cover anything else.  A bond
+ * (RAILOVER_BOND, bond.c) breaks the contiguity on purpose: its members
+ * carry interleaved runs, early frames are the rule, and the receiver's
+ * reorder buffer puts them in order (handle_data()).
  */
 #include <stdlib.h>
 #include <string.h>
