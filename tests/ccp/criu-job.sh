@@ -88,15 +88,27 @@ grep -q "^rank=0 .*host=$hb .*status=restored" "$d/cpr2-restart.out" ||
     fail "rank 0 was not restored on $hb"
 log "restart: both ranks restored and the job reopened in $(( (t1 - t0) / 1000000 )) ms (rank 0 on $hb, rank 1 on $to1)"
 finish "$job2"
-# The restored ranks came back on the verbs rail (rail 0), not TCP: their
-# last move is to rail 0, by the reopen itself or by a failback after a
-# reconnect that landed on TCP first.
+# The restored ranks came back on the verbs rail (rail 0), not TCP: after
+# the restart began, a rank's moves reach rail 0, by the reopen itself or by
+# a failback after a reconnect that landed on TCP first.  A stall of the
+# emulated fabric later in the run (failover.stall under TCG, seen in CI 2 s
+# after a reopen onto verbs) may move it again before the job ends: that is
+# logged, not the restart's failure.
 for r in 0 1; do
-    last=$(grep "event=switch" "$d/$job2.rank$r.log" | tail -n 1)
+    moves=$(awk -v t0="$((t0 / 1000000000))" '/event=switch/ {
+                for (i = 1; i <= NF; i++) if ($i ~ /^t=/) t = substr($i, 3) + 0
+                if (t >= t0) print }' "$d/$job2.rank$r.log")
+    back=$(echo "$moves" | grep -m1 " to=0 reason=")
+    [ -n "$back" ] ||
+        fail "rank $r did not come back on the verbs rail after the restart: ${moves:-no move}"
+    case $back in
+    *" reason=reopen"*) ;;
+    *) log "rank $r came back on the verbs rail by: ${back##* reason=}" ;;
+    esac
+    last=$(echo "$moves" | tail -n 1)
     case $last in
-    *" to=0 reason=reopen"*) ;;
-    *" to=0 reason="*) log "rank $r came back on the verbs rail by: ${last##* reason=}" ;;
-    *) fail "rank $r did not come back on the verbs rail after the restart: $last" ;;
+    *" to=0 reason="*) ;;
+    *) log "rank $r moved again later in the run: ${last#* event=}" ;;
     esac
 done
 log "restart: both ranks restored from CRIU images (rank 0 on the other VM) and finished"
