@@ -622,10 +622,11 @@ static void probe_fallbacks(rov_conn_t *conn, uint64_t now)
 
 /* RAILOVER_BOND: the leader keeps a channel open on every rail the peer
  * has (through the backoff and the reconnect budget, as its probes); a rail
- * is in the bond once its channel has been healthy for the dwell, the
- * evidence a failback waits for, and leaves it when its channel fails
- * (the transport drops it at once, rov_policy_bond()).  Held connections
- * and connections not established have no bond. */
+ * is in the bond once its channel has passed its handshake, and, if it
+ * failed before on this connection, has been healthy for the dwell since,
+ * the evidence a failback waits for; it leaves when its channel fails (the
+ * transport drops it at once, rov_policy_bond()).  Held connections and
+ * connections not established have no bond. */
 static void update_bond(rov_conn_t *conn, uint64_t now)
 {
     int tx = rov_policy_tx_rail(conn);
@@ -646,7 +647,8 @@ static void update_bond(rov_conn_t *conn, uint64_t now)
                 retry_rail(conn, i, now);
             continue;
         }
-        if (chan.ready && r->healthy_since_ns && now - r->healthy_since_ns >= dwell_ns(conn))
+        if (chan.ready && r->healthy_since_ns &&
+            (!r->down_since_ns || now - r->healthy_since_ns >= dwell_ns(conn)))
             mask |= 1u << i;
     }
     rov_policy_bond(conn, mask);
