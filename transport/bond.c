@@ -28,12 +28,17 @@
 
 #define BOND_SAMPLE_NS (1000ull * 1000ull) /* 1 ms */
 
-static bool member_ready(const struct rov_conn *conn, int rail)
+struct rov_chan *rov_bond_member(const struct rov_conn *conn, int rail)
 {
-    const struct rov_chan *chan = conn->chans[rail];
+    struct rov_chan *chan = conn->chans[rail];
 
-    return chan && chan->state == ROV_CHAN_OPEN && chan->handshaken &&
-           chan->rail->ops.chan_queued && !chan->send_error;
+    return (conn->bond_mask & (1u << rail)) && rov_conn_chan_ready(chan) && !chan->send_error
+               ? chan : NULL;
+}
+
+uint64_t rov_bond_rate(const struct rov_chan *chan, uint64_t top)
+{
+    return top ? (chan->bond.rate ? chan->bond.rate : top) : 1;
 }
 
 /* Sample chan's queue; update its rate when an interval is over. */
@@ -71,9 +76,11 @@ struct rov_chan *rov_bond_pick(struct rov_conn *conn, size_t len, uint64_t now, 
     int n = 0;
 
     for (int i = 0; i < conn->ctx->nrails; i++) {
-        if (!(conn->bond_mask & (1u << i)) || !member_ready(conn, i))
+        struct rov_chan *chan = rov_bond_member(conn, i);
+
+        if (!chan || !chan->rail->ops.chan_queued)
             continue;
-        chans[n] = conn->chans[i];
+        chans[n] = chan;
         queued[n] = member_queued(chans[n], now);
         if (chans[n]->bond.rate > top)
             top = chans[n]->bond.rate;
@@ -86,7 +93,7 @@ struct rov_chan *rov_bond_pick(struct rov_conn *conn, size_t len, uint64_t now, 
     /* Smallest (queued + len) / rate, compared as cross products. */
     unsigned __int128 best_t = 0, best_r = 1;
     for (int k = 0; k < n; k++) {
-        uint64_t r = top ? (chans[k]->bond.rate ? chans[k]->bond.rate : top) : 1;
+        uint64_t r = rov_bond_rate(chans[k], top);
         unsigned __int128 t = (unsigned __int128)(queued[k] + len);
 
         if (queued[k] && queued[k] + len > share)

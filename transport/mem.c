@@ -214,6 +214,7 @@ static rov_status_t bond_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uin
                              const uint8_t *k, size_t len, rov_get_cb_t cb, void *arg)
 {
     uint64_t min = conn->ctx->config.bond_min, rate[ROV_MAX_RAILS], sum = 0, top = 0;
+    struct rov_chan *chans[ROV_MAX_RAILS];
     int rails[ROV_MAX_RAILS], n = 0;
     struct bond_get *b;
     size_t at = 0;
@@ -221,21 +222,19 @@ static rov_status_t bond_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uin
     if (len < 2 * min)
         return ROV_ERR_UNSUPPORTED;
     for (int i = 0; i < conn->ctx->nrails; i++) {
-        struct rov_chan *chan = conn->chans[i];
+        struct rov_chan *chan = rov_bond_member(conn, i);
 
-        if (!(conn->bond_mask & (1u << i)) || !chan || chan->state != ROV_CHAN_OPEN ||
-            !chan->handshaken || !chan->rail->get_max || !(lmem->mask & (1u << i)) ||
-            !(k[1] & (1u << i)))
+        if (!chan || !chan->rail->get_max || !(lmem->mask & (1u << i)) || !(k[1] & (1u << i)))
             continue;
         rails[n] = i;
-        rate[n] = chan->bond.rate;
-        top = rate[n] > top ? rate[n] : top;
+        chans[n] = chan;
+        top = chan->bond.rate > top ? chan->bond.rate : top;
         n++;
     }
     if (n < 2)
         return ROV_ERR_UNSUPPORTED;
     for (int j = 0; j < n; j++) {
-        rate[j] = top ? (rate[j] ? rate[j] : top) : 1;
+        rate[j] = rov_bond_rate(chans[j], top);
         sum += rate[j];
     }
     b = malloc(sizeof(*b));
@@ -243,7 +242,7 @@ static rov_status_t bond_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uin
         return ROV_ERR_NOMEM;
     *b = (struct bond_get){.cb = cb, .arg = arg, .parts = 1, .status = ROV_OK};
     for (int j = 0; j < n && at < len; j++) {
-        struct rov_chan *chan = conn->chans[rails[j]];
+        struct rov_chan *chan = chans[j];
         size_t left = len - at;
         size_t part = j == n - 1 ? left : (size_t)((unsigned __int128)len * rate[j] / sum);
         rov_status_t st;
