@@ -311,11 +311,6 @@ def link_rates(args, shape):
     return (2 * args.rate_bps * x // (x + y), 2 * args.rate_bps * y // (x + y))
 
 
-def tbf_argv(rate_bps):
-    burst = max(256 << 10, rate_bps // 8 // 1000)
-    return ["root", "tbf", "rate", "%dbit" % rate_bps, "burst", str(burst), "latency", "10ms"]
-
-
 def fmt_rate(bps):
     return "%g Mbit/s" % (bps / 1e6)
 
@@ -354,11 +349,7 @@ class Bench:
         rates = link_rates(self.args, shape)
         lines = []
         for dev, rate in zip(FABS, rates):
-            for side in ("A", "B"):
-                nf.sh("tc", "-n", self.topo.ns[side], "qdisc", "replace", "dev", dev,
-                      *tbf_argv(rate))
-            qdisc = nf.sh("tc", "-n", self.topo.a, "qdisc", "show", "dev", dev, quiet=True)
-            lines.append("%d:%d %s: %s" % (shape + (dev, qdisc.strip())))
+            lines.append("%d:%d %s: %s" % (shape + (dev, self.topo.shape(dev, rate))))
         log("shape %d:%d: fab0 %s, fab1 %s (both ends' egress)" % (
             shape + (fmt_rate(rates[0]), fmt_rate(rates[1]))))
         return rates, lines

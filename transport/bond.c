@@ -17,11 +17,11 @@
  * all are equal: the shortest queue wins.
  *
  * The receiver holds what overtakes a slower member in its reorder buffer
- * (RAILOVER_REORDER_BYTES), and drops what does not fit, which costs a
- * RESEND and, in a bond, stalls the stream: so no member holds more than
- * its share of that buffer, half of it split over the members (a member
- * with nothing queued takes a message of any size).  When every member is
- * at its share the push waits (rov_bond_pick()'s *full).
+ * (in a bond as large as the window, conn->reorder_max), and drops what does
+ * not fit, which costs a RESEND and stalls the stream: so no member holds
+ * more than its share of that buffer, half of it split over the members (a
+ * member with nothing queued takes a message of any size).  When every
+ * member is at its share the push waits (rov_bond_pick()'s *full).
  */
 #include "transport/bond.h"
 #include "transport/conn_int.h"
@@ -89,7 +89,7 @@ struct rov_chan *rov_bond_pick(struct rov_conn *conn, size_t len, uint64_t now, 
     *full = false;
     if (n < 2)
         return NULL; /* no bond now: the transmit rail, as without one */
-    share = conn->ctx->config.reorder_bytes / 2 / (uint64_t)n;
+    share = conn->reorder_max / 2 / (uint64_t)n;
     /* Smallest (queued + len) / rate, compared as cross products. */
     unsigned __int128 best_t = 0, best_r = 1;
     for (int k = 0; k < n; k++) {

@@ -133,16 +133,19 @@ uint64_t rov_conn_path_key(const struct rov_conn *conn, int rail)
 struct rov_conn *rov_conn_new(rov_context_t *ctx)
 {
     struct rov_conn *conn = calloc(1, rov_policy_conn_size());
+    const struct rov_config *cfg = &ctx->config;
 
     if (!conn)
         return NULL;
     /* In a bond every message the peer has in flight may overtake one on a
-     * slower member: room for all of them (RAILOVER_REORDER_BYTES still
-     * bounds the memory). */
-    if (rov_reorder_init(&conn->reorder, ctx->config.bond && ctx->config.window_msgs >
-                                               ctx->config.reorder_msgs
-                                           ? ctx->config.window_msgs
-                                           : ctx->config.reorder_msgs) != ROV_OK) {
+     * slower member: room for all of them, the peer's window (as ours; a
+     * frame dropped beyond it costs a RESEND, and a bond's stream waits for
+     * it).  Without one, RAILOVER_REORDER_MSGS and _BYTES. */
+    conn->reorder_max = cfg->bond && cfg->window_bytes > cfg->reorder_bytes ? cfg->window_bytes
+                                                                           : cfg->reorder_bytes;
+    if (rov_reorder_init(&conn->reorder, cfg->bond && cfg->window_msgs > cfg->reorder_msgs
+                                             ? cfg->window_msgs
+                                             : cfg->reorder_msgs) != ROV_OK) {
         free(conn);
         return NULL;
     }
@@ -1059,6 +1062,62 @@ static void deliver(struct rov_conn *conn, uint32_t tag, const void *data, size_
         conn->ctx->recv_cb(conn->ctx->arg, conn, tag, data, len);
 }
 
+/* Gaps.  A frame beyond rx_seq + 1 opens one; it closes when rx_seq
+ * reaches the highest sequence number seen.  The receiver asks for a RESEND
+ * when a frame it had to drop shows the gap (once per gap), and again when
+ * the gap has made no progress for RAILOVER_FAILOVER_TIMEOUT
+ * (rov_conn_gap_check()): in a bond the missing frame may have been dropped
+ * after that one RESEND (it was resent on a member and overtaken again),
+ * and nothing else would ever ask for it: its sender waits for an ack with
+ * every channel healthy. */
+static void ask_resend(struct rov_conn *conn)
+{
+    struct rov_chan *chan = any_ready_chan(conn);
+
+    if (!chan)
+        return;
+    conn->resend_asked = conn->rx_seq + 1;
+    conn->stats.resends_asked++;
+    conn_send_ctrl(chan, ROV_FT_RESEND, 0, NULL, 0);
+}
+
+static void gap_opened(struct rov_conn *conn, uint64_t now)
+{
+    rov_context_t *ctx = conn->ctx;
+    uint64_t due = now + ctx->config.failover_timeout_ns;
+
+    conn->gap_ns = now;
+    if (!ctx->gap_check_ns || due < ctx->gap_check_ns)
+        ctx->gap_check_ns = due;
+}
+
+void rov_conn_gap_check(rov_context_t *ctx, uint64_t now)
+{
+    uint64_t timeout = ctx->config.failover_timeout_ns, next = 0;
+
+    ctx->gap_check_ns = 0;
+    for (struct rov_conn *c = ctx->conns; c; c = c->next) {
+        if (!c->gap_ns)
+            continue;
+        if (c->state == ROV_CONN_FAILED || c->state == ROV_CONN_DEAD) {
+            c->gap_ns = 0; /* nothing more will come */
+            continue;
+        }
+        if (now - c->gap_ns >= timeout) {
+            rov_log_ratelimited(ROV_LOG_INFO, "conn", "conn %llu: message %llu still missing "
+                                "after RAILOVER_FAILOVER_TIMEOUT (%llu later ones came): "
+                                "asked for it again", (unsigned long long)c->id,
+                                (unsigned long long)c->rx_seq + 1,
+                                (unsigned long long)(c->rx_seen - c->rx_seq - 1));
+            ask_resend(c);
+            c->gap_ns = now;
+        }
+        if (!next || c->gap_ns + timeout < next)
+            next = c->gap_ns + timeout;
+    }
+    ctx->gap_check_ns = next;
+}
+
 static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
                         const uint8_t *payload)
 {
@@ -1070,11 +1129,11 @@ static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
         return;
     }
     if (hdr->seq > conn->rx_seq + 1) {
-        /* Held within RAILOVER_REORDER_MSGS and _BYTES; beyond, dropped: the
-         * RESEND below (one per gap) rewinds the peer to before it. */
+        /* Held within RAILOVER_REORDER_MSGS and conn->reorder_max; beyond,
+         * dropped: the RESEND below (one per gap) rewinds the peer to
+         * before it. */
         rov_status_t st = rov_reorder_insert(&conn->reorder, conn->rx_seq + 1, hdr->seq,
-                                             hdr->tag, payload, hdr->len, cfg->reorder_bytes);
-        struct rov_chan *chan;
+                                             hdr->tag, payload, hdr->len, conn->reorder_max);
 
         if (st == ROV_OK)
             conn->stats.reordered++;
@@ -1082,14 +1141,17 @@ static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
                   (unsigned long long)conn->id, (unsigned long long)hdr->seq,
                   (unsigned long long)conn->rx_seq + 1,
                   st == ROV_ERR_AGAIN ? ", beyond the reorder buffer: dropped" : "");
+        if (hdr->seq > conn->rx_seen)
+            conn->rx_seen = hdr->seq;
+        if (!conn->gap_ns)
+            gap_opened(conn, rov_now_ns());
         /* In a bond early frames are the rule (the members' queues differ):
-         * a held one asks for nothing; one dropped beyond the buffer does. */
-        if (st == ROV_OK && cfg->bond)
+         * one held (or held already) asks for nothing; one dropped beyond
+         * the buffer does. */
+        if ((st == ROV_OK || st == ROV_INPROGRESS) && cfg->bond)
             return;
-        if (conn->resend_asked != conn->rx_seq + 1 && (chan = any_ready_chan(conn))) {
-            conn->resend_asked = conn->rx_seq + 1;
-            conn_send_ctrl(chan, ROV_FT_RESEND, 0, NULL, 0);
-        }
+        if (conn->resend_asked != conn->rx_seq + 1)
+            ask_resend(conn);
         return;
     }
     deliver(conn, hdr->tag, payload, hdr->len);
@@ -1103,6 +1165,10 @@ static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
     }
     if (conn->state == ROV_CONN_DEAD || conn->state == ROV_CONN_FAILED)
         return;
+    if (conn->gap_ns) /* closed, or moved on to a later message: its clock restarts */
+        conn->gap_ns = 0;
+    if (conn->rx_seen > conn->rx_seq)
+        gap_opened(conn, rov_now_ns());
     if (conn->rx_unacked_msgs >= (cfg->window_msgs + 3) / 4 ||
         conn->rx_unacked_bytes >= cfg->window_bytes / 4)
         rov_conn_send_ack(conn);

@@ -191,6 +191,8 @@ static void timer_work(rov_context_t *ctx)
         rov_ctx_sweep_unauthed(ctx, now);
     if (ctx->connect_again_ns && now >= ctx->connect_again_ns)
         rov_conn_connect_again(ctx, now);
+    if (ctx->gap_check_ns && now >= ctx->gap_check_ns)
+        rov_conn_gap_check(ctx, now);
     if (ctx->stage_news)
         rov_stage_progress(ctx);
     engine_tick(ctx, now); /* progress() sends the due acks next */
@@ -293,6 +295,8 @@ static void arm_timer(rov_context_t *ctx)
         due = ctx->hello_due_ns;
     if (ctx->connect_again_ns && (due == 0 || ctx->connect_again_ns < due))
         due = ctx->connect_again_ns;
+    if (ctx->gap_check_ns && (due == 0 || ctx->gap_check_ns < due))
+        due = ctx->gap_check_ns;
     if (ctx->stage_news)
         due = now; /* a stage's event waits */
     if (ctx->ack_head) {

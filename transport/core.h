@@ -49,6 +49,9 @@ struct rov_conn {
     uint64_t tx_chan_serial;          /* channel we rewound on and send on since, or 0 */
     uint32_t switch_tag;              /* tag of our pending switch request (ROV_HF_*) */
     uint64_t resend_asked;            /* rx_seq when we last asked for a resend */
+    uint64_t rx_seen;                 /* highest sequence number that arrived (held or not) */
+    uint64_t gap_ns;                  /* rx_seq + 1 missing since (rx_seen beyond it), 0: no gap */
+    uint64_t reorder_max;             /* bytes the reorder buffer may hold (rov_conn_new()) */
     bool hold;                        /* an operator keeps it off the preferred rail */
     uint8_t bond_mask;                /* rails in its bond (rov_policy_bond()), bit per rail */
     bool peer_hold;                   /* the peer's operator does (its switch requests) */
@@ -153,6 +156,7 @@ struct rov_context {
     struct rov_preauth *preauth;      /* rails' peers before their channel, newest first */
     uint64_t hello_due_ns;            /* check them for the timeout then */
     uint64_t connect_again_ns;        /* earliest conn->connect_again_ns, 0: none */
+    uint64_t gap_check_ns;            /* earliest conn->gap_ns + the timeout, 0: none */
     uint32_t accept_paused;           /* rails whose listener waits for a slot */
     uint64_t fd_count;                /* descriptors open (rov_rail_fd_short()) ... */
     uint64_t fd_count_ns;             /* ... counted in /proc/self/fd then */
@@ -275,6 +279,9 @@ void rov_conn_abort(struct rov_conn *conn, rov_status_t status);
 /* First connects whose try after a reset is due, and reconnects after a
  * reopen (ctx->connect_again_ns). */
 void rov_conn_connect_again(rov_context_t *ctx, uint64_t now);
+/* Gaps in what arrived that made no progress for RAILOVER_FAILOVER_TIMEOUT:
+ * asked for again (ctx->gap_check_ns; conn.c). */
+void rov_conn_gap_check(rov_context_t *ctx, uint64_t now);
 void rov_conn_free(struct rov_conn *conn);
 
 /* policy.c: the registered policies' hooks (policy.h), and the size of an

@@ -576,6 +576,7 @@ typedef struct rov_conn_stats {
     rov_reason_t last_reason;               /* of the last switch */
     uint64_t last_switch_ns;                /* CLOCK_REALTIME of the last switch, 0: none */
     int forced;                             /* held on a fallback rail by an operator */
+    uint64_t resends_asked;                 /* RESEND requests sent: gaps in what arrived */
 } rov_conn_stats_t;
 
 void rov_conn_stats(const rov_conn_t *conn, rov_conn_stats_t *stats_p);

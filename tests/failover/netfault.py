@@ -341,6 +341,18 @@ class Topology:
                 return True
         return False
 
+    # -- link rates ------------------------------------------------------------
+
+    def shape(self, dev, rate_bps):
+        """dev limited to rate_bps on both ends' egress (tbf; the burst
+        max(256 KiB, 1 ms at the rate), above veth's largest GSO packet,
+        64 KiB, which tbf must fit whole).  Returns what tc shows."""
+        burst = max(256 << 10, rate_bps // 8 // 1000)
+        for side in ("A", "B"):
+            sh("tc", "-n", self.ns[side], "qdisc", "replace", "dev", dev, "root", "tbf",
+               "rate", "%dbit" % rate_bps, "burst", str(burst), "latency", "10ms")
+        return sh("tc", "-n", self.ns["A"], "qdisc", "show", "dev", dev, quiet=True).strip()
+
     # -- link faults ---------------------------------------------------------
 
     def link(self, side, dev, up):
