@@ -17,11 +17,15 @@
  * all are equal: the shortest queue wins.
  *
  * The receiver holds what overtakes a slower member in its reorder buffer
- * (in a bond as large as the window, conn->reorder_max), and drops what does
- * not fit, which costs a RESEND and stalls the stream: so no member holds
- * more than its share of that buffer, half of it split over the members (a
- * member with nothing queued takes a message of any size).  When every
- * member is at its share the push waits (rov_bond_pick()'s *full).
+ * (in a bond as large as the window, conn->reorder_max, so that nothing the
+ * sender may have in flight is dropped there).  What keeps the members'
+ * queues near their rates is the share: a member whose queue already holds
+ * its share of that buffer (half of it over the members) takes nothing
+ * more; when every member holds its share the push waits (rov_bond_pick()'s
+ * *full).  A member below its share takes a message of any size: the
+ * TCP rail's queue is rarely empty (an ack frame of 32 bytes waits there
+ * for the peer's delayed ACK), and "only an empty member takes a message
+ * larger than the share" kept 4 MiB messages on one member at a time.
  */
 #include "transport/bond.h"
 #include "transport/conn_int.h"
@@ -90,13 +94,15 @@ struct rov_chan *rov_bond_pick(struct rov_conn *conn, size_t len, uint64_t now, 
     if (n < 2)
         return NULL; /* no bond now: the transmit rail, as without one */
     share = conn->reorder_max / 2 / (uint64_t)n;
+    if (!share)
+        share = 1;
     /* Smallest (queued + len) / rate, compared as cross products. */
     unsigned __int128 best_t = 0, best_r = 1;
     for (int k = 0; k < n; k++) {
         uint64_t r = rov_bond_rate(chans[k], top);
         unsigned __int128 t = (unsigned __int128)(queued[k] + len);
 
-        if (queued[k] && queued[k] + len > share)
+        if (queued[k] >= share)
             continue;
         if (!best || t * best_r < best_t * r) {
             best = chans[k];

@@ -807,12 +807,17 @@ static ROV_INLINE void msg_params(struct rov_msg *m, uint32_t tag,
  * counts held bytes too) as well.  A thousand connections times a 16 MiB
  * window is more memory than a rank has: 1,024 connecting connections
  * filled with 2 GiB of queued sends took the process's CPU in page faults
- * for seconds, and their handshakes timed out. */
+ * for seconds, and their handshakes timed out.  In a bond the per-context
+ * bound lets one message per member go (not only one): at 125 MB/s the
+ * bound (2.5 MB) is below one 4 MiB message, and a 4 MiB stream went one
+ * message at a time over one member of two. */
 static ROV_INLINE bool window_full(struct rov_conn *conn, size_t len, uint64_t held_msgs,
                                     uint64_t held_bytes)
 {
+    uint64_t always = conn->bond_mask ? (uint64_t)__builtin_popcount(conn->bond_mask) : 1;
+
     if (rov_retain_has_room(&conn->tx, held_msgs, held_bytes, len) &&
-        (conn->ctx->tx_bytes + len <= conn->ctx->tx_cap || !(conn->tx.count + held_msgs)))
+        (conn->ctx->tx_bytes + len <= conn->ctx->tx_cap || conn->tx.count + held_msgs < always))
         return false;
     conn->stats.window_full++;
     return true;
