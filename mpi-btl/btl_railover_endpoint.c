@@ -452,6 +452,12 @@ void mca_btl_railover_event(void *arg, const rov_event_t *e)
          * a delay (sends are held meanwhile). */
         opal_output_verbose(10, out, "btl railover: %s", e->reason);
         break;
+    case ROV_EVENT_CONN_BOND:
+        /* A rail joined or left the bond: ob1 sees only the bandwidth. */
+        opal_output_verbose(20, out, "btl railover: rail %d %s the bond (%s)",
+                            e->rail_to >= 0 ? e->rail_to : e->rail_from,
+                            e->rail_to >= 0 ? "joined" : "left", e->reason);
+        break;
     }
 }
 

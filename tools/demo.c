@@ -112,6 +112,8 @@ static void on_event(void *arg, const rov_event_t *ev)
     case ROV_EVENT_CONTEXT_RESUMED:
         printf("[%s] %s\n", d->who, ev->reason);
         break;
+    case ROV_EVENT_CONN_BOND:
+        break;
     }
 }
 

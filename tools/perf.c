@@ -718,6 +718,8 @@ static void rv_event_cb(void *arg, const rov_event_t *event)
     case ROV_EVENT_CONTEXT_RESUMED:
         fprintf(stderr, "railover perf: %s\n", event->reason);
         break;
+    case ROV_EVENT_CONN_BOND:
+        break; /* the bond's members: railover status shows them */
     case ROV_EVENT_CONN_RAIL_SWITCH:
         if (ours) {
             fprintf(stderr, "railover perf: connection switched from rail %d to %d (%s)\n",

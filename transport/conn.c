@@ -1067,6 +1067,33 @@ static void deliver(struct rov_conn *conn, uint32_t tag, const void *data, size_
         conn->ctx->recv_cb(conn->ctx->arg, conn, tag, data, len);
 }
 
+/* The bond's one setter (its members: the policy's rov_policy_bond(), and a
+ * member's failure here): each rail that joins or leaves is counted and
+ * reported (ROV_EVENT_CONN_BOND); a new member may take what waits. */
+void rov_conn_set_bond(struct rov_conn *conn, unsigned mask, const char *why)
+{
+    uint8_t was = conn->bond_mask, now = (uint8_t)mask;
+
+    conn->bond_mask = now;
+    for (int i = 0; i < conn->ctx->nrails; i++) {
+        unsigned bit = 1u << i;
+        bool joined = now & bit;
+
+        if (!((was ^ now) & bit))
+            continue;
+        if (joined)
+            conn->stats.bond_joins++;
+        else
+            conn->stats.bond_leaves++;
+        rov_debug("conn", "conn %llu: rail %s %s the bond (%s)", (unsigned long long)conn->id,
+                  rov_context_rail_name(conn->ctx, i), joined ? "joins" : "leaves", why);
+        rov_ctx_event(conn->ctx, ROV_EVENT_CONN_BOND, conn, ROV_OK, joined ? -1 : i,
+                      joined ? i : -1, why);
+    }
+    if (now & ~was)
+        rov_conn_push(conn);
+}
+
 /* Gaps.  A frame beyond rx_seq + 1 opens one; it closes when rx_seq
  * reaches the highest sequence number seen.  The receiver asks for a RESEND
  * when a frame it had to drop shows the gap (once per gap), and again when
@@ -1503,8 +1530,8 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
             /* A member of the bond: what it carried and the peer has not
              * acknowledged goes again on the others (the receiver drops
              * what it already has). */
-            conn->bond_mask &= (uint8_t) ~(1u << rail);
             rov_retain_rewind(&conn->tx, rov_retain_acked(&conn->tx));
+            rov_conn_set_bond(conn, conn->bond_mask & ~(1u << rail), why);
             rov_conn_push(conn);
         }
         rov_policies_chan_failed(conn, rail, status, reason, why); /* bookkeeping only */

@@ -274,6 +274,8 @@ bool rov_conn_chan_ready(const struct rov_chan *chan);
  * that this side keeps receiving (and other connections keep moving)
  * meanwhile.  The context's progress sends the rest (context.c). */
 void rov_conn_push(struct rov_conn *conn);
+/* conn's bond members become mask (one bit per rail), why: what changed it. */
+void rov_conn_set_bond(struct rov_conn *conn, unsigned mask, const char *why);
 void rov_conn_send_ack(struct rov_conn *conn);
 void rov_conn_abort(struct rov_conn *conn, rov_status_t status);
 /* First connects whose try after a reset is due, and reconnects after a

@@ -87,9 +87,10 @@ static void print_conn(FILE *out, struct rov_conn *conn, uint64_t now)
             rov_reason_str(st.last_reason));
     print_time(out, st.last_switch_ns);
     fprintf(out, " retained_msgs=%" PRIu64 " retained_bytes=%" PRIu64 " tx_seq=%" PRIu64
-            " rx_seq=%" PRIu64 " resent=%" PRIu64 " resends_asked=%" PRIu64 " reasons=",
+            " rx_seq=%" PRIu64 " resent=%" PRIu64 " resends_asked=%" PRIu64 " bond_joins=%" PRIu64
+            " bond_leaves=%" PRIu64 " reasons=",
             st.retained_msgs, st.retained_bytes, st.tx_seq, st.rx_seq, st.msgs_resent,
-            st.resends_asked);
+            st.resends_asked, st.bond_joins, st.bond_leaves);
     for (int i = 1; i < ROV_REASON_COUNT; i++) {
         if (!st.reasons[i])
             continue;

@@ -445,12 +445,8 @@ rov_status_t rov_policy_probe(rov_conn_t *conn, int rail)
 
 void rov_policy_bond(rov_conn_t *conn, unsigned mask)
 {
-    uint8_t m = (mask & (mask - 1)) ? (uint8_t)mask : 0; /* two members at least */
-    bool grew = (m & ~conn->bond_mask) != 0;
-
-    conn->bond_mask = m;
-    if (grew)
-        rov_conn_push(conn); /* a new member may take what waits */
+    /* Two members at least. */
+    rov_conn_set_bond(conn, (mask & (mask - 1)) ? mask : 0, "failover policy");
 }
 
 void rov_policy_chan_fail(rov_conn_t *conn, int rail, rov_status_t status, const char *why,

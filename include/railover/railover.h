@@ -250,6 +250,9 @@ typedef enum rov_event_type {
     ROV_EVENT_ENDPOINT_ADDRESS, /* rov_context_reopen() gave the endpoint a new
                                    address: rov_endpoint_address() reads it */
     ROV_EVENT_CONTEXT_RESUMED,  /* every quiesced connection sends again (or failed) */
+    /* RAILOVER_BOND: */
+    ROV_EVENT_CONN_BOND,        /* a rail joined the connection's bond (rail_to; rail_from
+                                   -1) or left it (rail_from; rail_to -1) */
 } rov_event_type_t;
 
 /*
@@ -577,6 +580,7 @@ typedef struct rov_conn_stats {
     uint64_t last_switch_ns;                /* CLOCK_REALTIME of the last switch, 0: none */
     int forced;                             /* held on a fallback rail by an operator */
     uint64_t resends_asked;                 /* RESEND requests sent: gaps in what arrived */
+    uint64_t bond_joins, bond_leaves;       /* rails that joined / left its bond */
 } rov_conn_stats_t;
 
 void rov_conn_stats(const rov_conn_t *conn, rov_conn_stats_t *stats_p);

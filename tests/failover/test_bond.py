@@ -8,8 +8,9 @@ messages from RAILOVER_BOND_MIN, 4 KiB here, over its members).  When the
 fabric goes down, every connection leaves it at once (failover.link), what
 was in flight on it goes again on the ethernet link, and the stream goes on
 there; after `link up` and the dwell every connection is back on rail 0 and
-the fabric rejoins the bond (both links carry again).  Zero loss, no
-duplicate, in order, as in linkdown.
+the fabric rejoins the bond (both links carry again; both sides' events
+say it left and joined again).  Zero loss, no duplicate, in order, as in
+linkdown.
 
 --gap: no fault, unequal links (the fabric shaped to a third of the
 ethernet link's rate), and a listener whose reorder buffer (64 KiB) is far
@@ -86,6 +87,23 @@ def test_gap(args):
     wd.failed = False
 
 
+def left_and_rejoined(ck, pair):
+    """Every connection's events (both sides) say the fabric (rail 0) left
+    the bond and joined it again after that (ROV_EVENT_CONN_BOND)."""
+    for role in nf.SIDES:
+        evs = [e for e in pair.events[role].poll() if e.get("ev") == "bond"]
+        for i in range(pair.conns):
+            mine = [e for e in evs if e.get("conn") == i]
+            left = [e["t"] for e in mine if e.get("left") == 0]
+            back = [e["t"] for e in mine if e.get("joined") == 0 and left and e["t"] > left[0]]
+            nf.log("%s conn %d: bond events %s" % (role, i, ["%s%s" % (
+                "+" if e.get("joined", -1) >= 0 else "-",
+                e.get("joined") if e.get("joined", -1) >= 0 else e.get("left")) for e in mine]))
+            ck.check(left and back, "%s conn %d: the fabric should leave the bond and join it "
+                     "again (ROV_EVENT_CONN_BOND): %d left, %d joined after" %
+                     (role, i, len(left), len(back)))
+
+
 def test():
     args = nf.common_args(__doc__.splitlines()[0], extra=lambda ap: (
         ap.add_argument("--gap", action="store_true", help="the persistent-gap case (above)"),
@@ -98,7 +116,8 @@ def test():
                       heal=lambda topo, _: topo.link_up("A", "fab"),
                       leader_ok=nf.link_reason, env=env,
                       before_fault=lambda ck, pair: both_carry(pair.topo, "bonded")(ck, pair),
-                      after_back=lambda ck, pair: both_carry(pair.topo, "rejoined")(ck, pair))
+                      after_back=lambda ck, pair: (both_carry(pair.topo, "rejoined")(ck, pair),
+                                                   left_and_rejoined(ck, pair)))
 
 
 if __name__ == "__main__":

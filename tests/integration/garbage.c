@@ -121,6 +121,7 @@ static const char *event_name(rov_event_type_t t)
     case ROV_EVENT_CONTEXT_QUIESCED: return "QUIESCED";
     case ROV_EVENT_ENDPOINT_ADDRESS: return "ADDRESS";
     case ROV_EVENT_CONTEXT_RESUMED: return "RESUMED";
+    case ROV_EVENT_CONN_BOND: return "BOND";
     }
     return "?";
 }

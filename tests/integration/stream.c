@@ -909,6 +909,17 @@ static void on_event(void *arg, const rov_event_t *ev)
     case ROV_EVENT_CONTEXT_RESUMED:
         ev_simple(app, NULL, "resumed");
         return;
+    case ROV_EVENT_CONN_BOND: {
+        FILE *f = ev_begin(app, sc, "bond");
+
+        if (f) {
+            ev_int(f, "joined", ev->rail_to);
+            ev_int(f, "left", ev->rail_from);
+            ev_str(f, "text", ev->reason);
+            ev_end(f);
+        }
+        return;
+    }
     }
     fail(app, sc, "unknown event type %d", (int)ev->type);
 }

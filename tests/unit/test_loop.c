@@ -91,6 +91,7 @@ static void on_event(void *arg, const rov_event_t *ev)
     case ROV_EVENT_CONN_RAIL_SWITCH: s->switches++; break;
     case ROV_EVENT_CONTEXT_QUIESCED: s->quiesced++; break;
     case ROV_EVENT_CONTEXT_RESUMED: s->resumed++; break;
+    case ROV_EVENT_CONN_BOND: break;
     case ROV_EVENT_ENDPOINT_ADDRESS: s->address++; break;
     case ROV_EVENT_CONN_CLOSED: s->closed++; break;
     case ROV_EVENT_CONN_PEER_CLOSED:
