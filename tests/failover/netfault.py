@@ -1428,6 +1428,23 @@ def fault_and_heal(args, name, inject, heal, leader_ok, env=None, conns=None,
     wd.failed = False
 
 
+def count_bond_cycles(pair, conn):
+    """A rail leaving one connection's bond and joining it again, counted per
+    side (ROV_EVENT_CONN_BOND; each side keeps its own members)."""
+    n = 0
+    for role in SIDES:
+        out = set()
+        for e in pair.events[role].poll():
+            if e.get("ev") != "bond" or e.get("conn") != conn:
+                continue
+            if e.get("left", -1) >= 0:
+                out.add(e["left"])
+            elif e.get("joined", -1) in out:
+                out.discard(e["joined"])
+                n += 1
+    return n
+
+
 def count_cycles(pair, conn):
     """Failover/failback cycles of one connection: a switch away from rail 0
     with a failover.* reason (either side) followed by a switch back to rail

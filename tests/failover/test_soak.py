@@ -25,6 +25,13 @@ never stops (no cycle completed for 120 s fails).  Connections may end on
 rail 1 when a fault hit them at the close (printed).  Prints cycles/s and
 totals; time is never asserted (only --budget, if given, bounds a run).
 --long: 20000 cycles, for a hand-started run.
+
+--bond: RAILOVER_BOND=on (messages from 1 KiB spread over both rails), the
+listener's faults on rail 0 and the connector's on rail 1, so that every
+rail fails; a cycle is then also a rail leaving a connection's bond and
+joining it again (ROV_EVENT_CONN_BOND, counted per side), and the phase
+ends once failover/failback and bond cycles together reach its share.
+bench/README.md has the long run (`--bond --cycles 400000`).
 """
 import math
 import os
@@ -47,7 +54,8 @@ PHASE_ENV = {
     "error": dict(BASE_ENV, RAILOVER_FAILOVER_TIMEOUT="250ms", RAILOVER_KEEPALIVE="100ms"),
     "silent": dict(BASE_ENV, RAILOVER_FAILOVER_TIMEOUT="50ms", RAILOVER_KEEPALIVE="20ms"),
 }
-FAULT = "rail=0,mode=%s,after=%d,every=%d,seed=%d"
+BOND_ENV = {"RAILOVER_BOND": "on", "RAILOVER_BOND_MIN": "1KiB"}
+FAULT = "rail=%d,mode=%s,after=%d,every=%d,seed=%d"
 STUCK_S = 20   # a direction of a connection delivering nothing this long is stuck
 IDLE_S = 120   # no new cycle for this long: the cycling has stopped
 
@@ -68,14 +76,24 @@ def opts(ap):
                     "most failbacks)")
     ap.add_argument("--max-size", type=int, default=4096,
                     help="rov_stream --max-size (default 4096: more cycles per second)")
+    ap.add_argument("--bond", action="store_true",
+                    help="bonded: faults on rail 0 (listener) and rail 1 (connector); bond "
+                    "leave/rejoin cycles count too")
     ap.set_defaults(conns=4)
 
 
+def cycles(args, pair, i):
+    """Connection i's cycles: failover/failback, and with --bond the bond's."""
+    return nf.count_cycles(pair, i) + (nf.count_bond_cycles(pair, i) if args.bond else 0)
+
+
 def phase(args, wd, ck, mode, target, budget=None):
+    env = dict(PHASE_ENV[mode], **BOND_ENV) if args.bond else PHASE_ENV[mode]
     pair = nf.StreamPair(
-        args, wd.sub(mode), None, conns=args.conns, env=PHASE_ENV[mode],
-        env_l={"RAILOVER_FAULT": FAULT % (mode, 50, args.every, args.seed)},
-        env_c={"RAILOVER_FAULT": FAULT % (mode, 50, args.every, args.seed + 1)},
+        args, wd.sub(mode), None, conns=args.conns, env=env,
+        env_l={"RAILOVER_FAULT": FAULT % (0, mode, 50, args.every, args.seed)},
+        env_c={"RAILOVER_FAULT": FAULT % (1 if args.bond else 0, mode, 50, args.every,
+                                          args.seed + 1)},
         rate_ms=500, timeout_s=int(budget) + 120 if budget else 0, stall_s=30,
         max_size=args.max_size)
     nf.log("%s phase: %d cycles wanted%s" % (mode, target,
@@ -85,7 +103,7 @@ def phase(args, wd, ck, mode, target, budget=None):
         pair.start()
         last, seen, seen_t = 0, 0, t0
         while True:
-            n = sum(nf.count_cycles(pair, i) for i in range(args.conns))
+            n = sum(cycles(args, pair, i) for i in range(args.conns))
             now = time.monotonic()
             el = now - t0
             if n >= target:
@@ -110,7 +128,7 @@ def phase(args, wd, ck, mode, target, budget=None):
         pair.kill()
     nf.check_stream(ck, pair)
     nf.check_counts(ck, pair)
-    per = [nf.count_cycles(pair, i) for i in range(args.conns)]
+    per = [cycles(args, pair, i) for i in range(args.conns)]
     reasons = {}
     for role in nf.SIDES:
         for c in pair.results[role]["conns"].values():
@@ -161,9 +179,10 @@ def test():
         msgs += nm
     el = time.monotonic() - t0
     n = sum(done.values())
-    nf.log("soak: %d failover/failback cycles (%s) in %.1f s (%.2f cycles/s including set-up), "
+    nf.log("soak: %d %scycles (%s) in %.1f s (%.2f cycles/s including set-up), "
            "%d messages verified, target %d" %
-           (n, ", ".join("%d %s" % (done[m], m) for m in modes), el, n / el, msgs, total))
+           (n, "failover/failback and bond " if args.bond else "failover/failback ",
+            ", ".join("%d %s" % (done[m], m) for m in modes), el, n / el, msgs, total))
     ck.check(n >= total, "only %d cycles, expected at least %d" % (n, total))
     ck.done()
     wd.failed = False
