@@ -226,6 +226,12 @@ static int railover_limits(void)
         m->btl_rndv_eager_limit = m->btl_eager_limit;
     if (m->btl_max_send_size < m->btl_eager_limit)
         m->btl_max_send_size = m->btl_eager_limit;
+    /* btl_bandwidth (Mbit/s, how ob1 weighs BTLs to one peer): the
+     * preferred rail's link, or the bond's sum (btl_railover_bond); the
+     * registered default where the rails do not know their speed. */
+    if (!user_set("bandwidth") && lim->bandwidth_mbps)
+        m->btl_bandwidth = lim->bandwidth_mbps > UINT32_MAX ? UINT32_MAX
+                                                            : (uint32_t)lim->bandwidth_mbps;
     return OPAL_SUCCESS;
 }
 
@@ -363,11 +369,11 @@ static mca_btl_base_module_t **railover_init(int *num_btls, bool progress_thread
     *num_btls = 1;
     opal_output_verbose(10, c->verbose,
                         "btl railover: %d rail(s), first %s; eager limit %zu, max send size %zu, "
-                        "RDMA get %s (up to %zu bytes)",
+                        "RDMA get %s (up to %zu bytes), bandwidth %u Mbit/s",
                         rov_context_rail_count(c->ctx), rov_context_rail_name(c->ctx, 0),
                         modules[0]->btl_eager_limit, modules[0]->btl_max_send_size,
                         (modules[0]->btl_flags & MCA_BTL_FLAGS_GET) ? "on" : "off",
-                        modules[0]->btl_get_limit);
+                        modules[0]->btl_get_limit, modules[0]->btl_bandwidth);
     return modules;
 fail:
     context_close();

@@ -1592,6 +1592,11 @@ static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_healt
     return ROV_OK;
 }
 
+static uint64_t tcp_link_mbps(struct rov_rail *rail)
+{
+    return rov_net_link_mbps(&rov_container_of(rail, struct tcp_rail, base)->local);
+}
+
 static uint64_t tcp_chan_queued(struct rov_chan *chan)
 {
     struct tcp_chan *c = rov_container_of(chan, struct tcp_chan, base);
@@ -1660,6 +1665,7 @@ static const struct rov_rail_ops tcp_ops = {
     .ready = tcp_ready,
     .chan_health = tcp_chan_health,
     .chan_queued = tcp_chan_queued,
+    .link_mbps = tcp_link_mbps,
     .mem_reg = tcp_mem_reg,
     .mem_dereg = tcp_mem_dereg,
     .get = tcp_get,

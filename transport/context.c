@@ -475,6 +475,12 @@ void rov_context_limits(const rov_context_t *ctx, rov_limits_t *limits)
     limits->eager_limit = (size_t)ctx->config.eager_limit;
     limits->conn_data_max = ROV_CONN_DATA_MAX;
     limits->get_max = rov_ctx_get_max(ctx);
+    int counted = ctx->config.bond ? ctx->nrails : ctx->nrails ? 1 : 0; /* the bond, or rail 0 */
+
+    limits->bandwidth_mbps = 0;
+    for (int i = 0; i < counted; i++)
+        if (ctx->rails[i]->ops.link_mbps)
+            limits->bandwidth_mbps += ctx->rails[i]->ops.link_mbps(ctx->rails[i]);
 }
 
 const char *rov_context_rail_name(const rov_context_t *ctx, int rail)

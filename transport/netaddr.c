@@ -233,6 +233,27 @@ rov_status_t rov_net_resolve(const char *subsys, const char *arg, struct sockadd
     return ROV_OK;
 }
 
+uint64_t rov_net_link_mbps(const struct sockaddr_storage *ss)
+{
+    struct ifaddrs *ifs;
+    char path[64 + IF_NAMESIZE] = "";
+    long long mbps = 0;
+    FILE *f;
+
+    if (getifaddrs(&ifs) < 0)
+        return 0;
+    for (struct ifaddrs *ifa = ifs; ifa && !path[0]; ifa = ifa->ifa_next)
+        if (rov_net_same_ip(ifa->ifa_addr, ss))
+            snprintf(path, sizeof(path), "/sys/class/net/%s/speed", ifa->ifa_name);
+    freeifaddrs(ifs);
+    if (!path[0] || !(f = fopen(path, "re")))
+        return 0;
+    if (fscanf(f, "%lld", &mbps) != 1 || mbps < 0)
+        mbps = 0;
+    fclose(f);
+    return (uint64_t)mbps;
+}
+
 void rov_net_sockaddr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
 {
     char ip[INET6_ADDRSTRLEN] = "?";

@@ -49,6 +49,10 @@ rov_status_t rov_net_resolve(const char *subsys, const char *arg, struct sockadd
  * it can be.  (A subnet's broadcast address needs the interfaces:
  * rov_net_resolve() checks that too.) */
 const char *rov_net_addr_unusable(const struct sockaddr_storage *ss);
+/* The speed in Mbit/s of the interface that has the IP of ss
+ * (/sys/class/net/NAME/speed), 0 when none has it or it has no speed
+ * (loopback, a link that is down). */
+uint64_t rov_net_link_mbps(const struct sockaddr_storage *ss);
 
 /** The same for a rail argument: NULL unless arg is an IP literal that
  * cannot be a rail's address, else why (for RAILOVER_RAILS and

@@ -190,6 +190,12 @@ struct rov_rail_ops {
      * rail without it is bonded only as the preferred rail. */
     uint64_t (*chan_queued)(struct rov_chan *chan);
 
+    /** The rail's link speed in Mbit/s (TCP: its interface's, from sysfs;
+     * verbs: the port's active speed times its width), 0 when unknown.
+     * What an MPI library is told the connections' bandwidth is
+     * (rov_limits_t.bandwidth_mbps).  Optional (stub: 0). */
+    uint64_t (*link_mbps)(struct rov_rail *rail);
+
     /** Local and remote address of a channel ("192.0.2.1:40000>192.0.2.2:
      * 5000"), for status output and for log lines about a peer.  Optional
      * (stub: "?"). */

@@ -1809,6 +1809,38 @@ static void vb_chan_str(struct rov_chan *chan, char *buf, size_t len)
              c->stage_count, c->held_head ? " held" : "");
 }
 
+/* The port's active speed (per lane, IBV_SPEED_* codes) times its width
+ * (lanes, IBV_WIDTH_*), in Mbit/s; 0 when the port does not say. */
+static uint64_t vb_link_mbps(struct rov_rail *rail)
+{
+    struct vb_rail *r = rov_container_of(rail, struct vb_rail, base);
+    struct ibv_port_attr pa;
+    uint64_t lane = 0, lanes = 0;
+
+    if (ibv_query_port(r->ctx, r->port, &pa) != 0)
+        return 0;
+    switch (pa.active_speed) {
+    case 1: lane = 2500; break;    /* SDR */
+    case 2: lane = 5000; break;    /* DDR */
+    case 4: lane = 10000; break;   /* QDR */
+    case 8: lane = 10313; break;   /* FDR10 */
+    case 16: lane = 14063; break;  /* FDR */
+    case 32: lane = 25781; break;  /* EDR */
+    case 64: lane = 50000; break;  /* HDR */
+    case 128: lane = 100000; break; /* NDR */
+    default: return 0;
+    }
+    switch (pa.active_width) {
+    case 1: lanes = 1; break;
+    case 2: lanes = 4; break;
+    case 4: lanes = 8; break;
+    case 8: lanes = 12; break;
+    case 16: lanes = 2; break;
+    default: return 0;
+    }
+    return lane * lanes;
+}
+
 static const struct rov_rail_ops vb_ops = {
     .name = "verbs",
     .settings = &vb_settings,
@@ -1825,6 +1857,7 @@ static const struct rov_rail_ops vb_ops = {
     .chan_health = vb_chan_health,
     .chan_flush = vb_chan_flush,
     .chan_str = vb_chan_str,
+    .link_mbps = vb_link_mbps,
     .addr_str = rov_net_addr_str,
     .path_key = rov_net_addr_path_key,
     .mem_reg = vb_mem_reg,

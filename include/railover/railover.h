@@ -388,6 +388,10 @@ typedef struct rov_limits {
     size_t get_max;       /* the largest rov_conn_get() (at most max_msg);
                            * 0: no rail reads a peer's memory (verbs and
                            * tcp do) */
+    uint64_t bandwidth_mbps; /* what a connection may carry, Mbit/s: the
+                              * preferred rail's link speed, or with
+                              * RAILOVER_BOND the sum of the rails' (those
+                              * that know theirs); 0: unknown */
 } rov_limits_t;
 
 void rov_context_limits(const rov_context_t *context, rov_limits_t *limits_p);

@@ -398,6 +398,10 @@ def run(scenario):
                 if not wait_for(out, "soak: started", 60):
                     raise nf.Failure("the job did not start its exchange within 60 s")
                 check_two_hosts(out, np)
+                if bond:
+                    speeds = {dev: int(nf.sh("ip", "netns", "exec", topo.a, "cat",
+                                             "/sys/class/net/%s/speed" % dev, quiet=True))
+                              for dev in ("fab", "eth")}
                 before = link_bytes(topo)
                 time.sleep(FAULT_AFTER_S)
                 if bond:
@@ -459,6 +463,15 @@ def run(scenario):
                     raise nf.Failure("results differ from Open MPI's own transports: %s, "
                                      "btl self,vader,tcp: %s" % (results, reference))
                 nf.log("results equal btl self,vader,tcp's: %s" % results)
+            if bond:
+                # btl_bandwidth is the bond's: both links' speeds summed.
+                want = "bandwidth %d Mbit/s" % sum(speeds.values())
+                got = re.findall(r"bandwidth \d+ Mbit/s", text)
+                if len(got) != np or any(g != want for g in got):
+                    raise nf.Failure("btl_bandwidth should be the bond's, %s (fab %d + eth "
+                                     "%d), on every rank: %s" % (want, speeds["fab"],
+                                                                 speeds["eth"], got))
+                nf.log("every rank's btl_bandwidth is the bond's: %s" % want)
             for move in moves:
                 if move not in text:
                     raise nf.Failure("no rank logged the %s" % move.replace("moved", "move"))
