@@ -63,8 +63,14 @@ static uint64_t member_queued(struct rov_chan *chan, uint64_t now)
         if (b->busy && acked > b->acked) {
             uint64_t r = (acked - b->acked) * 1000000000ull / (now - b->sample_ns);
 
+            bool lower = true;
+            uint64_t own;
+
             if (queued > 0 && !b->dried)
                 b->rate = b->rate ? b->rate - b->rate / 4 + r / 4 : r;
+            else if (chan->rail->ops.chan_rate &&
+                     (own = chan->rail->ops.chan_rate(chan, &lower)) && !lower)
+                b->rate = b->rate ? b->rate - b->rate / 4 + own / 4 : own;
             else if (r > b->rate)
                 b->rate = r;
         }

@@ -358,6 +358,7 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
         struct rov_wire_hdr hdr = {
             .type = ROV_FT_DATA, .len = (uint32_t)m->len, .seq = m->seq,
             .ack = conn->rx_seq, .tag = m->tag,
+            .flags = (m->flags & ROV_MSG_MORE) ? ROV_DF_MORE : 0,
         };
         struct iovec iov[2];
         int iovcnt;
@@ -586,6 +587,7 @@ void rov_conn_free(struct rov_conn *conn)
     if (conn->next)
         conn->next->prev = conn->prev;
     rov_reorder_fini(&conn->reorder);
+    free(conn->frag);
     free(conn);
 }
 
@@ -870,6 +872,74 @@ void conn_release_held(struct rov_conn *conn)
     conn->held_msgs = conn->held_bytes = 0;
 }
 
+/* A bond splits a large message (at least twice RAILOVER_BOND_MIN, sent
+ * without a copy) into fragments, each its own sequence number, so that one
+ * message uses every member: as many as four per member, none smaller than
+ * BOND_MIN, at most FRAGS_MAX.  Every fragment but the last carries
+ * ROV_MSG_MORE (ROV_DF_MORE on the wire); the receiver delivers the message
+ * whole at the last one (deliver()).  The caller's prefix goes with the
+ * first, its callback with the last: acknowledgements release in order, so
+ * it runs when the peer has all of them.  The window takes them as the one
+ * message they are (its count may be exceeded by FRAGS_MAX - 1). */
+#define FRAGS_MAX 64
+
+static ROV_COLD rov_status_t send_fragments(struct rov_conn *conn, uint32_t tag, const void *buf,
+                                            size_t blen, const rov_send_params_t *params,
+                                            size_t len)
+{
+    uint64_t members = (uint64_t)__builtin_popcount(conn->bond_mask);
+    size_t plen = len - blen, piece = len / (4 * members), n, off = 0;
+    struct rov_msg *first = NULL, **tail = &first;
+
+    if (piece < conn->ctx->config.bond_min)
+        piece = conn->ctx->config.bond_min;
+    n = (len + piece - 1) / piece;
+    if (n > FRAGS_MAX) {
+        n = FRAGS_MAX;
+        piece = (len + n - 1) / n;
+    }
+    if (window_full(conn, len, 0, 0)) /* as one message: one always fits when none waits */
+        return ROV_ERR_AGAIN;
+    for (size_t i = 0; i < n; i++) {
+        /* The first fragment: the prefix and piece - plen bytes of buf. */
+        size_t take = i + 1 == n ? blen - off : (i == 0 ? piece - plen : piece);
+        struct rov_msg *m = i == 0 ? msg_new(conn, buf, take, params, 0)
+                                   : rov_msg_cache_alloc(&conn->ctx->msg_cache,
+                                                         (const uint8_t *)buf + off, take, 0);
+
+        if (!m) {
+            while (first) {
+                struct rov_msg *next = first->next;
+
+                rov_msg_free(first);
+                first = next;
+            }
+            return ROV_ERR_NOMEM;
+        }
+        msg_params(m, tag, i + 1 == n ? params : NULL);
+        if (i + 1 < n)
+            m->flags |= ROV_MSG_MORE;
+        m->next = NULL;
+        *tail = m;
+        tail = &m->next;
+        off += take;
+    }
+    while (first) {
+        struct rov_msg *next = first->next;
+
+        first->next = NULL;
+        rov_retain_push(&conn->tx, first);
+        first = next;
+    }
+    conn->ctx->tx_bytes += len;
+    conn->stats.msgs_sent++;
+    conn->stats.bytes_sent += len;
+    conn->ctx->in_send = true;
+    conn_push(conn);
+    conn->ctx->in_send = false;
+    return ROV_INPROGRESS;
+}
+
 ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const void *buf,
                                          size_t blen, const rov_send_params_t *params)
 {
@@ -885,6 +955,9 @@ ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const v
     st = send_check(conn, buf, len, params, copy);
     if (__builtin_expect(st != ROV_OK, 0))
         return st;
+    if (__builtin_expect(conn->bond_mask & (conn->bond_mask - 1), 0) && !copy &&
+        len >= 2 * conn->ctx->config.bond_min && len - send_len(0, params) >= 2 * conn->ctx->config.bond_min)
+        return send_fragments(conn, tag, buf, blen, params, len);
     /* Nothing is held outside a stage: the send path reads no held count. */
     if (__builtin_expect(window_full(conn, len, 0, 0), 0))
         return ROV_ERR_AGAIN;
@@ -1054,17 +1127,76 @@ void conn_up(struct rov_conn *conn)
 
 /* Frames in ------------------------------------------------------------------ */
 
-static void deliver(struct rov_conn *conn, uint32_t tag, const void *data, size_t len)
+/* A fragment (ROV_DF_MORE, or the last one of a message being put
+ * together) joins conn->frag.  NULL when the message goes on, or with *why_p
+ * set when the peer broke the rules (another tag, longer than
+ * RAILOVER_MAX_MSG); else the whole message, *len_p long. */
+static ROV_COLD const uint8_t *frag_add(struct rov_conn *conn, uint32_t tag, const void *data,
+                                        size_t len, uint32_t flags, size_t *len_p,
+                                        const char **why_p)
+{
+    if (!conn->frag_open) {
+        conn->frag_open = true;
+        conn->frag_tag = tag;
+        conn->frag_len = 0;
+    }
+    if (tag != conn->frag_tag) {
+        *why_p = "a fragment of another message before the last fragment of one";
+        return NULL;
+    }
+    if (len > conn->ctx->config.max_msg - conn->frag_len) {
+        *why_p = "fragments of a message longer than RAILOVER_MAX_MSG";
+        return NULL;
+    }
+    if (conn->frag_len + len > conn->frag_cap) {
+        size_t cap = conn->frag_cap ? conn->frag_cap : 64 * 1024;
+        uint8_t *p;
+
+        while (cap < conn->frag_len + len)
+            cap *= 2;
+        if (!(p = realloc(conn->frag, cap))) {
+            *why_p = "no memory to put a fragmented message together";
+            return NULL;
+        }
+        conn->frag = p;
+        conn->frag_cap = cap;
+    }
+    if (len)
+        memcpy(conn->frag + conn->frag_len, data, len);
+    conn->frag_len += len;
+    if (flags & ROV_DF_MORE)
+        return NULL;
+    conn->frag_open = false;
+    *len_p = conn->frag_len;
+    return conn->frag;
+}
+
+/* Frame rx_seq + 1 arrived: the application gets its message (the whole
+ * message at its last fragment).  False when the peer broke the rules
+ * (*why_p). */
+static bool deliver(struct rov_conn *conn, uint32_t tag, const void *data, size_t len,
+                    uint32_t flags, const char **why_p)
 {
     conn->rx_seq++;
-    conn->stats.msgs_recv++;
-    conn->stats.bytes_recv += len;
     conn->rx_unacked_msgs++;
     conn->rx_unacked_bytes += len;
+    if (__builtin_expect((flags & ROV_DF_MORE) || conn->frag_open, 0)) {
+        *why_p = NULL;
+        if (!(data = frag_add(conn, tag, data, len, flags, &len, why_p)))
+            return *why_p == NULL;
+    }
+    conn->stats.msgs_recv++;
+    conn->stats.bytes_recv += len;
     if (__builtin_expect(conn->ctx->in_helper, 0))
         rov_ctx_defer_recv(conn, tag, data, len); /* acknowledged, delivered at progress */
     else
         conn->ctx->recv_cb(conn->ctx->arg, conn, tag, data, len);
+    if (__builtin_expect(data == conn->frag, 0) && conn->frag_cap > 1024 * 1024) {
+        free(conn->frag); /* a large buffer is not kept for the next one */
+        conn->frag = NULL;
+        conn->frag_cap = 0;
+    }
+    return true;
 }
 
 /* The bond's one setter (its members: the policy's rov_policy_bond(), and a
@@ -1150,9 +1282,11 @@ void rov_conn_gap_check(rov_context_t *ctx, uint64_t now)
     ctx->gap_check_ns = next;
 }
 
-static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
-                        const uint8_t *payload)
+static void handle_data(struct rov_conn *conn, struct rov_chan *chan,
+                        const struct rov_wire_hdr *hdr, const uint8_t *payload)
 {
+    const char *why = NULL;
+
     const struct rov_config *cfg = &conn->ctx->config;
 
     if (hdr->seq <= conn->rx_seq) {
@@ -1165,7 +1299,8 @@ static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
          * dropped: the RESEND below (one per gap) rewinds the peer to
          * before it. */
         rov_status_t st = rov_reorder_insert(&conn->reorder, conn->rx_seq + 1, hdr->seq,
-                                             hdr->tag, payload, hdr->len, conn->reorder_max);
+                                             hdr->tag, hdr->flags, payload, hdr->len,
+                                             conn->reorder_max);
 
         if (st == ROV_OK)
             conn->stats.reordered++;
@@ -1186,14 +1321,18 @@ static void handle_data(struct rov_conn *conn, const struct rov_wire_hdr *hdr,
             ask_resend(conn);
         return;
     }
-    deliver(conn, hdr->tag, payload, hdr->len);
+    if (!deliver(conn, hdr->tag, payload, hdr->len, hdr->flags, &why))
+        return conn_protocol_error(chan, why);
     while (conn->reorder.count && conn->state != ROV_CONN_DEAD) {
         struct rov_reorder_slot s;
+        bool ok;
 
         if (!rov_reorder_take(&conn->reorder, conn->rx_seq + 1, &s))
             break;
-        deliver(conn, s.tag, s.data, s.len);
+        ok = deliver(conn, s.tag, s.data, s.len, s.flags, &why);
         free(s.data);
+        if (!ok)
+            return conn_protocol_error(chan, why);
     }
     if (conn->state == ROV_CONN_DEAD || conn->state == ROV_CONN_FAILED)
         return;
@@ -1403,7 +1542,7 @@ ROV_HOT void rov_conn_on_frame(struct rov_chan *chan, const struct rov_wire_hdr 
     /* Data first, outside the switch: the switch's jump table is on a page
      * of its own (transport/compiler.h). */
     if (hdr->type == ROV_FT_DATA) {
-        handle_data(conn, hdr, payload);
+        handle_data(conn, chan, hdr, payload);
     } else {
         switch (hdr->type) {
         case ROV_FT_ACK:

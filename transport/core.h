@@ -52,6 +52,11 @@ struct rov_conn {
     uint64_t rx_seen;                 /* highest sequence number that arrived (held or not) */
     uint64_t gap_ns;                  /* rx_seq + 1 missing since (rx_seen beyond it), 0: no gap */
     uint64_t reorder_max;             /* bytes the reorder buffer may hold (rov_conn_new()) */
+    /* A message a bond split into fragments (ROV_DF_MORE), reassembled. */
+    bool frag_open;
+    uint32_t frag_tag;
+    uint8_t *frag;
+    size_t frag_len, frag_cap;
     bool hold;                        /* an operator keeps it off the preferred rail */
     uint8_t bond_mask;                /* rails in its bond (rov_policy_bond()), bit per rail */
     bool peer_hold;                   /* the peer's operator does (its switch requests) */

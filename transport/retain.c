@@ -103,7 +103,8 @@ void rov_reorder_fini(struct rov_reorder *ro)
 }
 
 rov_status_t rov_reorder_insert(struct rov_reorder *ro, uint64_t expected, uint64_t seq,
-                                uint32_t tag, const void *data, size_t len, uint64_t max_bytes)
+                                uint32_t tag, uint32_t flags, const void *data, size_t len,
+                                uint64_t max_bytes)
 {
     struct rov_reorder_slot *s;
     uint64_t held;
@@ -131,6 +132,7 @@ rov_status_t rov_reorder_insert(struct rov_reorder *ro, uint64_t expected, uint6
         memcpy(s->data, data, len);
     s->seq = seq;
     s->tag = tag;
+    s->flags = flags;
     s->len = len;
     ro->count++;
     ro->bytes += len;

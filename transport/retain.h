@@ -22,6 +22,7 @@ enum {
     ROV_MSG_NOTIFY = 1u << 1,    /* call cb when acknowledged */
     ROV_MSG_ACKED = 1u << 2,     /* acknowledged; freed when rail_refs drops to 0 */
     ROV_MSG_SENT_ONCE = 1u << 3, /* transmitted at least once */
+    ROV_MSG_MORE = 1u << 4,      /* a fragment: the message goes on in the next one */
 };
 
 struct rov_msg_cache;
@@ -265,6 +266,7 @@ struct rov_msg *rov_retain_drain(struct rov_retain *r);
 struct rov_reorder_slot {
     uint64_t seq; /* 0: empty */
     uint32_t tag;
+    uint32_t flags; /* the frame's ROV_DF_* */
     size_t len;
     void *data;
 };
@@ -286,7 +288,8 @@ void rov_reorder_fini(struct rov_reorder *ro);
  * more bytes than max_bytes), not stored: the caller drops it and has it
  * sent again; ROV_ERR_NOMEM. */
 rov_status_t rov_reorder_insert(struct rov_reorder *ro, uint64_t expected, uint64_t seq,
-                                uint32_t tag, const void *data, size_t len, uint64_t max_bytes);
+                                uint32_t tag, uint32_t flags, const void *data, size_t len,
+                                uint64_t max_bytes);
 
 /** Take message seq out if held (caller frees slot->data). */
 bool rov_reorder_take(struct rov_reorder *ro, uint64_t seq, struct rov_reorder_slot *slot_p);

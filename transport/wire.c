@@ -29,7 +29,8 @@ rov_status_t rov_wire_decode(const void *buf, size_t avail, size_t max_payload,
     hdr->seq = rov_get64(p + 8);
     hdr->ack = rov_get64(p + 16);
     hdr->tag = rov_get32(p + 24);
-    if (rov_get32(p + 28) != 0) {
+    hdr->flags = rov_get32(p + 28);
+    if (hdr->flags & ~(hdr->type == ROV_FT_DATA ? (uint32_t)ROV_DF_MORE : 0u)) {
         *why_p = "reserved header bits set";
         return ROV_ERR_PROTO;
     }

@@ -16,7 +16,9 @@
  *                    CLOSE: 0, or ROV_CLOSE_ACKED; QUIESCE: 0, or
  *                    ROV_QUIESCE_RESUME; READ, READ_DATA: the read's id;
  *                    ACK, RESEND: 0 (not checked)
- *  28  u32 reserved  must be zero
+ *  28  u32 flags     DATA: ROV_DF_MORE (a fragment: the message goes on in
+ *                    the next sequence number); else, and every other bit,
+ *                    zero
  *
  * Stream rails (TCP) find frame boundaries with rov_wire_peek(), which also
  * rejects garbage before any payload is buffered; a frame already whole in
@@ -124,6 +126,14 @@ struct rov_wire_hdr {
     uint64_t seq;
     uint64_t ack;
     uint32_t tag;
+    uint32_t flags; /* DATA: ROV_DF_* */
+};
+
+/* DATA flags.  ROV_DF_MORE: this frame is a fragment of a message that a
+ * bond split over its members (conn.c); the message ends with the first
+ * frame after it without the flag, and is delivered whole. */
+enum {
+    ROV_DF_MORE = 1u << 0,
 };
 
 /* HELLO / HELLO_ACK payload: who is connecting, to which connection, and
@@ -298,7 +308,7 @@ static inline void rov_wire_encode(void *buf, const struct rov_wire_hdr *hdr)
     rov_put64(p + 8, hdr->seq);
     rov_put64(p + 16, hdr->ack);
     rov_put32(p + 24, hdr->tag);
-    rov_put32(p + 28, 0);
+    rov_put32(p + 28, hdr->flags);
 }
 
 /** The common case of rov_wire_decode(), inline for the receive path: a
@@ -309,15 +319,16 @@ static inline bool rov_wire_decode_data(const uint8_t *p, size_t frame_len, size
 {
     const uint32_t data_first = ROV_WIRE_MAGIC | (uint32_t)ROV_WIRE_VERSION << 16 |
                                 (uint32_t)ROV_FT_DATA << 24; /* magic, version, type */
-    uint32_t len;
+    uint32_t len, flags;
     uint64_t seq;
 
     if (frame_len < ROV_WIRE_HDR_LEN) /* a short frame from a message rail */
         return false;
     len = rov_get32(p + 4);
     seq = rov_get64(p + 8);
+    flags = rov_get32(p + 28);
     if (rov_get32(p) != data_first || len > max_payload ||
-        (size_t)len + ROV_WIRE_HDR_LEN != frame_len || seq == 0 || rov_get32(p + 28) != 0)
+        (size_t)len + ROV_WIRE_HDR_LEN != frame_len || seq == 0 || (flags & ~ROV_DF_MORE))
         return false;
     /* Checked equal to the constants above; taken from the frame so that the
      * compiler has no constant to load from another page (.rodata). */
@@ -327,6 +338,7 @@ static inline bool rov_wire_decode_data(const uint8_t *p, size_t frame_len, size
     hdr->seq = seq;
     hdr->ack = rov_get64(p + 16);
     hdr->tag = rov_get32(p + 24);
+    hdr->flags = flags;
     return true;
 }
 

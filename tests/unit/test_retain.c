@@ -557,7 +557,7 @@ static void insert_str(uint64_t expected, uint64_t seq, rov_status_t want)
     char buf[32];
 
     snprintf(buf, sizeof(buf), "msg %llu", (unsigned long long)seq);
-    ck_assert_int_eq(rov_reorder_insert(&ro, expected, seq, (uint32_t)seq * 10, buf,
+    ck_assert_int_eq(rov_reorder_insert(&ro, expected, seq, (uint32_t)seq * 10, 0, buf,
                                         strlen(buf) + 1, NO_BYTE_BOUND),
                      want);
 }
@@ -608,7 +608,7 @@ START_TEST(test_reorder_copy)
     char buf[16] = "original";
     struct rov_reorder_slot s;
 
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 2, 0, buf, sizeof(buf), NO_BYTE_BOUND),
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 2, 0, 0, buf, sizeof(buf), NO_BYTE_BOUND),
                      ROV_OK);
     strcpy(buf, "clobbered"); /* the rail's receive buffer is reused */
     ck_assert(rov_reorder_take(&ro, 2, &s));
@@ -617,7 +617,7 @@ START_TEST(test_reorder_copy)
     free(s.data);
 
     /* Empty messages are held too (data points at the frame's end). */
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 9, buf, 0, NO_BYTE_BOUND), ROV_OK);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 9, 0, buf, 0, NO_BYTE_BOUND), ROV_OK);
     ck_assert(rov_reorder_take(&ro, 3, &s));
     ck_assert_uint_eq(s.len, 0);
     ck_assert_uint_eq(s.tag, 9);
@@ -633,9 +633,9 @@ START_TEST(test_reorder_duplicate)
 
     insert_str(1, 3, ROV_OK);
     /* Same sequence again (resent after a switch): ignored, first copy kept. */
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 0, other, sizeof(other), NO_BYTE_BOUND),
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 0, 0, other, sizeof(other), NO_BYTE_BOUND),
                      ROV_INPROGRESS);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 2, 3, 0, other, sizeof(other), NO_BYTE_BOUND),
+    ck_assert_int_eq(rov_reorder_insert(&ro, 2, 3, 0, 0, other, sizeof(other), NO_BYTE_BOUND),
                      ROV_INPROGRESS);
     ck_assert_uint_eq(ro.count, 1);
     take_str(3);
@@ -649,10 +649,10 @@ START_TEST(test_reorder_not_early)
     char b[1] = {0};
 
     /* seq <= expected is not an early arrival: the caller delivers or drops it. */
-    ck_assert_int_eq(rov_reorder_insert(&ro, 5, 5, 0, b, 1, NO_BYTE_BOUND), ROV_ERR_AGAIN);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 5, 4, 0, b, 1, NO_BYTE_BOUND), ROV_ERR_AGAIN);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 5, 0, 0, b, 1, NO_BYTE_BOUND), ROV_ERR_AGAIN);
-    ck_assert_int_eq(rov_reorder_insert(&ro, UINT64_MAX, 1, 0, b, 1, NO_BYTE_BOUND),
+    ck_assert_int_eq(rov_reorder_insert(&ro, 5, 5, 0, 0, b, 1, NO_BYTE_BOUND), ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 5, 4, 0, 0, b, 1, NO_BYTE_BOUND), ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 5, 0, 0, 0, b, 1, NO_BYTE_BOUND), ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, UINT64_MAX, 1, 0, 0, b, 1, NO_BYTE_BOUND),
                      ROV_ERR_AGAIN);
     ck_assert_uint_eq(ro.count, 0);
 }
@@ -664,13 +664,13 @@ START_TEST(test_reorder_beyond_capacity)
     struct rov_reorder_slot s;
 
     /* cap 8, expected 10: far beyond the buffer is refused and not stored. */
-    ck_assert_int_eq(rov_reorder_insert(&ro, 10, 10 + 8 + 1, 0, b, 1, NO_BYTE_BOUND),
+    ck_assert_int_eq(rov_reorder_insert(&ro, 10, 10 + 8 + 1, 0, 0, b, 1, NO_BYTE_BOUND),
                      ROV_ERR_AGAIN);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 10, 10 + 100, 0, b, 1, NO_BYTE_BOUND),
+    ck_assert_int_eq(rov_reorder_insert(&ro, 10, 10 + 100, 0, 0, b, 1, NO_BYTE_BOUND),
                      ROV_ERR_AGAIN);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 10, UINT64_MAX, 0, b, 1, NO_BYTE_BOUND),
+    ck_assert_int_eq(rov_reorder_insert(&ro, 10, UINT64_MAX, 0, 0, b, 1, NO_BYTE_BOUND),
                      ROV_ERR_AGAIN);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 0, UINT64_MAX, 0, b, 1, NO_BYTE_BOUND),
+    ck_assert_int_eq(rov_reorder_insert(&ro, 0, UINT64_MAX, 0, 0, b, 1, NO_BYTE_BOUND),
                      ROV_ERR_AGAIN);
     ck_assert_uint_eq(ro.count, 0);
     ck_assert(!rov_reorder_take(&ro, 10 + 8 + 1, &s));
@@ -690,13 +690,13 @@ START_TEST(test_reorder_full_capacity)
     char b[1] = {7};
 
     for (uint64_t seq = 11; seq <= 10 + 8; seq++)
-        ck_assert_msg(rov_reorder_insert(&ro, 10, seq, 0, b, 1, NO_BYTE_BOUND) == ROV_OK,
+        ck_assert_msg(rov_reorder_insert(&ro, 10, seq, 0, 0, b, 1, NO_BYTE_BOUND) == ROV_OK,
                       "seq %llu (expected 10, cap 8) refused", (unsigned long long)seq);
     ck_assert_uint_eq(ro.count, 8);
 
     /* RAILOVER_REORDER_MSGS=1 (its documented minimum) must buffer one. */
     ck_assert_int_eq(rov_reorder_init(&one, 1), ROV_OK);
-    ck_assert_int_eq(rov_reorder_insert(&one, 1, 2, 0, b, 1, NO_BYTE_BOUND), ROV_OK);
+    ck_assert_int_eq(rov_reorder_insert(&one, 1, 2, 0, 0, b, 1, NO_BYTE_BOUND), ROV_OK);
     ck_assert(rov_reorder_take(&one, 2, &s));
     free(s.data);
     rov_reorder_fini(&one);
@@ -754,32 +754,32 @@ START_TEST(test_reorder_byte_bound)
     struct rov_reorder_slot s;
 
     memset(b, 1, sizeof(b));
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 2, 0, b, 40, 100), ROV_OK);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 0, b, 40, 100), ROV_OK);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 2, 0, 0, b, 40, 100), ROV_OK);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 0, 0, b, 40, 100), ROV_OK);
     ck_assert_uint_eq(ro.bytes, 80);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 4, 0, b, 30, 100), ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 4, 0, 0, b, 30, 100), ROV_ERR_AGAIN);
     ck_assert_uint_eq(ro.count, 2);
     ck_assert_uint_eq(ro.bytes, 80);
     ck_assert(!rov_reorder_take(&ro, 4, &s));
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 5, 0, b, 20, 100), ROV_OK); /* exactly full */
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 5, 0, 0, b, 20, 100), ROV_OK); /* exactly full */
     ck_assert_uint_eq(ro.bytes, 100);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 6, 0, b, 0, 100), ROV_OK);  /* empty: fits */
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 7, 0, b, 1, 100), ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 6, 0, 0, b, 0, 100), ROV_OK);  /* empty: fits */
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 7, 0, 0, b, 1, 100), ROV_ERR_AGAIN);
     /* A duplicate of what is held stays a duplicate, even when full. */
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 0, b, 40, 100), ROV_INPROGRESS);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 0, 0, b, 40, 100), ROV_INPROGRESS);
     /* Taking one out makes room again. */
     ck_assert(rov_reorder_take(&ro, 2, &s));
     free(s.data);
     ck_assert_uint_eq(ro.bytes, 60);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 2, 4, 0, b, 30, 100), ROV_OK);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 2, 4, 0, 0, b, 30, 100), ROV_OK);
     ck_assert_uint_eq(ro.bytes, 90);
     ck_assert_uint_eq(ro.count, 4);
     /* One message larger than the bound is never held, not even alone. */
     rov_reorder_fini(&ro);
     ck_assert_int_eq(rov_reorder_init(&ro, 8), ROV_OK);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 2, 0, b, 64, 63), ROV_ERR_AGAIN);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 2, 0, b, 1, 0), ROV_ERR_AGAIN);
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 2, 0, b, 0, 0), ROV_OK);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 2, 0, 0, b, 64, 63), ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 2, 0, 0, b, 1, 0), ROV_ERR_AGAIN);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 2, 0, 0, b, 0, 0), ROV_OK);
     ck_assert_uint_eq(ro.bytes, 0);
 }
 END_TEST
@@ -791,11 +791,11 @@ START_TEST(test_reorder_byte_bound_stale)
     struct rov_reorder_slot s;
 
     memset(b, 2, sizeof(b));
-    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 0, b, 60, 64), ROV_OK);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 1, 3, 0, 0, b, 60, 64), ROV_OK);
     /* 3 was delivered on another rail; expected is now 5 and 11 takes
      * 3's slot (11 % 8 == 3): 60 stale bytes + 50 would pass 64, 50 alone
      * does not. */
-    ck_assert_int_eq(rov_reorder_insert(&ro, 5, 11, 0, b, 50, 64), ROV_OK);
+    ck_assert_int_eq(rov_reorder_insert(&ro, 5, 11, 0, 0, b, 50, 64), ROV_OK);
     ck_assert_uint_eq(ro.bytes, 50);
     ck_assert_uint_eq(ro.count, 1);
     ck_assert(rov_reorder_take(&ro, 11, &s));
@@ -818,7 +818,7 @@ START_TEST(test_reorder_byte_bound_large_frames)
     memset(frame, 5, len);
     ck_assert_int_eq(rov_reorder_init(&r, 256), ROV_OK);
     for (uint64_t seq = 2; seq <= 257; seq++) {
-        rov_status_t st = rov_reorder_insert(&r, 1, seq, 0, frame, len, 4u << 20);
+        rov_status_t st = rov_reorder_insert(&r, 1, seq, 0, 0, frame, len, 4u << 20);
 
         ck_assert(st == ROV_OK || st == ROV_ERR_AGAIN);
         held += st == ROV_OK;
@@ -840,7 +840,7 @@ START_TEST(test_reorder_fini_frees)
     memset(big, 3, sizeof(big));
     ck_assert_int_eq(rov_reorder_init(&r, 64), ROV_OK);
     for (uint64_t seq = 2; seq < 60; seq += 2)
-        ck_assert_int_eq(rov_reorder_insert(&r, 1, seq, 0, big, sizeof(big), NO_BYTE_BOUND),
+        ck_assert_int_eq(rov_reorder_insert(&r, 1, seq, 0, 0, big, sizeof(big), NO_BYTE_BOUND),
                          ROV_OK);
     /* Leaks (if any) show under valgrind / ASan's leak checker. */
     rov_reorder_fini(&r);

@@ -84,17 +84,18 @@ static void expect_ok(const uint8_t *buf, size_t max_payload, struct rov_wire_hd
 /* ---- header ------------------------------------------------------------- */
 
 static const struct rov_wire_hdr roundtrip_cases[] = {
-    {ROV_WIRE_VERSION, ROV_FT_DATA, 0, 1, 0, 0},
-    {ROV_WIRE_VERSION, ROV_FT_DATA, MAXP, UINT64_MAX, UINT64_MAX, UINT32_MAX},
-    {ROV_WIRE_VERSION, ROV_FT_DATA, 1, 0x0102030405060708ull, 0x1112131415161718ull, 0x21222324u},
-    {ROV_WIRE_VERSION, ROV_FT_DATA, 0x80, 1ull << 63, (1ull << 63) - 1, 0x80000000u},
-    {ROV_WIRE_VERSION, ROV_FT_ACK, 0, 0, UINT64_MAX, 0},
-    {ROV_WIRE_VERSION, ROV_FT_HELLO, 4096, 0, 0, ROV_HF_SWITCH | ROV_HF_REPLY},
-    {ROV_WIRE_VERSION, ROV_FT_HELLO_ACK, ROV_WIRE_HELLO_FIXED, 0, 42, ROV_HF_REPLY},
-    {ROV_WIRE_VERSION, ROV_FT_SWITCH, 0, 0, UINT64_MAX - 1, ROV_HF_SWITCH},
-    {ROV_WIRE_VERSION, ROV_FT_RESEND, 0, 0, 99, 0},
-    {ROV_WIRE_VERSION, ROV_FT_CLOSE, 0, 0, 1, 0},
-    {ROV_WIRE_VERSION, ROV_FT_CLOSE, 0, 0, 7, ROV_CLOSE_ACKED},
+    {ROV_WIRE_VERSION, ROV_FT_DATA, 0, 1, 0, 0, 0},
+    {ROV_WIRE_VERSION, ROV_FT_DATA, 65536, 2, 1, 7, ROV_DF_MORE},
+    {ROV_WIRE_VERSION, ROV_FT_DATA, MAXP, UINT64_MAX, UINT64_MAX, UINT32_MAX, 0},
+    {ROV_WIRE_VERSION, ROV_FT_DATA, 1, 0x0102030405060708ull, 0x1112131415161718ull, 0x21222324u, 0},
+    {ROV_WIRE_VERSION, ROV_FT_DATA, 0x80, 1ull << 63, (1ull << 63) - 1, 0x80000000u, 0},
+    {ROV_WIRE_VERSION, ROV_FT_ACK, 0, 0, UINT64_MAX, 0, 0},
+    {ROV_WIRE_VERSION, ROV_FT_HELLO, 4096, 0, 0, ROV_HF_SWITCH | ROV_HF_REPLY, 0},
+    {ROV_WIRE_VERSION, ROV_FT_HELLO_ACK, ROV_WIRE_HELLO_FIXED, 0, 42, ROV_HF_REPLY, 0},
+    {ROV_WIRE_VERSION, ROV_FT_SWITCH, 0, 0, UINT64_MAX - 1, ROV_HF_SWITCH, 0},
+    {ROV_WIRE_VERSION, ROV_FT_RESEND, 0, 0, 99, 0, 0},
+    {ROV_WIRE_VERSION, ROV_FT_CLOSE, 0, 0, 1, 0, 0},
+    {ROV_WIRE_VERSION, ROV_FT_CLOSE, 0, 0, 7, ROV_CLOSE_ACKED, 0},
 };
 
 START_TEST(test_hdr_roundtrip)
@@ -114,6 +115,7 @@ START_TEST(test_hdr_roundtrip)
     ck_assert_uint_eq(out.seq, in->seq);
     ck_assert_uint_eq(out.ack, in->ack);
     ck_assert_uint_eq(out.tag, in->tag);
+    ck_assert_uint_eq(out.flags, in->flags);
 }
 END_TEST
 
@@ -331,11 +333,20 @@ START_TEST(test_reserved_bits)
         for (int bit = 0; bit < 8; bit++) {
             encode(buf, ROV_FT_DATA, 0, 1, 0, 0);
             buf[byte] = (uint8_t)(1u << bit);
+            if (byte == 28 && bit == 0) { /* ROV_DF_MORE: a DATA frame's only flag */
+                ck_assert_int_eq(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &h, &why), ROV_OK);
+                ck_assert_uint_eq(h.flags, ROV_DF_MORE);
+                continue;
+            }
             ck_assert_int_eq(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &h, &why),
                              ROV_ERR_PROTO);
         }
     }
     ck_assert_str_eq(why, "reserved header bits set");
+    /* ... and on no other frame. */
+    encode(buf, ROV_FT_ACK, 0, 0, 0, 0);
+    buf[28] = ROV_DF_MORE;
+    ck_assert_int_eq(decode_both(buf, ROV_WIRE_HDR_LEN, MAXP, &h, &why), ROV_ERR_PROTO);
 }
 END_TEST
 
