@@ -43,8 +43,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "transport/log.h"
 #include "sockets/tcp_rate.h"
+#include "transport/log.h"
 #include "transport/netaddr.h"
 #include "transport/netlink.h"
 #include "transport/rail.h"

@@ -48,11 +48,15 @@ uint64_t rov_bond_rate(const struct rov_chan *chan, uint64_t top)
 
 /* Sample chan's queue; update its rate when an interval is over.  The
  * queues are sampled when a message is placed, so a fast member often runs
- * dry between two samples: its interval then gives a lower bound of its
- * rate (what it carried in the whole interval, idle time included), taken
- * when above the rate known.  Without it the faster member of a 1:3 pair
- * was never measured in a 4 MiB stream and counted at the slower one's
- * rate (56 MB/s; measured with it: 179 and 68 MB/s). */
+ * dry between two samples: such an interval takes the rail's own measure
+ * (ops.chan_rate: TCP's delivery rate) when the rail has one that is not a
+ * lower bound, else gives a lower bound of the rate (what the member
+ * carried in the whole interval, idle time included), taken when above the
+ * rate known.  Without that the faster member of a 1:3 pair was never
+ * measured in a 4 MiB stream and counted at the slower one's rate (56 MB/s;
+ * measured with it: 179 and 68 MB/s); with the lower bound alone, in a
+ * ping-pong of fragmented messages both members carried as much per
+ * interval and looked equal. */
 static uint64_t member_queued(struct rov_chan *chan, uint64_t now)
 {
     struct rov_bond_chan *b = &chan->bond;
@@ -61,10 +65,8 @@ static uint64_t member_queued(struct rov_chan *chan, uint64_t now)
 
     if (b->sample_ns && now - b->sample_ns >= BOND_SAMPLE_NS) {
         if (b->busy && acked > b->acked) {
-            uint64_t r = (acked - b->acked) * 1000000000ull / (now - b->sample_ns);
-
+            uint64_t r = (acked - b->acked) * 1000000000ull / (now - b->sample_ns), own;
             bool lower = true;
-            uint64_t own;
 
             if (queued > 0 && !b->dried)
                 b->rate = b->rate ? b->rate - b->rate / 4 + r / 4 : r;

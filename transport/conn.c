@@ -1285,9 +1285,8 @@ void rov_conn_gap_check(rov_context_t *ctx, uint64_t now)
 static void handle_data(struct rov_conn *conn, struct rov_chan *chan,
                         const struct rov_wire_hdr *hdr, const uint8_t *payload)
 {
-    const char *why = NULL;
-
     const struct rov_config *cfg = &conn->ctx->config;
+    const char *why = NULL;
 
     if (hdr->seq <= conn->rx_seq) {
         conn->stats.dups_dropped++;

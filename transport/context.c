@@ -471,12 +471,12 @@ int rov_context_rail_count(const rov_context_t *ctx)
 
 void rov_context_limits(const rov_context_t *ctx, rov_limits_t *limits)
 {
+    int counted = ctx->config.bond ? ctx->nrails : ctx->nrails ? 1 : 0; /* the bond, or rail 0 */
+
     limits->max_msg = (size_t)ctx->config.max_msg;
     limits->eager_limit = (size_t)ctx->config.eager_limit;
     limits->conn_data_max = ROV_CONN_DATA_MAX;
     limits->get_max = rov_ctx_get_max(ctx);
-    int counted = ctx->config.bond ? ctx->nrails : ctx->nrails ? 1 : 0; /* the bond, or rail 0 */
-
     limits->bandwidth_mbps = 0;
     for (int i = 0; i < counted; i++)
         if (ctx->rails[i]->ops.link_mbps)
