@@ -872,6 +872,17 @@ void conn_release_held(struct rov_conn *conn)
     conn->held_msgs = conn->held_bytes = 0;
 }
 
+/* A send of len bytes was taken (rov_conn_send()): counted, and out. */
+static ROV_INLINE void sent(struct rov_conn *conn, size_t len)
+{
+    conn->ctx->tx_bytes += len;
+    conn->stats.msgs_sent++;
+    conn->stats.bytes_sent += len;
+    conn->ctx->in_send = true;
+    conn_push(conn);
+    conn->ctx->in_send = false;
+}
+
 /* A bond splits a large message (at least twice RAILOVER_BOND_MIN, sent
  * without a copy) into fragments, each its own sequence number, so that one
  * message uses every member: as many as four per member, none smaller than
@@ -931,12 +942,7 @@ static ROV_COLD rov_status_t send_fragments(struct rov_conn *conn, uint32_t tag,
         rov_retain_push(&conn->tx, first);
         first = next;
     }
-    conn->ctx->tx_bytes += len;
-    conn->stats.msgs_sent++;
-    conn->stats.bytes_sent += len;
-    conn->ctx->in_send = true;
-    conn_push(conn);
-    conn->ctx->in_send = false;
+    sent(conn, len);
     return ROV_INPROGRESS;
 }
 
@@ -956,7 +962,7 @@ ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const v
     if (__builtin_expect(st != ROV_OK, 0))
         return st;
     if (__builtin_expect(conn->bond_mask & (conn->bond_mask - 1), 0) && !copy &&
-        len >= 2 * conn->ctx->config.bond_min && len - send_len(0, params) >= 2 * conn->ctx->config.bond_min)
+        blen >= 2 * conn->ctx->config.bond_min)
         return send_fragments(conn, tag, buf, blen, params, len);
     /* Nothing is held outside a stage: the send path reads no held count. */
     if (__builtin_expect(window_full(conn, len, 0, 0), 0))
@@ -966,12 +972,7 @@ ROV_HOT_FIRST rov_status_t rov_conn_send(rov_conn_t *conn, uint32_t tag, const v
         return ROV_ERR_NOMEM;
     msg_params(m, tag, params);
     rov_retain_push(&conn->tx, m);
-    conn->ctx->tx_bytes += len;
-    conn->stats.msgs_sent++;
-    conn->stats.bytes_sent += len;
-    conn->ctx->in_send = true;
-    conn_push(conn);
-    conn->ctx->in_send = false;
+    sent(conn, len);
     return copy ? ROV_OK : ROV_INPROGRESS;
 }
 
