@@ -11,7 +11,8 @@
  * within a bounded time while the good connections keep delivering correct
  * traffic.  Sub-cases on an *established* raw connection (a valid HELLO
  * first) check that a protocol violation fails only that connection, with
- * ROV_EVENT_CONN_ERROR and ROV_ERR_PROTO.  One more on an established raw
+ * ROV_EVENT_CONN_ERROR and ROV_ERR_PROTO (a bond's fragments of two
+ * messages mixed among them).  One more on an established raw
  * connection checks the close handshake against a peer that writes after
  * its CLOSE (run_close_answer_case).
  *
@@ -1422,6 +1423,18 @@ int main(void)
         junk[ROV_WIRE_HDR_LEN + 16] = 0; /* the next "header" has a bad magic for sure */
         junk[ROV_WIRE_HDR_LEN + 17] = 0;
         run_established_case("established_then_random_bytes", rail_index, junk, sizeof(junk));
+
+        /* a bond's fragment (ROV_DF_MORE) of one message, then the last
+         * fragment of another (another tag): not put together, a protocol
+         * error */
+        uint8_t frags[2 * (ROV_WIRE_HDR_LEN + 16)];
+
+        memset(frags, 0, sizeof(frags));
+        header(frags, ROV_FT_DATA, 16, 2, 0, 1);
+        frags[28] = ROV_DF_MORE;
+        header(frags + ROV_WIRE_HDR_LEN + 16, ROV_FT_DATA, 16, 3, 0, 2);
+        run_established_case("established_then_fragment_of_another_tag", rail_index, frags,
+                             sizeof(frags));
     }
     run_ended_hello_case(rail_index);
     run_close_answer_case(rail_index);
