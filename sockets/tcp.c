@@ -43,7 +43,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "sockets/tcp_rate.h"
 #include "transport/log.h"
 #include "transport/netaddr.h"
 #include "transport/netlink.h"
@@ -1593,17 +1592,6 @@ static rov_status_t tcp_chan_health(struct rov_chan *chan, struct rov_chan_healt
     return ROV_OK;
 }
 
-static uint64_t tcp_chan_rate(struct rov_chan *chan, bool *lower_bound)
-{
-    struct tcp_chan *c = rov_container_of(chan, struct tcp_chan, base);
-    int app_limited = 1;
-    uint64_t rate = c->connecting || c->dead ? 0 : rov_tcp_delivery_rate(c->watch.fd,
-                                                                          &app_limited);
-
-    *lower_bound = app_limited != 0;
-    return rate;
-}
-
 static uint64_t tcp_link_mbps(struct rov_rail *rail)
 {
     return rov_net_link_mbps(&rov_container_of(rail, struct tcp_rail, base)->local);
@@ -1678,7 +1666,6 @@ static const struct rov_rail_ops tcp_ops = {
     .chan_health = tcp_chan_health,
     .chan_queued = tcp_chan_queued,
     .link_mbps = tcp_link_mbps,
-    .chan_rate = tcp_chan_rate,
     .mem_reg = tcp_mem_reg,
     .mem_dereg = tcp_mem_dereg,
     .get = tcp_get,

@@ -10,10 +10,9 @@
  * queued comes from the rail (ops.chan_queued: bytes its remote transport
  * has not acknowledged); the rate from how fast it falls: bytes handed to
  * the channel minus bytes still queued, sampled at most every
- * BOND_SAMPLE_NS, smoothed (1/4 of each new sample) over intervals in
- * which the member had something queued throughout (an idle member's rate
- * is its offered load, not what it can carry), and raised at once by an
- * interval in which it ran dry (member_queued()).  A member not
+ * BOND_SAMPLE_NS, counted only over intervals in which the member had
+ * something queued throughout (an idle member's rate is its offered load,
+ * not what it can carry), smoothed (1/4 of each new sample).  A member not
  * measured yet counts at the best measured rate, or, with none measured,
  * all are equal: the shortest queue wins.
  *
@@ -46,44 +45,38 @@ uint64_t rov_bond_rate(const struct rov_chan *chan, uint64_t top)
     return top ? (chan->bond.rate ? chan->bond.rate : top) : 1;
 }
 
-/* Sample chan's queue; update its rate when an interval is over.  The
- * queues are sampled when a message is placed, so a fast member often runs
- * dry between two samples: such an interval takes the rail's own measure
- * (ops.chan_rate: TCP's delivery rate) when the rail has one that is not a
- * lower bound, else gives a lower bound of the rate (what the member
- * carried in the whole interval, idle time included), taken when above the
- * rate known.  Without that the faster member of a 1:3 pair was never
- * measured in a 4 MiB stream and counted at the slower one's rate (56 MB/s;
- * measured with it: 179 and 68 MB/s); with the lower bound alone, in a
- * ping-pong of fragmented messages both members carried as much per
- * interval and looked equal. */
+/* Sample chan's queue; update its rate when an interval is over.  Only an
+ * interval in which the member had something queued throughout counts: an
+ * interval in which it ran dry says what it was given, not what it can
+ * carry.  Taken as a lower bound of the rate (raising it at once), such
+ * intervals measured the faster member of a 1:3 pair in a 4 MiB stream,
+ * but on equal links that only two cores limit they fed themselves: the
+ * member measured higher got more and measured higher again (95/5 splits
+ * in failover_bond), so they are not used. */
 static uint64_t member_queued(struct rov_chan *chan, uint64_t now)
 {
     struct rov_bond_chan *b = &chan->bond;
     uint64_t queued = chan->rail->ops.chan_queued(chan);
     uint64_t acked = b->sent > queued ? b->sent - queued : 0;
 
-    if (b->sample_ns && now - b->sample_ns >= BOND_SAMPLE_NS) {
-        if (b->busy && acked > b->acked) {
-            uint64_t r = (acked - b->acked) * 1000000000ull / (now - b->sample_ns), own;
-            bool lower = true;
-
-            if (queued > 0 && !b->dried)
-                b->rate = b->rate ? b->rate - b->rate / 4 + r / 4 : r;
-            else if (chan->rail->ops.chan_rate &&
-                     (own = chan->rail->ops.chan_rate(chan, &lower)) && !lower)
-                b->rate = b->rate ? b->rate - b->rate / 4 + own / 4 : own;
-            else if (r > b->rate)
-                b->rate = r;
-        }
-    } else if (b->sample_ns) {
-        b->dried |= b->busy && !queued;
+    if (!b->sample_ns) {
+        b->sample_ns = now;
+        b->acked = acked;
+        b->busy = queued > 0;
         return queued;
     }
-    b->sample_ns = now;
-    b->acked = acked;
-    b->busy = queued > 0;
-    b->dried = false;
+    if (now - b->sample_ns >= BOND_SAMPLE_NS) {
+        if (b->busy && queued > 0 && acked > b->acked) {
+            uint64_t r = (acked - b->acked) * 1000000000ull / (now - b->sample_ns);
+
+            b->rate = b->rate ? b->rate - b->rate / 4 + r / 4 : r;
+        }
+        b->sample_ns = now;
+        b->acked = acked;
+        b->busy = queued > 0;
+    } else if (!queued) {
+        b->busy = false; /* it ran dry within the interval */
+    }
     return queued;
 }
 

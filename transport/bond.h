@@ -19,8 +19,7 @@ struct rov_bond_chan {
     uint64_t acked;     /* ... of which acknowledged by its transport at sample_ns */
     uint64_t sample_ns; /* the current measuring interval began, 0: none yet */
     uint64_t rate;      /* bytes per second its transport acknowledges, 0: unknown */
-    bool busy;          /* queued something when the current interval began */
-    bool dried;         /* ... and was seen with nothing queued since */
+    bool busy;          /* queued something throughout the current interval */
 };
 
 /** conn's channel on rail when that rail is in its bond and the channel

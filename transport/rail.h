@@ -190,13 +190,6 @@ struct rov_rail_ops {
      * rail without it is bonded only as the preferred rail. */
     uint64_t (*chan_queued)(struct rov_chan *chan);
 
-    /** The rate (bytes/s) at which the channel's remote transport took its
-     * data lately, as the rail's own transport measured it (TCP: the
-     * kernel's delivery rate), 0 when unknown; *lower_bound when the
-     * channel had too little to send to fill its path then.  A bond takes
-     * it before its own estimate from chan_queued.  Optional. */
-    uint64_t (*chan_rate)(struct rov_chan *chan, bool *lower_bound);
-
     /** The rail's link speed in Mbit/s (TCP: its interface's, from sysfs;
      * verbs: the port's active speed times its width), 0 when unknown.
      * What an MPI library is told the connections' bandwidth is
