@@ -1192,8 +1192,12 @@ static bool deliver(struct rov_conn *conn, uint32_t tag, const void *data, size_
         rov_ctx_defer_recv(conn, tag, data, len); /* acknowledged, delivered at progress */
     else
         conn->ctx->recv_cb(conn->ctx->arg, conn, tag, data, len);
-    if (__builtin_expect(data == conn->frag, 0) && conn->frag_cap > 1024 * 1024) {
-        free(conn->frag); /* a large buffer is not kept for the next one */
+    if (__builtin_expect(data == conn->frag, 0) &&
+        conn->frag_cap > conn->ctx->config.window_bytes) {
+        /* Kept for the next message up to the window (what a connection
+         * retains anyway): freed after every 4 MiB message, each one was put
+         * together through a chain of reallocs from 64 KiB. */
+        free(conn->frag);
         conn->frag = NULL;
         conn->frag_cap = 0;
     }
