@@ -419,9 +419,16 @@ static void fo_rail_up(rov_context_t *ctx, int rail)
 
 /* A stall on one connection to a peer is news for every other connection to
  * that peer endpoint (they share the path): they are checked at the next
- * tick instead of at their turn (check_ns()), each on its own evidence. */
+ * tick instead of at their turn (check_ns()), each on its own evidence.
+ * Once per tick: when a path dies, its 1,024 connections stall in the same
+ * tick, and a walk of every connection for each was quadratic; a stall of
+ * another peer in that tick leaves its siblings to their turn, at most a
+ * check period later. */
 static void check_siblings_now(rov_conn_t *conn, uint64_t now)
 {
+    if (E(CTX(conn))->siblings_ns == now)
+        return;
+    E(CTX(conn))->siblings_ns = now;
     for (rov_conn_t *c = rov_policy_first(CTX(conn)); c; c = rov_policy_next(c))
         if (c != conn && F(c)->check_due_ns > now && rov_policy_peer_id(c) &&
             rov_policy_same_peer(c, conn))

@@ -88,6 +88,7 @@ struct rov_fo_ctx {
     bool active;              /* watching connections: ticks due */
     uint64_t next_ns;         /* when the next tick is due (active) */
     uint64_t tick_ns;
+    uint64_t siblings_ns;     /* the tick that last made a stall's siblings due */
     /* Reconnect budget (a token bucket as a theoretical arrival time): at
      * most ROV_FO_CONNECT_BURST at once, then one per
      * ROV_FO_CONNECT_INTERVAL_NS, whatever the connections and rails. */

@@ -140,6 +140,7 @@ struct tcp_chan {
     size_t big_need;        /* size of the large frame being read, else 0 */
     struct tcp_txq *txq_head, *txq_tail;
     struct tcp_chan *next;  /* rail's list (live) or graveyard (dead) */
+    struct tcp_chan **pprev; /* live: what points at it in the rail's list */
     struct tcp_rail *rail;
     uint8_t *big;           /* frame larger than buf being read: its payload */
     void *big_mem;          /* starts on a page, so big's payload does too */
@@ -299,6 +300,9 @@ static struct tcp_chan *chan_new(struct tcp_rail *r, int fd, bool connecting)
         return NULL;
     }
     c->next = r->chans;
+    if (c->next)
+        c->next->pprev = &c->next;
+    c->pprev = &r->chans;
     r->chans = c;
     r->nchans++;
     return c;
@@ -362,33 +366,43 @@ static void tcp_chan_close(struct rov_chan *chan)
     } else {
         rov_ctx_unwatch(r->base.ctx, &c->watch);
     }
-    close(c->watch.fd);
-    for (struct tcp_chan **pp = &r->chans; *pp; pp = &(*pp)->next) {
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
+    if (c->preauth) {
+        /* A stranger's, maybe shed to make room for accept(): its
+         * descriptor is free at once.  A peer's closes with the rest. */
+        close(c->watch.fd);
+        c->watch.fd = -1;
     }
+    *c->pprev = c->next; /* (O(1): a link down closes every channel of the rail) */
+    if (c->next)
+        c->next->pprev = c->pprev;
     r->nchans--;
     txq_release(c);
     reads_end(c, ROV_ERR_CANCELED);
-    /* Freed later: an epoll batch or a read loop may still point at it. */
+    /* Freed (and a peer's socket closed) later: an epoll batch or a read
+     * loop may still point at it, and a link that goes down closes every
+     * channel of the rail in one call, where the sockets' close() (a reset
+     * or a FIN each) took a third of the time before the last connection
+     * had moved (bench/failover-scale.py, 1,024 bonded connections). */
     c->next = r->graveyard;
     r->graveyard = c;
-    if (__builtin_expect(r->accept_paused, 0))
-        accept_resume(r); /* a descriptor is free again */
 }
 
 static ROV_COLD void bury(struct tcp_rail *r)
 {
+    bool closed = r->graveyard != NULL;
+
     while (r->graveyard) {
         struct tcp_chan *c = r->graveyard;
 
         r->graveyard = c->next;
+        if (c->watch.fd >= 0)
+            close(c->watch.fd);
         free(c->buf);
         free(c->big_mem);
         free(c);
     }
+    if (closed && __builtin_expect(r->accept_paused, 0))
+        accept_resume(r); /* descriptors are free again */
 }
 
 static void fail(struct tcp_chan *c, rov_status_t st, const char *why)
@@ -1098,7 +1112,7 @@ static void accept_resume(struct tcp_rail *r)
         r->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (r->spare_fd < 0 || r->listen_fd < 0)
         return;
-    if (rov_ctx_watch(r->base.ctx, &r->lwatch, EPOLLIN) == ROV_OK) {
+    if (rov_ctx_watch_urgent(r->base.ctx, &r->lwatch, EPOLLIN) == ROV_OK) {
         r->accept_paused = false;
         rov_debug("tcp", "rail %s: accepting connections again", r->base.spec->name);
     }
@@ -1268,7 +1282,7 @@ static rov_status_t tcp_listen(struct rov_rail *rail, void *addr, size_t *len_p)
         /* A descriptor in reserve for accept() (accept_shed()); without
          * one, the listener pauses instead. */
         r->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (rov_ctx_watch(rail->ctx, &r->lwatch, EPOLLIN) != ROV_OK) {
+        if (rov_ctx_watch_urgent(rail->ctx, &r->lwatch, EPOLLIN) != ROV_OK) {
             close(fd);
             r->listen_fd = -1;
             return ROV_ERR_IO;

@@ -1615,7 +1615,7 @@ void rov_conn_chan_failed_reason(struct rov_chan *chan, rov_status_t status, con
     rov_ctx_chan_close(chan);
     if (!conn || parked || conn->state == ROV_CONN_DEAD || conn->state == ROV_CONN_FAILED)
         return;
-    for (struct rov_chan *c = conn->ctx->chans; c; c = c->next) {
+    for (struct rov_chan *c = conn->ctx->nparked ? conn->ctx->chans : NULL; c; c = c->next) {
         if (c->parked && c->conn == conn && c->rail->index == rail) {
             conn_adopt(conn, c, c->hello_flags, c->hello_ack);
             return;

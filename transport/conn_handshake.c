@@ -139,7 +139,7 @@ void conn_adopt(struct rov_conn *conn, struct rov_chan *chan, uint32_t flags, ui
     struct rov_chan *old = conn->chans[rail];
     bool follow;
 
-    chan->parked = 0;
+    rov_ctx_chan_park(chan, false);
     if (old && old != chan)
         rov_ctx_chan_close(old);
     conn->chans[rail] = chan;
@@ -349,7 +349,7 @@ ROV_COLD void conn_handle_hello(struct rov_chan *chan, const struct rov_wire_hdr
         /* Both sides connected this rail: the channel opened by the smaller
          * endpoint id wins, whatever the timing.  The peer closes this one
          * when it sees ours; if ours fails first, this one takes over. */
-        chan->parked = 1;
+        rov_ctx_chan_park(chan, true);
         chan->hello_flags = hdr->tag;
         chan->hello_ack = hdr->ack;
         return;

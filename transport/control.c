@@ -872,7 +872,7 @@ void rov_ctl_open(rov_context_t *ctx)
         goto err_unlink;
     }
     if (set_ctl(ctl, EPOLL_CTL_ADD, &ctl->listen, EPOLLIN) != ROV_OK ||
-        rov_ctx_watch(ctx, &ctl->set, EPOLLIN) != ROV_OK) {
+        rov_ctx_watch_urgent(ctx, &ctl->set, EPOLLIN) != ROV_OK) {
         close(ctl->set.fd);
         goto err_unlink; /* logged */
     }

@@ -144,6 +144,7 @@ struct rov_context {
     struct rov_config config;
     rov_event_cb_t event_cb;
     int epfd;
+    struct rov_watch urgent;          /* the urgent set, an epoll set in epfd */
     struct rov_watch timer;           /* timerfd: a sleeper's deadlines */
     uint64_t timer_set_ns;            /* when it fires (monotonic), 0: not set */
     uint8_t ep_id[ROV_EP_ID_LEN];
@@ -151,6 +152,7 @@ struct rov_context {
     rov_endpoint_t *endpoint;         /* at most one listening endpoint */
     struct rov_conn *conns;           /* all live connections */
     struct rov_chan *chans;           /* every channel not yet closed */
+    unsigned nparked;                 /* of them parked (rov_ctx_chan_park()) */
     uint64_t next_conn_id;
     uint64_t next_chan_serial;
     bool hold_all;                    /* an operator holds every connection, present and future */
@@ -343,6 +345,10 @@ void rov_ctx_mem_reregister(rov_context_t *ctx);
 size_t rov_ctx_get_max(const rov_context_t *ctx);
 /* The peer of an accepted channel proved its key (handshake timeout and cap
  * no longer apply to it). */
+/* A channel that lost a connect race is kept in reserve (parked) for its
+ * connection, or leaves the reserve; the context counts them, so that a
+ * failing channel looks for a parked sibling only when there is one. */
+void rov_ctx_chan_park(struct rov_chan *chan, bool parked);
 void rov_ctx_chan_authed(struct rov_chan *chan);
 /* Connect a new outbound channel on rail; NULL with *st_p set on failure. */
 struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, size_t len,

@@ -142,7 +142,7 @@ void rov_net_links_open(struct rov_net_links *l, struct rov_rail *rail,
     }
     l->watch.fd = fd;
     l->watch.cb = links_cb;
-    if (rov_ctx_watch(rail->ctx, &l->watch, EPOLLIN) != ROV_OK) {
+    if (rov_ctx_watch_urgent(rail->ctx, &l->watch, EPOLLIN) != ROV_OK) {
         close(fd);
         l->watch.fd = -1;
     }

@@ -41,6 +41,7 @@ struct rov_conn;
 struct rov_watch {
     int fd;
     void (*cb)(struct rov_watch *watch, uint32_t events);
+    bool urgent; /* in the context's urgent set (rov_ctx_watch_urgent()) */
 };
 
 /* A channel.  `rail` is shared: a rail may set it when it makes the channel
@@ -80,6 +81,7 @@ struct rov_chan {
                                    * then the HELLO's nonce */
     struct rov_bond_chan bond; /* a bond's measure of it (transport/bond.c) */
     struct rov_chan *next;     /* context's list of channels */
+    struct rov_chan **pprev;   /* what points at it there: unlinked in O(1) */
 };
 
 
@@ -337,6 +339,10 @@ const struct rov_rail_ops *rov_rail_lookup(const char *kind);
 /** Watch fd for EPOLLIN/EPOLLOUT (level-triggered); events may be changed
  * with rov_ctx_watch_mod and removed with rov_ctx_unwatch before close(). */
 rov_status_t rov_ctx_watch(rov_context_t *ctx, struct rov_watch *watch, uint32_t events);
+/** The same for a descriptor that must not wait behind the channels' (a
+ * listener, link or port events, a timer): it is served within one epoll
+ * batch however many channels are ready (context.c, dispatch()). */
+rov_status_t rov_ctx_watch_urgent(rov_context_t *ctx, struct rov_watch *watch, uint32_t events);
 rov_status_t rov_ctx_watch_mod(rov_context_t *ctx, struct rov_watch *watch, uint32_t events);
 void rov_ctx_unwatch(rov_context_t *ctx, struct rov_watch *watch);
 

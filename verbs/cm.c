@@ -248,7 +248,7 @@ rov_status_t vb_cm_open(struct vb_rail *r, const char *dev, unsigned port, bool 
             return ROV_ERR_IO;
         r->cm_watch.fd = r->cm_ec->fd;
         r->cm_watch.cb = cm_cb;
-        if (rov_ctx_watch(r->base.ctx, &r->cm_watch, EPOLLIN) != ROV_OK)
+        if (rov_ctx_watch_urgent(r->base.ctx, &r->cm_watch, EPOLLIN) != ROV_OK)
             return ROV_ERR_IO;
     }
     list = r->cm_devices ? r->cm_devices : rdma_get_devices(&n);

@@ -322,7 +322,7 @@ void vb_accept_resume(struct rov_rail *rail)
     struct vb_rail *r = (struct vb_rail *)rail;
 
     if (r->accept_paused && r->listen_fd >= 0 &&
-        rov_ctx_watch(rail->ctx, &r->listen_watch, EPOLLIN) == ROV_OK)
+        rov_ctx_watch_urgent(rail->ctx, &r->listen_watch, EPOLLIN) == ROV_OK)
         r->accept_paused = false;
 }
 
@@ -398,7 +398,7 @@ rov_status_t vb_oob_listen(struct vb_rail *r)
     r->listen_fd = fd;
     r->listen_watch.fd = fd;
     r->listen_watch.cb = listen_cb;
-    if (rov_ctx_watch(r->base.ctx, &r->listen_watch, EPOLLIN) != ROV_OK) {
+    if (rov_ctx_watch_urgent(r->base.ctx, &r->listen_watch, EPOLLIN) != ROV_OK) {
         close(fd);
         r->listen_fd = -1;
         return ROV_ERR_IO;

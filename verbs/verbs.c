@@ -1613,7 +1613,7 @@ static rov_status_t vb_open(rov_context_t *ctx, const struct rov_rail_spec *spec
     r->async_watch.fd = r->ctx->async_fd;
     r->async_watch.cb = async_cb;
     if (rov_ctx_watch(ctx, &r->cc_watch, EPOLLIN) != ROV_OK ||
-        rov_ctx_watch(ctx, &r->async_watch, EPOLLIN) != ROV_OK)
+        rov_ctx_watch_urgent(ctx, &r->async_watch, EPOLLIN) != ROV_OK)
         goto fail;
     {
         char ip[64];

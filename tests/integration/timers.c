@@ -155,7 +155,7 @@ static bool read_fdinfo(int fd, char *buf, size_t cap)
     return true;
 }
 
-static bool is_timerfd(int fd)
+static bool fd_is(int fd, const char *what)
 {
     char path[64], target[64];
     ssize_t n;
@@ -165,23 +165,29 @@ static bool is_timerfd(int fd)
     if (n < 0)
         return false;
     target[n] = '\0';
-    return strcmp(target, "anon_inode:[timerfd]") == 0;
+    return strcmp(target, what) == 0;
 }
 
-static bool timer_state(rov_context_t *ctx, struct timer_state *ts)
+/* The timerfds in the epoll set epfd and in the sets nested in it (the
+ * context's urgent set holds its timer). */
+static bool scan_set(int epfd, struct timer_state *ts, int depth)
 {
     char info[8192], tinfo[1024];
     const char *p;
 
-    memset(ts, 0, sizeof(*ts));
-    if (!read_fdinfo(rov_context_fd(ctx), info, sizeof(info))) {
+    if (!read_fdinfo(epfd, info, sizeof(info))) {
         fail("cannot read the epoll descriptor's fdinfo");
         return false;
     }
     for (p = info; (p = strstr(p, "tfd:")) != NULL; p += 4) {
         int fd = atoi(p + 4);
 
-        if (!is_timerfd(fd))
+        if (depth < 2 && fd_is(fd, "anon_inode:[eventpoll]")) {
+            if (!scan_set(fd, ts, depth + 1))
+                return false;
+            continue;
+        }
+        if (!fd_is(fd, "anon_inode:[timerfd]"))
             continue;
         if (!read_fdinfo(fd, tinfo, sizeof(tinfo))) {
             fail("cannot read a timerfd's fdinfo");
@@ -195,6 +201,12 @@ static bool timer_state(rov_context_t *ctx, struct timer_state *ts)
             ts->periodic++;
     }
     return true;
+}
+
+static bool timer_state(rov_context_t *ctx, struct timer_state *ts)
+{
+    memset(ts, 0, sizeof(*ts));
+    return scan_set(rov_context_fd(ctx), ts, 0);
 }
 
 static void case_busy(void)
