@@ -173,16 +173,17 @@ static void engine_tick(rov_context_t *ctx, uint64_t now)
     rov_policies_tick(ctx, now);
 }
 
-/* The timer fired: its work waits for the end of the epoll batch
- * (dispatch()), because the engine's tick may poll the rails, and a rail's
- * progress frees the channels it closed, which later events of the same
- * batch may still name; the batch's completions count first, too. */
+/* The urgent set has something ready (docs/architecture.md, Progress). */
 static void urgent_cb(struct rov_watch *w, uint32_t events)
 {
     (void)events;
     rov_watch_run(w->fd, 0);
 }
 
+/* The timer fired: its work waits for the end of the epoll batch
+ * (dispatch()), because the engine's tick may poll the rails, and a rail's
+ * progress frees the channels it closed, which later events of the same
+ * batch may still name; the batch's completions count first, too. */
 static void timer_cb(struct rov_watch *w, uint32_t events)
 {
     rov_context_t *ctx = rov_container_of(w, rov_context_t, timer);
