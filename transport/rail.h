@@ -186,10 +186,11 @@ struct rov_rail_ops {
 
     /** Bytes handed to the channel (ops.send) that its remote transport has
      * not acknowledged yet: the rail's own queue and what it gave the
-     * kernel or the device (TCP: SIOCOUTQ).  A bond (docs/architecture.md, Bonding)
-     * sends a large message on the member whose queue drains first and
-     * measures each member's rate from how fast this falls.  Optional: a
-     * rail without it is bonded only as the preferred rail. */
+     * kernel or the device (TCP: SIOCOUTQ; verbs, UCX: sends not yet
+     * completed).  A bond (docs/architecture.md, Bonding) sends a large
+     * message on the member whose queue drains first and measures each
+     * member's rate from how fast this falls.  Optional: a rail without it
+     * is bonded only as the preferred rail. */
     uint64_t (*chan_queued)(struct rov_chan *chan);
 
     /** The rail's link speed in Mbit/s (TCP: its interface's, from sysfs;

@@ -21,6 +21,10 @@
  * behind it is held (copied) until it is complete, so control frames, which
  * carry no transport sequence number, never overtake anything.
  *
+ * Bonding (ops.chan_queued): the bytes of frames whose send request is not
+ * complete (ucx_chan.send_bytes, the bound that also refuses sends); the
+ * rail queues nothing itself (it refuses with ROV_ERR_AGAIN instead).
+ *
  * Liveness (chan_health): a channel with sends outstanding and nothing
  * heard from the peer for half RAILOVER_FAILOVER_TIMEOUT reads 8 bytes of
  * the peer rail's keepalive word (ucp_get_nbx, an RDMA READ on RC) through
@@ -482,6 +486,7 @@ static void ucx_chan_close(struct rov_chan *chan)
         }
     }
     c->nsend = 0;
+    c->send_bytes = 0;
     while ((op = c->held) != NULL) {
         c->held = op->next;
         op->chan = NULL;
@@ -1511,6 +1516,17 @@ static rov_status_t ucx_chan_flush(struct rov_chan *chan)
     return ROV_INPROGRESS;
 }
 
+/* The bytes of the frames whose send request UCX has not completed
+ * (send_bytes: counted in ucx_send(), taken off in send_cb()); a send UCX
+ * completed at once (copied into its own buffers) is not counted.  0 once
+ * the channel failed. */
+static uint64_t ucx_chan_queued(struct rov_chan *chan)
+{
+    const struct ucx_chan *c = rov_container_of(chan, struct ucx_chan, base);
+
+    return ended(c) ? 0 : c->send_bytes;
+}
+
 static void ucx_chan_str(struct rov_chan *chan, char *buf, size_t len)
 {
     struct ucx_chan *c = rov_container_of(chan, struct ucx_chan, base);
@@ -1541,6 +1557,7 @@ static const struct rov_rail_ops ucx_ops = {
     .arm = ucx_arm,
     .chan_health = ucx_chan_health,
     .chan_flush = ucx_chan_flush,
+    .chan_queued = ucx_chan_queued,
     .chan_str = ucx_chan_str,
     .addr_str = ucx_addr_str,
     .path_key = rov_net_addr_path_key,

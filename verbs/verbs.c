@@ -39,6 +39,11 @@
  *    acknowledges it without the peer's CPU; an unanswered probe shows as
  *    busy with no completion, and a dead path as RETRY_EXC_ERR.
  *
+ * Bonding (ops.chan_queued): vb_chan.queued counts the bytes of the frames
+ * taken, posted or copied behind missing credits, whose send completion
+ * has not been seen (a small frame's SEND carries its length in the wr_id;
+ * a large frame counts until its RDMA WRITE completes).
+ *
  * Failures become rail events with a precise reason: work-completion errors
  * (status named), QP/CQ async events on the channel, port and device events
  * on every channel of the rail.
@@ -220,6 +225,7 @@ static int send_small(struct vb_chan *c, enum vb_msg type, const struct iovec *i
                       size_t len)
 {
     struct ibv_sge sge[ROV_RAIL_MAX_IOV];
+    uint64_t bytes = type == VB_MSG_FRAME ? WR_BYTES(len) : 0; /* see vb_chan.queued */
     int rc;
 
     if (len == 0)
@@ -230,7 +236,7 @@ static int send_small(struct vb_chan *c, enum vb_msg type, const struct iovec *i
             sge[i].length = (uint32_t)iov[i].iov_len;
             sge[i].lkey = 0;
         }
-        return post_send(c, type, sge, iovcnt, WR_ID(VB_WR_INLINE, 0), true);
+        return post_send(c, type, sge, iovcnt, WR_ID(VB_WR_INLINE, 0) | bytes, true);
     }
     uint32_t slot = c->sfree[--c->nfree];
 
@@ -238,7 +244,7 @@ static int send_small(struct vb_chan *c, enum vb_msg type, const struct iovec *i
     sge[0].addr = (uintptr_t)sslot(c, slot);
     sge[0].length = (uint32_t)len;
     sge[0].lkey = c->smr->lkey;
-    rc = post_send(c, type, sge, 1, WR_ID(VB_WR_SEND, slot), false);
+    rc = post_send(c, type, sge, 1, WR_ID(VB_WR_SEND, slot) | bytes, false);
     if (rc)
         c->sfree[c->nfree++] = slot;
     return rc;
@@ -310,6 +316,7 @@ static rov_status_t send_big(struct vb_chan *c, const struct iovec *iov, int iov
     }
     c->credits--;
     b->cookie = cookie;
+    b->frame = inl + b->len;
     if (c->big_tail)
         c->big_tail->next = b;
     else
@@ -375,6 +382,7 @@ static void write_done(struct vb_chan *c)
     c->big_head = b->next;
     if (!c->big_head)
         c->big_tail = NULL;
+    c->queued -= b->frame;
     rov_regcache_put(c->rail->regcache, b->reg);
     free(b->copy);
     if (b->cookie)
@@ -571,6 +579,8 @@ static rov_status_t vb_send(struct rov_chan *chan, const struct iovec *iov, int 
         return ROV_ERR_RESET;
     if (!c->pend_head) {
         st = try_send(c, VB_MSG_FRAME, iov, iovcnt, cookie);
+        if (st == ROV_OK || st == ROV_INPROGRESS)
+            c->queued += iov_total(iov, iovcnt);
         if (st != ROV_ERR_AGAIN)
             return st;
     }
@@ -579,7 +589,21 @@ static rov_status_t vb_send(struct rov_chan *chan, const struct iovec *iov, int 
         return ROV_ERR_AGAIN;
     }
     /* Control frame: it must be taken; it goes out in order when credits come. */
-    return pend_copy(c, VB_MSG_FRAME, iov, iovcnt);
+    st = pend_copy(c, VB_MSG_FRAME, iov, iovcnt);
+    if (st == ROV_OK)
+        c->queued += iov_total(iov, iovcnt);
+    return st;
+}
+
+/* Frames taken and not yet acknowledged by the peer's HCA: counted when
+ * vb_send takes one (posted, or copied behind a full send queue), taken
+ * off at its send completion (a large frame's at its RDMA WRITE's), every
+ * send being signalled; 0 once the channel failed (its sends released). */
+static uint64_t vb_chan_queued(struct rov_chan *chan)
+{
+    const struct vb_chan *c = (const struct vb_chan *)chan;
+
+    return c->dead ? 0 : c->queued;
 }
 
 /* Keepalive probe: an RDMA WRITE of a counter, answered by the peer's HCA. */
@@ -856,6 +880,7 @@ static void on_wc(struct vb_chan *c, const struct ibv_wc *wc)
     c->last_heard_ns = rov_now_ns();
     if (c->dead)
         return;
+    c->queued -= WR_ID_BYTES(wc->wr_id); /* a frame's SEND: the peer's HCA has it */
     switch (kind) {
     case VB_WR_RECV:
         on_recv(c, wc);
@@ -930,6 +955,7 @@ static void release_sends(struct vb_chan *c)
         free(p);
     }
     c->pend_tail = NULL;
+    c->queued = 0;
 }
 
 void vb_chan_free(struct vb_chan *c)
@@ -1856,6 +1882,7 @@ static const struct rov_rail_ops vb_ops = {
     .arm = vb_arm,
     .chan_health = vb_chan_health,
     .chan_flush = vb_chan_flush,
+    .chan_queued = vb_chan_queued,
     .chan_str = vb_chan_str,
     .link_mbps = vb_link_mbps,
     .addr_str = rov_net_addr_str,

@@ -36,7 +36,9 @@ enum vb_msg {
 };
 #define VB_STAGES 4 /* large frames in flight per channel (staging buffers) */
 
-/* wr_id: kind in the top byte, slot index below. */
+/* wr_id: kind in the top byte, then (sends of a frame) the frame's bytes
+ * that its completion takes off vb_chan.queued (24 bits: a SEND carries at
+ * most RAILOVER_VERBS_EAGER, 1 MiB), the slot index in the low 32 bits. */
 enum vb_wr {
     VB_WR_RECV = 1,
     VB_WR_SEND = 2,   /* used a send slot */
@@ -48,6 +50,8 @@ enum vb_wr {
 #define WR_ID(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
 #define WR_KIND(id) ((unsigned)((id) >> 56))
 #define WR_IDX(id) ((uint32_t)(id))
+#define WR_BYTES(n) ((uint64_t)(n) << 32)
+#define WR_ID_BYTES(id) ((size_t)(((id) >> 32) & 0xffffff))
 
 #define IMM(type, data, ctrl) \
     (((uint32_t)(type) << 24) | ((uint32_t)(ctrl) << 16) | (uint32_t)(data))
@@ -100,6 +104,7 @@ struct vb_big {
     void *cookie;             /* transport's, or NULL when we own copy */
     struct rov_reg *reg;
     void *copy;
+    size_t frame;             /* the whole frame's bytes, counted in vb_chan.queued */
     const void *base;         /* what is written */
     size_t len;
     uint64_t raddr;           /* from the CTS */
@@ -187,6 +192,8 @@ struct vb_chan {
     uint32_t nfree;
     uint32_t credits, ctrl_credits;
     uint32_t sq_out, sq_max;   /* work requests outstanding on the send queue */
+    uint64_t queued;           /* frame bytes taken, send completion not yet seen
+                                * (ops.chan_queued) */
     size_t eager_max;          /* largest frame sent eagerly (peer's buffers) */
     struct vb_pend *pend_head, *pend_tail;
     bool want_writable;

@@ -49,15 +49,29 @@
 #                    rendezvous threshold here, so that a has none of b's
 #                    to fetch meanwhile), and b, continued, must look at
 #                    what arrived before it judges its channels
+#   bond_linkdown    RAILOVER_BOND=on (RAILOVER_BOND_MIN=4k), messages up to
+#                    1 MiB both ways: first, within 30 s of the connection
+#                    reaching rail 0, both members must carry traffic, each
+#                    side's `railover status` showing bond=yes and
+#                    bond_sent >= 64 KiB on the fabric rail and the TCP rail
+#                    ("never bonded" otherwise: a member rail without
+#                    ops.chan_queued is never picked); then the linkdown_local
+#                    fault.  Besides the checks above: on both sides the
+#                    fabric rail left the bond (a "bond" event with left=0)
+#                    after the fault and rejoined it (joined=0) after the
+#                    repair, and in the 2 s after the failback the eth link
+#                    carried 64 KiB or more from each side (the fabric is the
+#                    transmit rail then: only the bond puts data on TCP)
 set -u
 [ "$ME" = b ] && exit 0 # b serves a's rexec calls (tests/vm/guest-run.sh)
 build=${1:?usage: failover.sh BUILD_DIR [RAIL] [SCENARIO...]}
 rail=${2:-verbs}
 shift 2 2>/dev/null || shift $#
-scenarios=${*:-linkdown_local linkdown_remote drop_input drop_retry7 flap dead_inflight peer_stopped}
+scenarios=${*:-linkdown_local linkdown_remote drop_input drop_retry7 flap dead_inflight peer_stopped bond_linkdown}
 repeat=${RAILOVER_TEST_REPEAT:-1}
 
 stream=$build/tests/integration/rov_stream
+tool=$build/tools/railover
 res=$VMOUT/failover-results.txt
 work=$VMOUT/failover
 rm -rf "$work"
@@ -167,9 +181,42 @@ all_back() { # FILE NCONNS
         END { for (i = 0; i < n; i++) if ((i "") in last && last[i ""] != 0) exit 1; exit 0 }' "$1"
 }
 
+# "SENT0 SENT1": the bond_sent of rail 0's and rail 1's channel in the
+# `railover status` of the rov_stream with PID on a (local) or b (remote),
+# "-" for a rail not in the bond now (one connection).
+bond_sent() { # local|remote PID
+    local out
+    if [ "$1" = remote ]; then out=$(rexec "$tool status $2" 2>&1); else out=$("$tool" status "$2" 2>&1); fi
+    printf '%s\n' "$out" | awk '
+        /^  chan rail=/ && match($0, /\([0-9]+\)/) {
+            i = substr($0, RSTART + 1, RLENGTH - 2); s = "-"
+            if (index($0, " bond=yes ") && match($0, / bond_sent=[0-9]+/))
+                s = substr($0, RSTART + 11, RLENGTH - 11)
+            v[i] = s
+        }
+        END { printf "%s %s\n", ("0" in v) ? v["0"] : "-", ("1" in v) ? v["1"] : "-" }'
+}
+
+# bond_a and bond_b (the caller's): bond_sent of a's rov_stream PID and of
+# b's (its pid in DIR/b.rpid).  A look takes seconds in a TCG guest beside
+# the busy stream: both sides' at once.
+bond_look() { # DIR PID
+    bond_sent local "$2" > "$1/bond.a" &
+    local p=$!
+    bond_b=$(bond_sent remote "$(cat "$1/b.rpid")")
+    wait $p
+    bond_a=$(cat "$1/bond.a")
+}
+
+# Whether both "SENT0 SENT1" are members with at least MIN bytes.
+both_carried() { # "SENT0 SENT1" MIN
+    local s0=${1% *} s1=${1#* }
+    [[ $s0 =~ ^[0-9]+$ && $s1 =~ ^[0-9]+$ ]] && [ "$s0" -ge "$2" ] && [ "$s1" -ge "$2" ]
+}
+
 run_scenario() {
     local name=$1 inject restore where=local extra_env=() t_inj t_inj_done t_rest t_down t_back rc_a
-    local conns=1 max_size=262144 moves=0 stay=0 hold=5
+    local conns=1 max_size=262144 moves=0 stay=0 hold=5 bond=0 bond_a bond_b eth_a eth_b
     case $name in
     linkdown_local)  inject="ip link set $FAB_IF down"; restore="ip link set $FAB_IF up" ;;
     linkdown_remote) inject="ip link set $FAB_IF down"; restore="ip link set $FAB_IF up"; where=remote ;;
@@ -179,6 +226,9 @@ run_scenario() {
                      restore=":"; where=remote ;;
     dead_inflight)   inject=$nft_drop_on; restore=$nft_drop_off; conns=4; max_size=1048576; moves=1
                      extra_env=(RAILOVER_VERBS_RETRY=7 UCX_RC_VERBS_RETRY_COUNT=7) ;;
+    bond_linkdown)   inject="ip link set $FAB_IF down"; restore="ip link set $FAB_IF up"
+                     max_size=1048576 bond=1 hold=3
+                     extra_env=(RAILOVER_BOND=on RAILOVER_BOND_MIN=4k) ;;
     peer_stopped)    inject='kill -STOP $(cat @D@/b.rpid)'; restore='kill -CONT $(cat @D@/b.rpid)'
                      where=remote; conns=4; stay=1
                      hold=$(echo "3 * $fo_timeout_s" | bc) ;;
@@ -214,7 +264,20 @@ run_scenario() {
         fi
         sleep 0.2
     done
-    sleep 2
+    if [ $bond = 1 ]; then
+        # Both members carry the stream before the fault (both directions).
+        local since=$SECONDS bonded=$((SECONDS + 30)) looks=0
+        until looks=$((looks + 1)) && bond_look "$d" $pa && both_carried "$bond_a" 65536 && both_carried "$bond_b" 65536; do
+            if ! kill -0 $pa 2>/dev/null || [ $SECONDS -ge $bonded ]; then
+                log "$name: FAIL: never bonded: 30 s on rail 0 ($looks looks) and the members' bond_sent (rail 0, rail 1; - not a member) is a: $bond_a, b: $bond_b (each must reach 64 KiB)"
+                touch "$d/stop"; wait $pa; return 1
+            fi
+            sleep 1
+        done
+        log "$name: bonded after $((SECONDS - since)) s ($looks looks): bond_sent a: $bond_a, b: $bond_b"
+    else
+        sleep 2
+    fi
     kill -0 $pa 2>/dev/null || { wait $pa; log "$name: the connector on a ended before the fault (exit $?):"; tail -n 20 "$d/a.log"; return 1; }
     t_inj=$(up_s)
     if [ $where = remote ]; then rexec "$inject"; else sh -c "$inject"; fi
@@ -233,7 +296,14 @@ run_scenario() {
           kill -0 $pa 2>/dev/null && [ $SECONDS -lt $deadline ]; do
         sleep 0.5
     done
+    # Back on the fabric, the eth link carries only what the bond gives the
+    # TCP rail: its bytes sent over the next 2 s, on both sides (counters,
+    # not `railover status`: a tool started beside the busy stream in a TCG
+    # guest took seconds).
+    local eth_tx="cat /sys/class/net/$ETH_IF/statistics/tx_bytes"
+    [ $bond = 1 ] && eth_a=$($eth_tx) eth_b=$(rexec "$eth_tx")
     sleep 2
+    [ $bond = 1 ] && eth_a=$(($($eth_tx) - eth_a)) eth_b=$(($(rexec "$eth_tx") - eth_b))
     touch "$d/stop"
     wait $pa; rc_a=$?
     w=0
@@ -278,6 +348,28 @@ run_scenario() {
         done
     fi
     grep -q 'OK (exit 0)' "$d/b.log" || { ok=0; log "$name: listener failed"; tail -n 30 "$d/b.log"; }
+    if [ $bond = 1 ]; then
+        local side f left joined t_left t_joined grew
+        moved=" bonded=a:${bond_a// /+},b:${bond_b// /+}"
+        for side in a b; do
+            f=$d/$side.events
+            t_left=$(event_after "$f" bond "$t_inj" '"left":0')
+            t_joined=$(event_after "$f" bond "${t_left:-$t_inj}" '"joined":0')
+            left=$([ -n "$t_left" ] && ms_between "$t_inj" "$t_left" || echo -)
+            joined=$([ -n "$t_joined" ] && ms_between "$t_rest" "$t_joined" || echo -)
+            moved+=" ${side}_left_ms=$left ${side}_rejoined_ms=$joined"
+            [ -n "$t_left" ] || { ok=0; log "$name: $side: the fabric rail never left the bond after the fault"; }
+            [ -n "$t_joined" ] || { ok=0; log "$name: $side: the fabric rail never rejoined the bond after the repair"; }
+        done
+        # The TCP rail carried the bond's traffic again (64 KiB in 2 s:
+        # beyond its keepalives and acknowledgements, a few hundred bytes).
+        moved+=" a_eth_2s_after_back=$eth_a b_eth_2s_after_back=$eth_b"
+        for side in a b; do
+            grew=$([ $side = a ] && echo "$eth_a" || echo "$eth_b")
+            [[ $grew =~ ^[0-9]+$ && $grew -ge 65536 ]] ||
+                { ok=0; log "$name: $side: the TCP rail carried $grew bytes in the 2 s after the failback (the bond's share should be there again)"; }
+        done
+    fi
     if [ $stay = 1 ]; then
         # Nothing failed: any switch before the stop file fails the case.
         local moves_ab
