@@ -1428,36 +1428,65 @@ def fault_and_heal(args, name, inject, heal, leader_ok, env=None, conns=None,
     wd.failed = False
 
 
-def count_bond_cycles(pair, conn):
-    """A rail leaving one connection's bond and joining it again, counted per
-    side (ROV_EVENT_CONN_BOND; each side keeps its own members)."""
-    n = 0
-    for role in SIDES:
-        out = set()
-        for e in pair.events[role].poll():
-            if e.get("ev") != "bond" or e.get("conn") != conn:
+class CycleTally:
+    """Cycles per connection, read from both sides' events files as they
+    grow, each event once (a soak of 400,000 cycles writes millions: a
+    rescan of every event for every connection at every look was quadratic).
+
+    A failover/failback cycle: a switch away from rail 0 with a failover.*
+    reason (either side) followed by a switch back to rail 0 with reason
+    failback (either side); follower switches (peer.*) are the same moves
+    seen from the other side and are not counted.  Switches are taken in
+    time order across the sides, up to the latest time both sides' files
+    have reached (the rest waits for the next look, or final=True).  With
+    bond=True, a rail leaving a connection's bond and joining it again
+    counts too, per side (ROV_EVENT_CONN_BOND; each side keeps its own
+    members)."""
+
+    def __init__(self, pair, bond=False):
+        self.pair, self.bond = pair, bond
+        self.read = {role: 0 for role in SIDES}
+        self.last_t = {role: 0 for role in SIDES}
+        self.pending = []                      # switches not yet in time order
+        self.away = {}                         # conn -> a failover seen, no failback yet
+        self.out = {role: {} for role in SIDES}  # conn -> rails out of its bond
+        self.per = {}
+
+    def _add(self, conn, n=1):
+        self.per[conn] = self.per.get(conn, 0) + n
+
+    def update(self, final=False):
+        """Read what is new; the total so far."""
+        for role in SIDES:
+            evs = self.pair.events[role].poll()
+            for e in evs[self.read[role]:]:
+                self.last_t[role] = max(self.last_t[role], e.get("t", 0))
+                kind, conn = e.get("ev"), e.get("conn")
+                if kind == "switch":
+                    self.pending.append(e)
+                elif kind == "bond" and self.bond:
+                    out = self.out[role].setdefault(conn, set())
+                    if e.get("left", -1) >= 0:
+                        out.add(e["left"])
+                    elif e.get("joined", -1) in out:
+                        out.discard(e["joined"])
+                        self._add(conn)
+            self.read[role] = len(evs)
+        upto = None if final else min(self.last_t.values())
+        self.pending.sort(key=lambda e: e.get("t", 0))
+        keep = []
+        for e in self.pending:
+            if upto is not None and e.get("t", 0) > upto:
+                keep.append(e)
                 continue
-            if e.get("left", -1) >= 0:
-                out.add(e["left"])
-            elif e.get("joined", -1) in out:
-                out.discard(e["joined"])
-                n += 1
-    return n
+            conn, r = e.get("conn"), e.get("reason")
+            if is_failover(r) and e.get("to") != 0:
+                self.away[conn] = True
+            elif r == FAILBACK and e.get("to") == 0 and self.away.get(conn):
+                self.away[conn] = False
+                self._add(conn)
+        self.pending = keep
+        return sum(self.per.values())
 
-
-def count_cycles(pair, conn):
-    """Failover/failback cycles of one connection: a switch away from rail 0
-    with a failover.* reason (either side) followed by a switch back to rail
-    0 with reason failback (either side).  Follower switches (peer.*) are
-    the same moves seen from the other side and are not counted."""
-    evs = sorted((e for role in SIDES for e in pair.switches(role, conn)),
-                 key=lambda e: e.get("t", 0))
-    away, n = False, 0
-    for e in evs:
-        r = e.get("reason")
-        if is_failover(r) and e.get("to") != 0:
-            away = True
-        elif r == FAILBACK and e.get("to") == 0 and away:
-            n += 1
-            away = False
-    return n
+    def of(self, conn):
+        return self.per.get(conn, 0)

@@ -82,11 +82,6 @@ def opts(ap):
     ap.set_defaults(conns=4)
 
 
-def cycles(args, pair, i):
-    """Connection i's cycles: failover/failback, and with --bond the bond's."""
-    return nf.count_cycles(pair, i) + (nf.count_bond_cycles(pair, i) if args.bond else 0)
-
-
 def phase(args, wd, ck, mode, target, budget=None):
     env = dict(PHASE_ENV[mode], **BOND_ENV) if args.bond else PHASE_ENV[mode]
     pair = nf.StreamPair(
@@ -99,11 +94,12 @@ def phase(args, wd, ck, mode, target, budget=None):
     nf.log("%s phase: %d cycles wanted%s" % (mode, target,
                                              " within %.0f s" % budget if budget else ""))
     t0 = time.monotonic()
+    tally = nf.CycleTally(pair, bond=args.bond)
     try:
         pair.start()
         last, seen, seen_t = 0, 0, t0
         while True:
-            n = sum(cycles(args, pair, i) for i in range(args.conns))
+            n = tally.update()
             now = time.monotonic()
             el = now - t0
             if n >= target:
@@ -128,7 +124,8 @@ def phase(args, wd, ck, mode, target, budget=None):
         pair.kill()
     nf.check_stream(ck, pair)
     nf.check_counts(ck, pair)
-    per = [cycles(args, pair, i) for i in range(args.conns)]
+    tally.update(final=True)
+    per = [tally.of(i) for i in range(args.conns)]
     reasons = {}
     for role in nf.SIDES:
         for c in pair.results[role]["conns"].values():
