@@ -21,6 +21,16 @@ for it once the gap has made no progress for RAILOVER_FAILOVER_TIMEOUT (a
 stream that waited for it forever, every channel healthy, is what
 bond-bench's rov-bond hung on).  Every message of a fixed count arrives,
 once, in order, and the listener logged the gap asked for again.
+
+--shaped: both links rate-limited with tc, first equal (200 Mbit/s each),
+then unequal (fabric 100, ethernet 300 Mbit/s), messages up to 256 KiB
+(large ones in fragments over both members).  On each shape the fabric is
+taken down and brought back, then blocked with nftables (silent: found by
+the stall timer) and unblocked, under the stream: each time every
+connection's fabric leaves the bond on both sides, the ethernet link alone
+carries every connection both ways, and after the heal and the dwell the
+fabric joins again and both links carry.  Zero loss, no duplicate, in
+order, over all four faults.
 """
 import json
 import os
@@ -87,6 +97,68 @@ def test_gap(args):
     wd.failed = False
 
 
+def bond_news(pair, role, since_ns, key, rail=0):
+    """Connections of role whose events since since_ns say rail left the
+    bond (key "left") or joined it (key "joined")."""
+    return {e.get("conn") for e in pair.events[role].poll()
+            if e.get("ev") == "bond" and e.get("t", 0) >= since_ns and e.get(key) == rail}
+
+
+def all_bond_news(pair, since_ns, key):
+    return all(len(bond_news(pair, role, since_ns, key)) == pair.conns for role in nf.SIDES)
+
+
+def test_shaped(args):
+    wd = nf.Workdir("bond_shaped", args.keep)
+    ck = nf.Checker()
+    env = dict(nf.FAULT_ENV, RAILOVER_BOND="on", RAILOVER_BOND_MIN="4KiB")
+    faults = (("link down", lambda topo: topo.link_down("A", "fab"),
+               lambda topo, _: topo.link_up("A", "fab")),
+              ("nftables drop", lambda topo: topo.fabric_drop("A"),
+               lambda topo, rules: topo.nft_remove(rules)))
+    with nf.Topology() as topo:
+        pair = nf.StreamPair(args, wd, topo, conns=2, env=env, max_size=256 << 10, stall_s=20)
+        try:
+            pair.start()
+            for fab, eth in ((200, 200), (100, 300)):
+                nf.log("fab: %s" % topo.shape("fab", fab * 1000 * 1000))
+                nf.log("eth: %s" % topo.shape("eth", eth * 1000 * 1000))
+                shape = "%d:%d Mbit/s" % (fab, eth)
+                both_carry(topo, "bonded, %s" % shape)(ck, pair)
+                for name, inject, heal in faults:
+                    what = "%s, %s" % (name, shape)
+                    t0 = nf.now_ns()
+                    pair.mark("fault: " + what)
+                    held = inject(topo)
+                    pair.wait_until("every connection's fabric left the bond on both sides "
+                                    "(%s)" % what, lambda: all_bond_news(pair, t0, "left"), 30)
+                    left_ms = (nf.now_ns() - t0) / 1e6
+                    before = {r: pair.rx_totals(r) for r in nf.SIDES}
+                    time.sleep(1.5)
+                    for r in nf.SIDES:
+                        after = pair.rx_totals(r)
+                        for i in range(pair.conns):
+                            ck.check(after.get(i, 0) > before[r].get(i, 0),
+                                     "%s: %s conn %d received nothing in 1.5 s on the ethernet "
+                                     "link alone" % (what, r, i))
+                    t1 = nf.now_ns()
+                    pair.mark("heal: " + what)
+                    heal(topo, held)
+                    pair.wait_until("every connection's fabric joined the bond again on both "
+                                    "sides (%s)" % what, lambda: all_bond_news(pair, t1, "joined"),
+                                    60)
+                    nf.log("%s: every fabric left the bond within %.0f ms, joined again "
+                           "%.0f ms after the heal" % (what, left_ms, (nf.now_ns() - t1) / 1e6))
+                    both_carry(topo, "rejoined after %s" % what)(ck, pair)
+            pair.stop()
+        finally:
+            pair.kill()
+        nf.check_stream(ck, pair)
+        nf.check_counts(ck, pair)
+    ck.done()
+    wd.failed = False
+
+
 def left_and_rejoined(ck, pair):
     """Every connection's events (both sides) say the fabric (rail 0) left
     the bond and joined it again after that (ROV_EVENT_CONN_BOND)."""
@@ -107,10 +179,13 @@ def left_and_rejoined(ck, pair):
 def test():
     args = nf.common_args(__doc__.splitlines()[0], extra=lambda ap: (
         ap.add_argument("--gap", action="store_true", help="the persistent-gap case (above)"),
+        ap.add_argument("--shaped", action="store_true", help="faults on shaped links (above)"),
         ap.add_argument("--count", type=int, default=3000, help="--gap: messages per direction "
                         "and connection (default 3000)")))
     if args.gap:
         return test_gap(args)
+    if args.shaped:
+        return test_shaped(args)
     env = dict(nf.FAULT_ENV, RAILOVER_BOND="on", RAILOVER_BOND_MIN="4KiB")
     nf.fault_and_heal(args, "bond", inject=lambda topo, _pair: topo.link_down("A", "fab"),
                       heal=lambda topo, _: topo.link_up("A", "fab"),
