@@ -334,21 +334,49 @@ static bool fo_chan_failed(rov_conn_t *conn, int rail, rov_status_t status,
     return move_or_wait(conn, to, reason, why, rail, now);
 }
 
-static void fo_peer_failed(rov_conn_t *conn, int rail)
+/* The peer's link on rail went down: so did the path of every connection
+ * that takes the same path to that host (rail.h, path_key).  They leave it
+ * now, not each when its own news comes: the peer tells each connection
+ * on its surviving channel, and with 1,024 of them those news wait behind
+ * the other channels' data (they moved over 150 ms, their own link's
+ * carrier loss reaching them later still: failover-scale.py). */
+static void path_down(rov_conn_t *conn, int rail)
+{
+    uint64_t path = F(conn)->rails[rail].path;
+    struct rov_policy_chan chan;
+
+    if (!path)
+        return;
+    for (rov_conn_t *c = rov_policy_first(CTX(conn)), *next; c; c = next) {
+        next = rov_policy_next(c); /* (c may fail) */
+        if (c != conn && rov_policy_peer_id(c) && F(c)->rails[rail].path == path &&
+            rov_policy_chan(c, rail, &chan))
+            rov_policy_chan_fail(c, rail, ROV_ERR_RESET, "the peer's link on this rail went "
+                                 "down", ROV_REASON_PEER_FAILOVER);
+    }
+}
+
+static void fo_peer_failed(rov_conn_t *conn, int rail, rov_reason_t reason)
 {
     struct rov_policy_chan chan;
 
     if (!env_of(conn)->failover)
         return;
-    rov_debug("failover", "conn %llu: peer reports %s failed", (unsigned long long)rov_policy_id(conn),
-              rov_context_rail_name(CTX(conn), rail));
+    rov_debug("failover", "conn %llu: peer reports %s failed (%s)",
+              (unsigned long long)rov_policy_id(conn), rov_context_rail_name(CTX(conn), rail),
+              rov_reason_str(reason));
     /* Through the normal failure path: if we were still sending there (our
-     * own move there crossed the peer's move away), we move on too. */
-    if (rov_policy_chan(conn, rail, &chan))
+     * own move there crossed the peer's move away), we move on too.  The
+     * first connection to hear of the peer's link takes the others on its
+     * path along. */
+    if (rov_policy_chan(conn, rail, &chan)) {
         rov_policy_chan_fail(conn, rail, ROV_ERR_RESET, "the peer reports this rail failed",
                              ROV_REASON_PEER_FAILOVER);
-    else
+        if (reason == ROV_REASON_FAIL_LINK)
+            path_down(conn, rail);
+    } else {
         mark_down(conn, rail, ROV_ERR_RESET, rov_now_ns());
+    }
 }
 
 /* Periodic checks -------------------------------------------------------------------- */

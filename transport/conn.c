@@ -1110,7 +1110,7 @@ void conn_peer_request_done(struct rov_conn *conn, struct rov_chan *chan, uint32
 
     if ((tag & ROV_HF_FAILED) && failed != chan->rail->index && failed < conn->ctx->nrails &&
         chan->conn == conn && conn->state != ROV_CONN_DEAD && conn->state != ROV_CONN_FAILED)
-        rov_policies_peer_failed(conn, failed);
+        rov_policies_peer_failed(conn, failed, rov_hf_reason(tag));
 }
 
 /* A connection is established: the policies watch it from now, and an

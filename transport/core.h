@@ -303,7 +303,7 @@ void rov_policies_conn_connecting(struct rov_conn *conn);
 void rov_policies_conn_up(struct rov_conn *conn);
 bool rov_policies_chan_failed(struct rov_conn *conn, int rail, rov_status_t status,
                               rov_reason_t reason, const char *why);
-void rov_policies_peer_failed(struct rov_conn *conn, int rail);
+void rov_policies_peer_failed(struct rov_conn *conn, int rail, rov_reason_t reason);
 void rov_policies_rail_up(rov_context_t *ctx, int rail);
 rov_status_t rov_policies_hold(struct rov_conn *conn, bool on);
 void rov_policies_tick(rov_context_t *ctx, uint64_t now);

@@ -37,7 +37,7 @@ static bool stub_chan_failed(rov_conn_t *conn, int rail, rov_status_t status,
     return false;
 }
 
-static void stub_peer_failed(rov_conn_t *conn, int rail)
+static void stub_peer_failed(rov_conn_t *conn, int rail, rov_reason_t reason)
 {
 }
 
@@ -204,9 +204,9 @@ bool rov_policies_chan_failed(struct rov_conn *conn, int rail, rov_status_t stat
     return moved;
 }
 
-void rov_policies_peer_failed(struct rov_conn *conn, int rail)
+void rov_policies_peer_failed(struct rov_conn *conn, int rail, rov_reason_t reason)
 {
-    EACH(peer_failed, conn, rail);
+    EACH(peer_failed, conn, rail, reason);
 }
 
 void rov_policies_rail_up(rov_context_t *ctx, int rail)

@@ -80,8 +80,10 @@ struct rov_policy_ops {
      * returns true; when no policy does, the connection fails. */
     bool (*chan_failed)(rov_conn_t *conn, int rail, rov_status_t status, rov_reason_t reason,
                         const char *why);
-    /** The peer moved conn away from `rail`, which failed on its side. */
-    void (*peer_failed)(rov_conn_t *conn, int rail);
+    /** The peer moved conn away from `rail`, which failed on its side for
+     * `reason` (the peer's own: ROV_REASON_FAIL_LINK when its link there
+     * went down). */
+    void (*peer_failed)(rov_conn_t *conn, int rail, rov_reason_t reason);
     /** The local link of `rail` came back (rov_rail_link_up()). */
     void (*rail_up)(rov_context_t *ctx, int rail);
     /** An operator's hold on conn changed (rov_conn_force_fallback()): on,
