@@ -32,6 +32,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import res_lib as L  # noqa: E402
 
 REPLAYS = 300
+WARMUP = 100                # replays before the first RSS reading: the
+                            # allocator's caches (AddressSanitizer's larger)
+                            # fill once, and are not what a replay keeps
 ANSWERED_MAX_SHOWN = 5      # stop replaying once this many were answered
 RSS_GROWTH_MAX_KIB = 4 * 1024
 ETH_P_ALL = 0x0003
@@ -164,9 +167,14 @@ def main():
     data_frame = struct.pack("<HBBIQQII", magic, version, data_type, len(body), 1, 0, 7, 0) + body
 
     time.sleep(0.3)
-    rss0 = L.rss_kib(lis.pid)
     answered = 0
     done = 0
+    for _ in range(WARMUP):
+        if replay(port, hello, data_frame, hello_ack_type):
+            answered += 1
+        done += 1
+    time.sleep(0.3)
+    rss0 = L.rss_kib(lis.pid)
     for _ in range(REPLAYS):
         if replay(port, hello, data_frame, hello_ack_type):
             answered += 1
@@ -175,14 +183,14 @@ def main():
             break
     time.sleep(0.5)
     rss1 = L.rss_kib(lis.pid)
-    L.note("%d replays: %d answered with HELLO_ACK; listener RSS %d -> %d KiB" %
-           (done, answered, rss0, rss1))
+    L.note("%d replays: %d answered with HELLO_ACK; listener RSS %d -> %d KiB over the last %d" %
+           (done, answered, rss0, rss1, done - WARMUP))
     if answered:
         L.fail("%d of %d replayed HELLOs were answered with HELLO_ACK: a recorded HELLO "
                "opens a connection" % (answered, done))
     if rss1 - rss0 > RSS_GROWTH_MAX_KIB:
         L.fail("listener RSS grew by %d KiB over %d replays (bound %d KiB)" %
-               (rss1 - rss0, done, RSS_GROWTH_MAX_KIB))
+               (rss1 - rss0, done - WARMUP, RSS_GROWTH_MAX_KIB))
 
     open(stop, "w").close()
     rc_c, rc_l = con.wait(60), lis.wait(60)
