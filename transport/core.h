@@ -343,12 +343,12 @@ void rov_ctx_gets_deliver(rov_context_t *ctx);
 void rov_ctx_mem_unregister(rov_context_t *ctx);
 void rov_ctx_mem_reregister(rov_context_t *ctx);
 size_t rov_ctx_get_max(const rov_context_t *ctx);
-/* The peer of an accepted channel proved its key (handshake timeout and cap
- * no longer apply to it). */
 /* A channel that lost a connect race is kept in reserve (parked) for its
  * connection, or leaves the reserve; the context counts them, so that a
  * failing channel looks for a parked sibling only when there is one. */
 void rov_ctx_chan_park(struct rov_chan *chan, bool parked);
+/* The peer of an accepted channel proved its key (handshake timeout and cap
+ * no longer apply to it). */
 void rov_ctx_chan_authed(struct rov_chan *chan);
 /* Connect a new outbound channel on rail; NULL with *st_p set on failure. */
 struct rov_chan *rov_ctx_chan_connect(struct rov_rail *rail, const void *addr, size_t len,
