@@ -110,6 +110,25 @@ common_env+=" UCX_TLS=rc_verbs,tcp UCX_NET_DEVICES=$RDMA_DEV:$RDMA_PORT,$ETH_IF"
 common_env+=" UCX_RC_VERBS_RETRY_COUNT=6 UCX_RC_VERBS_TIMEOUT=100ms"
 
 up_s() { cut -d' ' -f1 /proc/uptime; }
+# b's clock minus a's, in seconds: the VMs boot apart (CI saw b 3.5 s
+# behind), and b's events carry b's CLOCK_MONOTONIC (= its uptime: no
+# suspend in a guest).  From the look with the shortest round trip of three;
+# its error is at most half that round trip.
+peer_clock_offset() {
+    local i t0 tb t1 rtt best_rtt="" best=0
+    for i in 1 2 3; do
+        t0=$(up_s); tb=$(rexec "cut -d' ' -f1 /proc/uptime"); t1=$(up_s)
+        [[ $tb =~ ^[0-9.]+$ ]] || continue
+        rtt=$(echo "$t1 - $t0" | bc)
+        if [ -z "$best_rtt" ] || (( $(echo "$rtt < $best_rtt" | bc) )); then
+            best_rtt=$rtt best=$(echo "scale=3; $tb - ($t0 + $t1) / 2" | bc)
+        fi
+    done
+    echo "$best"
+}
+# A time of a's clock on b's, and back.
+on_b() { echo "$1 + $off" | bc; }
+from_b() { echo "$1 - $off" | bc; }
 ms_between() { echo "($2 - $1) * 1000 / 1" | bc; }
 nft_drop_on="nft add table inet rovdrop; nft add chain inet rovdrop in '{ type filter hook input priority 0; }'; nft add rule inet rovdrop in udp dport 4791 drop"
 nft_drop_off="nft delete table inet rovdrop"
@@ -234,7 +253,8 @@ run_scenario() {
                      hold=$(echo "3 * $fo_timeout_s" | bc) ;;
     *) echo "unknown scenario $name"; return 1 ;;
     esac
-    local d=$work/$name n=1
+    local d=$work/$name n=1 off
+    off=$(peer_clock_offset)
     while [ -e "$d" ]; do n=$((n + 1)); d=$work/$name.$n; done # a scenario may repeat
     mkdir -p "$d"
     inject=${inject//@D@/$d} restore=${restore//@D@/$d}
@@ -333,8 +353,9 @@ run_scenario() {
         bound=$(echo "$t_inj_done + $fo_timeout_s + 2" | bc)
         for ((i = 0; i < conns; i++)); do
             local ma mb ta ra tb rb
-            ma=$(first_move "$d/a.events" "$t_inj" $i); mb=$(first_move "$d/b.events" "$t_inj" $i)
+            ma=$(first_move "$d/a.events" "$t_inj" $i); mb=$(first_move "$d/b.events" "$(on_b "$t_inj")" $i)
             ta=${ma%% *} ra=${ma#* } tb=${mb%% *} rb=${mb#* }
+            [ -n "$mb" ] && tb=$(from_b "$tb")
             moved+=" c$i:a=$([ -n "$ma" ] && echo "$(ms_between "$t_inj_done" "$ta")ms/$ra" || echo -)"
             moved+=",b=$([ -n "$mb" ] && echo "$(ms_between "$t_inj_done" "$tb")ms/$rb" || echo -)"
             if [ -z "$ma" ] || [ -z "$mb" ]; then
@@ -353,8 +374,14 @@ run_scenario() {
         moved=" bonded=a:${bond_a// /+},b:${bond_b// /+}"
         for side in a b; do
             f=$d/$side.events
-            t_left=$(event_after "$f" bond "$t_inj" '"left":0')
-            t_joined=$(event_after "$f" bond "${t_left:-$t_inj}" '"joined":0')
+            local ti=$t_inj
+            [ $side = b ] && ti=$(on_b "$t_inj")
+            t_left=$(event_after "$f" bond "$ti" '"left":0')
+            t_joined=$(event_after "$f" bond "${t_left:-$ti}" '"joined":0')
+            if [ $side = b ]; then
+                [ -n "$t_left" ] && t_left=$(from_b "$t_left")
+                [ -n "$t_joined" ] && t_joined=$(from_b "$t_joined")
+            fi
             left=$([ -n "$t_left" ] && ms_between "$t_inj" "$t_left" || echo -)
             joined=$([ -n "$t_joined" ] && ms_between "$t_rest" "$t_joined" || echo -)
             moved+=" ${side}_left_ms=$left ${side}_rejoined_ms=$joined"
@@ -378,7 +405,7 @@ run_scenario() {
         [ -z "$moves_ab" ] || { ok=0; log "$name: a connection moved although nothing failed:"; echo "$moves_ab"; }
         moved=" a_switches=$(grep -c '"ev":"switch"' "$d/a.events") b_switches=$(grep -c '"ev":"switch"' "$d/b.events")"
         moved+=" b_first=$(grep -m1 '"ev":"switch"' "$d/b.events" | sed -n 's/.*"t":\([0-9]*\).*"reason":"\([^"]*\)".*/\1 \2/p' |
-                            awk -v c="$t_rest" '{ printf "%dms_after_CONT/%s", ($1 / 1e9 - c) * 1000, $2 }')"
+                            awk -v c="$(on_b "$t_rest")" '{ printf "%dms_after_CONT/%s", ($1 / 1e9 - c) * 1000, $2 }')"
         t_down=$t_inj t_back=$t_rest # nothing to detect or fail back
     fi
     [ -n "$t_down" ] || { ok=0; log "$name: a never left the preferred rail"; }
@@ -387,6 +414,7 @@ run_scenario() {
         log "$name: a was not back on the preferred rail when it stopped (rails $final_rail); the rail's story:"
         grep -h '^\[[0-9.]*\] railover' "$d/a.log" "$d/b.log" | grep -v ' core: ' | sort | tail -n 40
     fi
+    moved+=" b_clock_ahead_s=$off"
     printf '%-16s %-4s detect_ms=%-6s failback_ms=%-6s a_reasons=%s b_reasons=%s a_saw=[%s] b_saw=[%s]%s\n' \
         "$name" "$([ $ok = 1 ] && echo PASS || echo FAIL)" \
         "$([ -n "$t_down" ] && ms_between "$t_inj" "$t_down" || echo -)" \
