@@ -74,6 +74,11 @@ bool rov_auth_mac_equal(const uint8_t a[ROV_MAC_LEN], const uint8_t b[ROV_MAC_LE
     return CRYPTO_memcmp(a, b, ROV_MAC_LEN) == 0;
 }
 
+bool rov_auth_mac_prefix_equal(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    return n >= 16 && n <= ROV_MAC_LEN && CRYPTO_memcmp(a, b, n) == 0;
+}
+
 bool rov_auth_key_is_zero(const uint8_t key[ROV_KEY_LEN])
 {
     uint8_t acc = 0;

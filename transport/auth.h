@@ -56,6 +56,9 @@ void rov_auth_hello_mac(const uint8_t key[ROV_KEY_LEN], const uint8_t *answered,
 
 /** Constant-time comparison of two MACs. */
 bool rov_auth_mac_equal(const uint8_t a[ROV_MAC_LEN], const uint8_t b[ROV_MAC_LEN]);
+/** The same for the first n bytes of each (a MAC truncated to n, at least
+ * 16 bytes: where a message has no room for all of it). */
+bool rov_auth_mac_prefix_equal(const uint8_t *a, const uint8_t *b, size_t n);
 
 /** Whether the key is all zero: the public copy of an address blob (the one
  * a HELLO carries), which cannot open connections. */

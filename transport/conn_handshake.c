@@ -200,25 +200,30 @@ static void proof_mac(const uint8_t *key, const uint8_t *challenge, const uint8_
 }
 
 void rov_rail_preauth_prove(const struct rov_chan *chan, const uint8_t *challenge,
-                            const void *msg, size_t len, uint8_t *proof)
+                            const void *msg, size_t len, uint8_t *proof, size_t proof_len)
 {
     const struct rov_conn *conn = chan->conn;
     bool later = conn->peer_id && conn->has_secret;
+    uint8_t mac[ROV_MAC_LEN];
 
     rov_put64(proof, later ? conn->peer_id : 0);
-    proof_mac(later ? conn->secret : conn->peer.key, challenge, proof, msg, len, proof + 8);
+    proof_mac(later ? conn->secret : conn->peer.key, challenge, proof, msg, len, mac);
+    memcpy(proof + 8, mac, proof_len - 8);
 }
 
 bool rov_rail_preauth_check(struct rov_rail *rail, const uint8_t *challenge, const void *msg,
-                            size_t len, const uint8_t *proof)
+                            size_t len, const uint8_t *proof, size_t proof_len)
 {
-    const uint8_t *key = proof_key(rail->ctx, rov_get64(proof));
+    const uint8_t *key;
     uint8_t want[ROV_MAC_LEN];
 
+    if (proof_len < ROV_RAIL_PROOF_SHORT_LEN || proof_len > ROV_RAIL_PROOF_LEN)
+        return false;
+    key = proof_key(rail->ctx, rov_get64(proof));
     if (!key)
         return false;
     proof_mac(key, challenge, proof, msg, len, want);
-    return rov_auth_mac_equal(want, proof + 8);
+    return rov_auth_mac_prefix_equal(want, proof + 8, proof_len - 8);
 }
 
 /* A HELLO for a connection no longer here (freed, rov_conn_free()): the

@@ -380,21 +380,25 @@ void rov_rail_preauth_begin(struct rov_rail *rail, struct rov_preauth *p);
 void rov_rail_preauth_end(struct rov_preauth *p);
 /* A rail's proof that a peer may connect (rov_rail_preauth_prove()): the
  * acceptor's connection id it reconnects to (0 on a connection's first
- * channel), then an HMAC-SHA256. */
+ * channel), then an HMAC-SHA256 (PROOF_LEN), or its first 128 bits
+ * (PROOF_SHORT_LEN: for a setup message with no room for more, rdma_cm's
+ * 56 bytes of private data in a connect request). */
 #define ROV_RAIL_PROOF_LEN (8 + ROV_MAC_LEN)
-/** Connector: the proof, over the listener's challenge and msg (and the
- * connection it names), that we may connect: under the listener's address
- * key on a connection's first channel, under the connection's secret on
- * any later one (the side that accepted a connection never holds the
- * other's key).  proof: ROV_RAIL_PROOF_LEN bytes. */
+#define ROV_RAIL_PROOF_SHORT_LEN (8 + 16)
+/** Connector: the proof, over the listener's challenge (ROV_NONCE_LEN
+ * bytes) and msg (and the connection it names), that we may connect: under
+ * the listener's address key on a connection's first channel, under the
+ * connection's secret on any later one (the side that accepted a
+ * connection never holds the other's key).  proof: proof_len bytes,
+ * ROV_RAIL_PROOF_SHORT_LEN to ROV_RAIL_PROOF_LEN. */
 void rov_rail_preauth_prove(const struct rov_chan *chan, const uint8_t *challenge,
-                            const void *msg, size_t len, uint8_t *proof);
-/** Listener: whether proof (ROV_RAIL_PROOF_LEN bytes) is one that
+                            const void *msg, size_t len, uint8_t *proof, size_t proof_len);
+/** Listener: whether proof (proof_len bytes) is one that
  * rov_rail_preauth_prove() made over challenge and msg with our address key,
  * or with the secret of the connection it names (live, or among the last
  * ended). */
 bool rov_rail_preauth_check(struct rov_rail *rail, const uint8_t *challenge, const void *msg,
-                            size_t len, const uint8_t *proof);
+                            size_t len, const uint8_t *proof, size_t proof_len);
 /** Descriptors for accepted connections, asked by a rail that accepts with
  * accept(): fd is the descriptor accept() just returned, or -1 when it
  * failed for want of one (EMFILE, ENFILE).  Channels that wait for their

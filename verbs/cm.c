@@ -2,13 +2,36 @@
  * The verbs rail's connection setup through librdmacm
  * (RAILOVER_VERBS_CM=rdmacm).
  *
- * The rail address is an rdma_cm listener on the RDMA port's IP address.  A
- * connector resolves the address and the route, creates its QP with
- * rdma_create_qp() and connects; our half of the connection parameters
- * (struct vb_oob: receive depth, eager size, keepalive target) rides in the
- * private data of the connect request, the peer's in that of the accept.
- * rdma_cm moves the QPs through their states.  Events become channel
- * failures with precise reasons: address/route errors, rejection,
+ * The rail address is an rdma_cm listener on the RDMA port's IP address.
+ * The listener makes nothing for a peer that has not proved the key, as
+ * the out-of-band listener (oob.c) does not, in two connect requests:
+ *
+ *   connector                                   listener
+ *   REQ  (no QP) {magic, version, ASK}     ->
+ *                                          <-   REJ {magic, version, slot,
+ *                                                    challenge}  (nothing kept
+ *                                                    but the challenge, in a
+ *                                                    fixed table of slots)
+ *   new id, QP made
+ *   REQ  {magic, version, slot, receive depth,
+ *         eager size, keepalive target, proof} ->
+ *                                               slot consumed; proof checked
+ *                                               (rov_rail_preauth_check(): the
+ *                                               listener's address key, or
+ *                                               the connection's secret);
+ *                                               only then a channel, CQ,
+ *                                               rings and QP
+ *                                          <-   REP {struct vb_oob}
+ *
+ * The proof is a 128-bit HMAC (the request's 56 bytes of private data have
+ * no room for more) over the challenge and the request.  A challenge is
+ * single-use and expires after VB_CM_CHALLENGE_NS: a recorded request,
+ * replayed, meets a used or expired slot and is answered with a new
+ * challenge it cannot answer.  A connector takes at most VB_CM_ROUNDS
+ * challenges (a listener flooded with requests may have recycled the slot
+ * of its first before its proof came).  The path (QPN, PSN, GID, MTU) is
+ * rdma_cm's; rdma_cm moves the QPs through their states.  Events become
+ * channel failures with precise reasons: address/route errors, rejection,
  * unreachable, disconnect, device removal.
  *
  * The cost, measured (docs/rdma.md): librdmacm opens every device when first
@@ -17,17 +40,60 @@
  * why RAILOVER_VERBS_CM=oob is the default.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 
 #include <rdma/rdma_cma.h>
 
+#include "transport/auth.h"
 #include "transport/log.h"
+#include "transport/states.h"
 #include "verbs/verbs.h"
 
 #define VB "verbs"
+
+#define VB_CM_MAGIC 0x52564331u /* "RVC1" */
+#define VB_CM_VERSION 1
+#define VB_CM_ASK 0xffff        /* the slot of a request that asks for a challenge */
+#define VB_CM_SLOTS 256         /* challenges outstanding per listener */
+#define VB_CM_ROUNDS 4          /* challenges a connector takes */
+#define VB_CM_CHALLENGE_NS (10ull * 1000000000ull)
+/* rdma_cm's connect request carries 56 bytes of private data on IB and RoCE. */
+#define VB_CM_REQ_MAX 56
+
+/* A connect request's private data, network order.  The proof covers the
+ * fields before it. */
+struct vb_cm_req {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t slot;     /* the challenge answered, or VB_CM_ASK */
+    uint64_t ka_addr;  /* struct vb_oob's, as vb_fill_info() made them */
+    uint32_t nrecv;
+    uint32_t eager;
+    uint32_t ka_rkey;
+    uint8_t proof[ROV_RAIL_PROOF_SHORT_LEN];
+};
+_Static_assert(sizeof(struct vb_cm_req) <= VB_CM_REQ_MAX, "rdma_cm private data");
+
+/* The listener's reject that carries a challenge (a reject has room for
+ * 148 bytes). */
+struct vb_cm_challenge {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t slot;
+    uint8_t nonce[ROV_NONCE_LEN];
+};
+
+/* An issued challenge: live until used or expired. */
+struct vb_cm_slot {
+    uint8_t nonce[ROV_NONCE_LEN];
+    uint64_t expires_ns; /* 0: used, or never issued */
+};
 
 static const char *cm_event_why(enum rdma_cm_event_type t, rov_status_t *st)
 {
@@ -85,12 +151,12 @@ static int cm_make_qp(struct vb_chan *c, struct rdma_cm_id *id)
     return 0;
 }
 
-static void conn_param(struct vb_chan *c, struct rdma_conn_param *p, struct vb_oob *info)
+static void conn_param(struct vb_chan *c, struct rdma_conn_param *p, const void *pdata,
+                       size_t len)
 {
     memset(p, 0, sizeof(*p));
-    vb_fill_info(c, info);
-    p->private_data = info;
-    p->private_data_len = sizeof(*info);
+    p->private_data = pdata;
+    p->private_data_len = (uint8_t)len;
     p->responder_resources = 4;
     p->initiator_depth = 4;
     p->retry_count = c->rail->retry;
@@ -105,20 +171,113 @@ static void set_timeout(struct vb_chan *c, struct rdma_cm_id *id)
         rov_debug(VB, "rdma_set_option(ACK_TIMEOUT): %m (using rdma_cm's default)");
 }
 
-/* An inbound connect request: a new channel, our QP, accept. */
+static void reject(struct rdma_cm_id *id, const void *pdata, size_t len)
+{
+    rdma_reject(id, pdata, (uint8_t)len);
+    rdma_destroy_id(id);
+}
+
+/* A rate-limited warning naming the requester. */
+static void warn_request(struct vb_rail *r, struct rdma_cm_id *id, const char *what)
+{
+    struct sockaddr_storage ss;
+    struct sockaddr *sa = rdma_get_peer_addr(id);
+    char peer[64] = "?";
+
+    memset(&ss, 0, sizeof(ss));
+    if (sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)) {
+        memcpy(&ss, sa, sa->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                  : sizeof(struct sockaddr_in6));
+        rov_net_sockaddr_str(&ss, peer, sizeof(peer));
+    }
+    rov_log_ratelimited(ROV_LOG_WARN, VB, "%s: rdma_cm connect request from %s %s: rejected",
+                        r->dev_name, peer, what);
+}
+
+/* Answer a request with a new challenge in the next slot (the oldest
+ * outstanding one is recycled). */
+static void challenge(struct vb_rail *r, struct rdma_cm_id *id)
+{
+    struct vb_cm_slot *s = &r->cm_slots[r->cm_next];
+    struct vb_cm_challenge ch = {
+        .magic = htonl(VB_CM_MAGIC), .version = htons(VB_CM_VERSION), .slot = htons(r->cm_next)};
+
+    if (rov_auth_random(s->nonce, sizeof(s->nonce)) != ROV_OK) {
+        reject(id, NULL, 0);
+        return;
+    }
+    s->expires_ns = rov_now_ns() + VB_CM_CHALLENGE_NS;
+    memcpy(ch.nonce, s->nonce, sizeof(ch.nonce));
+    r->cm_next = (uint16_t)((r->cm_next + 1) % VB_CM_SLOTS);
+    reject(id, &ch, sizeof(ch));
+}
+
+/* Whether req answers a live challenge with a proof of our address key or
+ * of a connection's secret; the challenge is used up either way. */
+static bool proven(struct vb_rail *r, const struct vb_cm_req *req)
+{
+    struct vb_cm_slot *s = &r->cm_slots[ntohs(req->slot)];
+    bool ok = rov_rail_preauth_check(&r->base, s->nonce, req, offsetof(struct vb_cm_req, proof),
+                                     req->proof, sizeof(req->proof));
+
+    s->expires_ns = 0;
+    return ok;
+}
+
+/* The connection parameters of a request, as struct vb_oob (vb_take_info()
+ * checks them); the path is rdma_cm's, the MTU ours. */
+static void req_info(const struct vb_rail *r, const struct vb_cm_req *req, struct vb_oob *info)
+{
+    memset(info, 0, sizeof(*info));
+    info->magic = htonl(VB_OOB_MAGIC);
+    info->version = htons(VB_OOB_VERSION);
+    info->nrecv = req->nrecv;
+    info->eager = req->eager;
+    info->mtu = htonl(r->mtu);
+    info->ka_rkey = req->ka_rkey;
+    info->ka_addr = req->ka_addr;
+}
+
+/* An inbound connect request: a challenge, or, for one that answers a
+ * challenge with the proof, a new channel, our QP, accept. */
 static void on_request(struct vb_rail *r, struct rdma_cm_id *id, const void *pdata, size_t plen)
 {
     struct vb_chan *c;
     struct rdma_conn_param p;
+    struct vb_cm_req req;
     struct vb_oob info;
+    unsigned slot;
     const char *why;
 
+    memset(&req, 0, sizeof(req));
+    memcpy(&req, pdata, plen < sizeof(req) ? plen : sizeof(req));
+    if (plen < offsetof(struct vb_cm_req, ka_addr) || ntohl(req.magic) != VB_CM_MAGIC ||
+        ntohs(req.version) != VB_CM_VERSION) {
+        warn_request(r, id, "is not this version's (another Railover version, or not Railover)");
+        reject(id, NULL, 0);
+        return;
+    }
+    if (r->port_down || r->device_dead || !r->cm_slots) {
+        reject(id, NULL, 0);
+        return;
+    }
+    slot = ntohs(req.slot);
+    /* Asked for one; or answers one used, expired or never issued (a
+     * replay, or a slot recycled under a flood): a new challenge. */
+    if (slot >= VB_CM_SLOTS || r->cm_slots[slot].expires_ns == 0 ||
+        r->cm_slots[slot].expires_ns < rov_now_ns()) {
+        challenge(r, id);
+        return;
+    }
+    if (plen < sizeof(req) || !proven(r, &req)) {
+        warn_request(r, id, "without proof of this endpoint's address key or a connection's secret");
+        reject(id, NULL, 0);
+        return;
+    }
     /* Over the transport's budget for unauthenticated peers: refused (the
      * connector retries on its own schedule). */
-    if (plen < sizeof(struct vb_oob) || r->port_down || r->device_dead ||
-        !rov_rail_accept_ok(&r->base)) {
-        rdma_reject(id, NULL, 0);
-        rdma_destroy_id(id);
+    if (!rov_rail_accept_ok(&r->base)) {
+        reject(id, NULL, 0);
         return;
     }
     c = vb_chan_alloc(r, false);
@@ -133,21 +292,94 @@ static void on_request(struct vb_rail *r, struct rdma_cm_id *id, const void *pda
         return;
     }
     /* Setup under way: not polled, not yet known. */
-    vb_oob_set_state(c, OOB_ACCEPTED, "connect request");
-    vb_preauth_begin(c);    /* timed until ESTABLISHED (the QP is made: private
-                             * data has no room for a proof of the key) */
-    if (vb_take_info(c, pdata, &why) != ROV_OK) {
+    vb_oob_set_state(c, OOB_ACCEPTED, "proven connect request");
+    vb_preauth_begin(c); /* timed until ESTABLISHED, like every admitted peer */
+    req_info(r, &req, &info);
+    if (vb_take_info(c, &info, &why) != ROV_OK) {
         rov_warn(VB, "inbound connection: %s", why);
         rdma_reject(id, NULL, 0);
         vb_setup_failed(c, ROV_ERR_PROTO, why);
         return;
     }
     set_timeout(c, id);
-    conn_param(c, &p, &info);
+    vb_fill_info(c, &info);
+    conn_param(c, &p, &info, sizeof(info));
     if (rdma_accept(id, &p)) {
         rov_warn(VB, "rdma_accept: %m");
         vb_setup_failed(c, ROV_ERR_IO, "verbs: rdma_accept failed");
     }
+}
+
+/* Connector: resolve the listener's address on the channel's id (route,
+ * QP and connect follow its events).  0, or -1 with errno. */
+static int resolve(struct vb_chan *c)
+{
+    struct sockaddr_storage src = c->rail->oob_local;
+
+    return rdma_resolve_addr(c->cm_id, (struct sockaddr *)&src, (struct sockaddr *)&c->cm_peer,
+                             2000);
+}
+
+/* Connector: the first request, without a QP (rdma_cm sends qp_num in its
+ * place), asks for a challenge. */
+static void ask(struct vb_chan *c, struct rdma_cm_id *id)
+{
+    struct vb_cm_req req = {
+        .magic = htonl(VB_CM_MAGIC), .version = htons(VB_CM_VERSION), .slot = htons(VB_CM_ASK)};
+    struct rdma_conn_param p;
+
+    conn_param(c, &p, &req, offsetof(struct vb_cm_req, ka_addr));
+    p.qp_num = c->psn; /* any 24-bit number: no QP answers to it */
+    if (rdma_connect(id, &p))
+        vb_setup_failed(c, ROV_ERR_UNREACHABLE, "verbs: rdma_connect failed");
+}
+
+/* Connector: our parameters and the proof over them and the challenge. */
+static void prove(struct vb_chan *c, struct vb_cm_req *req)
+{
+    struct vb_oob info;
+
+    vb_fill_info(c, &info);
+    memset(req, 0, sizeof(*req));
+    req->magic = htonl(VB_CM_MAGIC);
+    req->version = htons(VB_CM_VERSION);
+    req->slot = htons(c->cm_slot);
+    req->ka_addr = info.ka_addr;
+    req->nrecv = info.nrecv;
+    req->eager = info.eager;
+    req->ka_rkey = info.ka_rkey;
+    rov_rail_preauth_prove(&c->base, c->oob_challenge, req, offsetof(struct vb_cm_req, proof),
+                           req->proof, sizeof(req->proof));
+}
+
+/* Connector: a reject that carries a challenge starts the request again on
+ * a new id (a rejected one cannot connect again).  False when it carries
+ * none, or after VB_CM_ROUNDS of them: the rejection stands. */
+static bool take_challenge(struct vb_chan *c, const struct rdma_conn_param *rej)
+{
+    struct vb_cm_challenge ch;
+    struct rdma_cm_id *old = c->cm_id, *id;
+
+    if (!rej->private_data || rej->private_data_len < sizeof(ch))
+        return false;
+    memcpy(&ch, rej->private_data, sizeof(ch));
+    if (ntohl(ch.magic) != VB_CM_MAGIC || ntohs(ch.version) != VB_CM_VERSION ||
+        ntohs(ch.slot) >= VB_CM_SLOTS || c->cm_rounds >= VB_CM_ROUNDS || c->qp)
+        return false;
+    if (rdma_create_id(c->rail->cm_ec, &id, c, RDMA_PS_TCP)) {
+        rov_error(VB, "rdma_create_id: %m");
+        vb_setup_failed(c, ROV_ERR_IO, "verbs: rdma_create_id failed");
+        return true;
+    }
+    c->cm_rounds++;
+    c->cm_slot = ntohs(ch.slot);
+    memcpy(c->oob_challenge, ch.nonce, sizeof(ch.nonce));
+    old->context = NULL;
+    c->cm_id = id;
+    rdma_destroy_id(old); /* no QP: the request was only a question */
+    if (resolve(c))
+        vb_setup_failed(c, rov_net_errno_status(errno), "verbs: rdma_resolve_addr failed");
+    return true;
 }
 
 static void on_event(struct vb_rail *r, const struct rdma_cm_event *ev)
@@ -155,7 +387,7 @@ static void on_event(struct vb_rail *r, const struct rdma_cm_event *ev)
     struct rdma_cm_id *id = ev->id;
     struct vb_chan *c = id->context;
     struct rdma_conn_param p;
-    struct vb_oob info;
+    struct vb_cm_req req;
     rov_status_t st;
     const char *why;
 
@@ -178,14 +410,25 @@ static void on_event(struct vb_rail *r, const struct rdma_cm_event *ev)
             vb_setup_failed(c, ROV_ERR_UNREACHABLE, "verbs: rdma_resolve_route failed");
         return;
     case RDMA_CM_EVENT_ROUTE_RESOLVED:
+        if (!c->cm_rounds) {
+            ask(c, id);
+            return;
+        }
         if (cm_make_qp(c, id)) {
             vb_setup_failed(c, ROV_ERR_IO, "verbs: cannot create the QP");
             return;
         }
         set_timeout(c, id);
-        conn_param(c, &p, &info);
+        prove(c, &req);
+        conn_param(c, &p, &req, sizeof(req));
         if (rdma_connect(id, &p))
             vb_setup_failed(c, ROV_ERR_UNREACHABLE, "verbs: rdma_connect failed");
+        return;
+    case RDMA_CM_EVENT_REJECTED:
+        if (c->active && take_challenge(c, &ev->param.conn))
+            return;
+        why = cm_event_why(ev->event, &st);
+        vb_setup_failed(c, st, why);
         return;
     case RDMA_CM_EVENT_ESTABLISHED:
         if (c->active) {
@@ -278,12 +521,19 @@ void vb_cm_close(struct vb_rail *r)
     if (r->cm_devices)
         rdma_free_devices(r->cm_devices);
     r->cm_devices = NULL;
+    free(r->cm_slots);
+    r->cm_slots = NULL;
 }
 
 rov_status_t vb_cm_listen(struct vb_rail *r)
 {
     struct sockaddr_storage ss = r->oob_local;
 
+    if (!r->cm_slots) {
+        r->cm_slots = calloc(VB_CM_SLOTS, sizeof(*r->cm_slots));
+        if (!r->cm_slots)
+            return ROV_ERR_NOMEM;
+    }
     if (rdma_create_id(r->cm_ec, &r->cm_listen, NULL, RDMA_PS_TCP)) {
         rov_error(VB, "rdma_create_id: %m");
         return ROV_ERR_IO;
@@ -305,7 +555,6 @@ rov_status_t vb_cm_listen(struct vb_rail *r)
 rov_status_t vb_cm_connect(struct vb_rail *r, const struct sockaddr_storage *peer,
                            struct vb_chan **chan_p)
 {
-    struct sockaddr_storage src = r->oob_local;
     struct rdma_cm_id *id;
     struct vb_chan *c = vb_chan_alloc(r, true);
 
@@ -319,8 +568,9 @@ rov_status_t vb_cm_connect(struct vb_rail *r, const struct sockaddr_storage *pee
     /* Until the route is resolved the channel has no QP; cm_make_qp
      * attaches it.  The id is the channel's from now on. */
     c->cm_id = id;
+    c->cm_peer = *peer;
     vb_oob_set_state(c, OOB_CONNECTING, "connecting");
-    if (rdma_resolve_addr(id, (struct sockaddr *)&src, (struct sockaddr *)peer, 2000)) {
+    if (resolve(c)) {
         rov_status_t st = errno == ENETUNREACH || errno == EHOSTUNREACH ? ROV_ERR_UNREACHABLE
                                                                           : ROV_ERR_IO;
 

@@ -212,7 +212,7 @@ static bool take_proven_half(struct vb_chan *c)
     if (oob_read(c, sizeof(struct vb_oob) + ROV_RAIL_PROOF_LEN) <= 0)
         return false;
     if (!rov_rail_preauth_check(&r->base, c->oob_challenge, c->oob_buf, sizeof(struct vb_oob),
-                                c->oob_buf + sizeof(struct vb_oob))) {
+                                c->oob_buf + sizeof(struct vb_oob), ROV_RAIL_PROOF_LEN)) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         char peer[64] = "?";
@@ -262,7 +262,8 @@ static void oob_cb(struct rov_watch *w, uint32_t events)
             return;
         vb_fill_info(c, &mine);
         memcpy(msg, &mine, sizeof(mine));
-        rov_rail_preauth_prove(&c->base, c->oob_buf, &mine, sizeof(mine), msg + sizeof(mine));
+        rov_rail_preauth_prove(&c->base, c->oob_buf, &mine, sizeof(mine), msg + sizeof(mine),
+                               ROV_RAIL_PROOF_LEN);
         if (!oob_write(c, msg, sizeof(msg)))
             return;
         vb_oob_set_state(c, OOB_WAIT_INFO, "our half sent");

@@ -164,11 +164,15 @@ struct vb_chan {
     struct rov_watch oob_watch;
     uint8_t oob_buf[sizeof(struct vb_oob) + ROV_RAIL_PROOF_LEN]; /* info and its proof */
     size_t oob_have;
-    uint8_t oob_challenge[ROV_NONCE_LEN]; /* acceptor: what the proof must cover */
+    uint8_t oob_challenge[ROV_NONCE_LEN]; /* what the proof covers: the acceptor's
+                                           * (oob.c: ours; cm.c: the connector's copy) */
     struct rov_preauth preauth; /* acceptor: admitted with the transport's
                                  * unauthenticated channels until established */
 
     struct rdma_cm_id *cm_id;  /* RAILOVER_VERBS_CM=rdmacm (cm.c) */
+    struct sockaddr_storage cm_peer; /* connector: the listener (asked again) */
+    uint16_t cm_slot;          /* connector: the listener's challenge slot */
+    uint8_t cm_rounds;         /* connector: challenges received */
 
     struct ibv_cq *cq;
     struct ibv_qp *qp;
@@ -249,6 +253,8 @@ struct vb_rail {
     struct rdma_event_channel *cm_ec;
     struct rdma_cm_id *cm_listen;
     struct rov_watch cm_watch;
+    struct vb_cm_slot *cm_slots;         /* the listener's challenges (cm.c) */
+    uint16_t cm_next;                    /* the slot the next one takes */
 };
 
 /* verbs.c, for oob.c and cm.c ------------------------------------------------ */
