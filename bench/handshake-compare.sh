@@ -18,7 +18,9 @@ bin=$build/bench/rov_handshake
 for lib in "$build/librailover.so" "$base/librailover.so"; do
     [[ -e $lib ]] || { echo "handshake-compare: no $lib" >&2; exit 2; }
 done
-export RAILOVER_RAILS=tcp@lo RAILOVER_LOG=error RAILOVER_CONTROL=off
+# RAILOVER_RAILS from the environment: another rail (in a VM, e.g.
+# verbs@rxe0:1 with RAILOVER_VERBS_CM=rdmacm), tcp@lo by default.
+export RAILOVER_RAILS=${RAILOVER_RAILS:-tcp@lo} RAILOVER_LOG=error RAILOVER_CONTROL=off
 one() { # LIBDIR -> median microseconds of one round
     LD_LIBRARY_PATH=$1 "$bin" --conns "$conns" --json |
         sed -n 's/.*"median_us":\([0-9.]*\).*/\1/p'
