@@ -27,9 +27,11 @@
  * no room for more) over the challenge and the request.  A challenge is
  * single-use and expires after VB_CM_CHALLENGE_NS: a recorded request,
  * replayed, meets a used or expired slot and is answered with a new
- * challenge it cannot answer.  A connector takes at most VB_CM_ROUNDS
- * challenges (a listener flooded with requests may have recycled the slot
- * of its first before its proof came).  The path (QPN, PSN, GID, MTU) is
+ * challenge it cannot answer.  A connector answers one challenge: when a
+ * flood of requests recycled its slot before its proof came (256 requests
+ * in between), the listener's second challenge ends the attempt as a
+ * rejection, and the transport connects again on its own schedule (the
+ * connector's QP, made for the proof, cannot be reused).  The path (QPN, PSN, GID, MTU) is
  * rdma_cm's; rdma_cm moves the QPs through their states.  Events become
  * channel failures with precise reasons: address/route errors, rejection,
  * unreachable, disconnect, device removal.
@@ -61,7 +63,6 @@
 #define VB_CM_VERSION 1
 #define VB_CM_ASK 0xffff        /* the slot of a request that asks for a challenge */
 #define VB_CM_SLOTS 256         /* challenges outstanding per listener */
-#define VB_CM_ROUNDS 4          /* challenges a connector takes */
 #define VB_CM_CHALLENGE_NS (10ull * 1000000000ull)
 /* rdma_cm's connect request carries 56 bytes of private data on IB and RoCE. */
 #define VB_CM_REQ_MAX 56
@@ -354,7 +355,7 @@ static void prove(struct vb_chan *c, struct vb_cm_req *req)
 
 /* Connector: a reject that carries a challenge starts the request again on
  * a new id (a rejected one cannot connect again).  False when it carries
- * none, or after VB_CM_ROUNDS of them: the rejection stands. */
+ * none, or answers our proof: the rejection stands. */
 static bool take_challenge(struct vb_chan *c, const struct rdma_conn_param *rej)
 {
     struct vb_cm_challenge ch;
@@ -364,14 +365,14 @@ static bool take_challenge(struct vb_chan *c, const struct rdma_conn_param *rej)
         return false;
     memcpy(&ch, rej->private_data, sizeof(ch));
     if (ntohl(ch.magic) != VB_CM_MAGIC || ntohs(ch.version) != VB_CM_VERSION ||
-        ntohs(ch.slot) >= VB_CM_SLOTS || c->cm_rounds >= VB_CM_ROUNDS || c->qp)
+        ntohs(ch.slot) >= VB_CM_SLOTS || c->cm_challenged || c->qp)
         return false;
     if (rdma_create_id(c->rail->cm_ec, &id, c, RDMA_PS_TCP)) {
         rov_error(VB, "rdma_create_id: %m");
         vb_setup_failed(c, ROV_ERR_IO, "verbs: rdma_create_id failed");
         return true;
     }
-    c->cm_rounds++;
+    c->cm_challenged = true;
     c->cm_slot = ntohs(ch.slot);
     memcpy(c->oob_challenge, ch.nonce, sizeof(ch.nonce));
     old->context = NULL;
@@ -404,13 +405,15 @@ static void on_event(struct vb_rail *r, const struct rdma_cm_event *ev)
     }
     if (!c || c->dead)
         return; /* the listener's own events, or a channel already gone */
+    if (ev->event == RDMA_CM_EVENT_REJECTED && c->active && take_challenge(c, &ev->param.conn))
+        return;
     switch (ev->event) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
         if (rdma_resolve_route(id, 2000))
             vb_setup_failed(c, ROV_ERR_UNREACHABLE, "verbs: rdma_resolve_route failed");
         return;
     case RDMA_CM_EVENT_ROUTE_RESOLVED:
-        if (!c->cm_rounds) {
+        if (!c->cm_challenged) {
             ask(c, id);
             return;
         }
@@ -424,12 +427,7 @@ static void on_event(struct vb_rail *r, const struct rdma_cm_event *ev)
         if (rdma_connect(id, &p))
             vb_setup_failed(c, ROV_ERR_UNREACHABLE, "verbs: rdma_connect failed");
         return;
-    case RDMA_CM_EVENT_REJECTED:
-        if (c->active && take_challenge(c, &ev->param.conn))
-            return;
-        why = cm_event_why(ev->event, &st);
-        vb_setup_failed(c, st, why);
-        return;
+
     case RDMA_CM_EVENT_ESTABLISHED:
         if (c->active) {
             if (ev->param.conn.private_data_len < sizeof(struct vb_oob) ||

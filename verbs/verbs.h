@@ -172,7 +172,7 @@ struct vb_chan {
     struct rdma_cm_id *cm_id;  /* RAILOVER_VERBS_CM=rdmacm (cm.c) */
     struct sockaddr_storage cm_peer; /* connector: the listener (asked again) */
     uint16_t cm_slot;          /* connector: the listener's challenge slot */
-    uint8_t cm_rounds;         /* connector: challenges received */
+    bool cm_challenged;        /* connector: has the challenge it answers */
 
     struct ibv_cq *cq;
     struct ibv_qp *qp;
