@@ -104,6 +104,7 @@ static inline rov_status_t chan_send(struct rov_chan *chan, const struct iovec *
 {
     if (__builtin_expect(chan->silent, 0))
         return ROV_OK;
+    rov_ctx_rail_used(chan->rail->ctx, chan->rail->index);
     return chan->rail->ops.send(chan, iov, iovcnt, cookie);
 }
 

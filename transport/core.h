@@ -129,6 +129,9 @@ struct rov_context {
     uint64_t engine_seen_ns;          /* the failover engine's last chance to run */
     struct rov_conn *ack_head;        /* conns owing an ack, by deadline */
     struct rov_rail *rails[ROV_MAX_RAILS];
+    unsigned rails_cold;              /* rails polled on every COLD_EVERY-th call (context.c) */
+    unsigned used_any;                /* poll_count when a rail last handed up or took a frame */
+    unsigned used[ROV_MAX_RAILS];     /* ... when rail i did */
     struct rov_conn *ack_tail;
     uint64_t epoll_due_ns;            /* busy polling: check epoll by then */
     struct rov_conn *ack_unstamped;   /* the list's tail from here: no deadline yet */
@@ -331,6 +334,14 @@ rov_status_t rov_ctx_open_rails(rov_context_t *ctx);
 void rov_ctx_close_rails(rov_context_t *ctx);
 /* The endpoint listens on every rail and encodes its address blob. */
 rov_status_t rov_endpoint_listen(rov_endpoint_t *ep);
+
+/* context.c: rail i handed up a frame or took one to send now: it is polled
+ * on every progress call again (COLD_POLLS, context.c). */
+static inline void rov_ctx_rail_used(rov_context_t *ctx, int i)
+{
+    ctx->used[i] = ctx->used_any = ctx->poll_count;
+    ctx->rails_cold &= ~(1u << i);
+}
 
 /* chan.c: channel bookkeeping; close accepted channels whose peer did not
  * authenticate in time (from the context's timer and epoll check). */
