@@ -125,3 +125,23 @@ void rov_bond_sent(struct rov_chan *chan, size_t bytes)
 {
     chan->bond.sent += bytes;
 }
+
+/* Samples taken only when a message is placed miss every interval of a
+ * ping-pong: the members are busy while the message crosses and dry when
+ * the next is placed, so their rates stayed unmeasured and a 4 MiB message
+ * on 1:3 links was split as if they were equal.  The peer's acks arrive
+ * while the members are busy (each within RAILOVER_ACK_DELAY of data
+ * delivered in order), so the queues are sampled there too, by the same
+ * rule (an interval counts only if the member was busy throughout). */
+void rov_bond_acked(struct rov_conn *conn, uint64_t now)
+{
+    if (now - conn->bond_seen_ns < BOND_SAMPLE_NS / 4)
+        return;
+    conn->bond_seen_ns = now;
+    for (int i = 0; i < conn->ctx->nrails; i++) {
+        struct rov_chan *chan = rov_bond_member(conn, i);
+
+        if (chan && chan->rail->ops.chan_queued)
+            member_queued(chan, now);
+    }
+}

@@ -36,5 +36,8 @@ uint64_t rov_bond_rate(const struct rov_chan *chan, uint64_t top);
 struct rov_chan *rov_bond_pick(struct rov_conn *conn, size_t len, uint64_t now, bool *full);
 /** bytes were handed to chan (ops.send accepted them). */
 void rov_bond_sent(struct rov_chan *chan, size_t bytes);
+/** The peer acknowledged data of conn (a bond of two or more members):
+ * sample the members' queues, at most every BOND_SAMPLE_NS / 4. */
+void rov_bond_acked(struct rov_conn *conn, uint64_t now);
 
 #endif

@@ -1372,6 +1372,8 @@ ROV_HOT bool conn_apply_ack(struct rov_conn *conn, struct rov_chan *chan, uint64
     }
     conn->ctx->tx_bytes -= bytes - conn->tx.bytes;
     conn->ctx->acked_bytes += bytes - conn->tx.bytes;
+    if (__builtin_expect(conn->bond_mask & (conn->bond_mask - 1), 0))
+        rov_bond_acked(conn, rov_now_ns());
     rov_msg_release_list(acked, ROV_OK, KEEP(conn->ctx));
     return conn->state != ROV_CONN_DEAD && chan->conn == conn;
 }

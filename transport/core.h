@@ -59,6 +59,7 @@ struct rov_conn {
     size_t frag_len, frag_cap;
     bool hold;                        /* an operator keeps it off the preferred rail */
     uint8_t bond_mask;                /* rails in its bond (rov_policy_bond()), bit per rail */
+    uint64_t bond_seen_ns;            /* members' queues last sampled on an ack (bond.c) */
     bool peer_hold;                   /* the peer's operator does (its switch requests) */
     void *user;
     struct rov_conn *next, *prev;     /* context's list */
