@@ -59,7 +59,6 @@ struct rov_conn {
     size_t frag_len, frag_cap;
     bool hold;                        /* an operator keeps it off the preferred rail */
     uint8_t bond_mask;                /* rails in its bond (rov_policy_bond()), bit per rail */
-    uint64_t bond_seen_ns;            /* members' queues last sampled on an ack (bond.c) */
     bool peer_hold;                   /* the peer's operator does (its switch requests) */
     void *user;
     struct rov_conn *next, *prev;     /* context's list */
@@ -95,6 +94,7 @@ struct rov_conn {
     uint64_t resend_from, resend_to;  /* the range we last resent on a RESEND ... */
     uint64_t resend_ns;               /* ... then (honour_resend()) */
     uint64_t resend_ignored;          /* RESENDs for what was resent already */
+    uint64_t bond_seen_ns;            /* members' queues last sampled on an ack (bond.c) */
 };
 
 /* A connection freed here, remembered so that its peer's late HELLO (it
