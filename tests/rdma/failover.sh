@@ -110,7 +110,7 @@ common_env+=" UCX_TLS=rc_verbs,tcp UCX_NET_DEVICES=$RDMA_DEV:$RDMA_PORT,$ETH_IF"
 common_env+=" UCX_RC_VERBS_RETRY_COUNT=6 UCX_RC_VERBS_TIMEOUT=100ms"
 
 up_s() { cut -d' ' -f1 /proc/uptime; }
-# b's clock minus a's, in seconds: the VMs boot apart (CI saw b 3.5 s
+# b's clock minus a's, in seconds: the VMs boot apart (in CI b was seconds
 # behind), and b's events carry b's CLOCK_MONOTONIC (= its uptime: no
 # suspend in a guest).  From the look with the shortest round trip of three;
 # its error is at most half that round trip.
