@@ -112,12 +112,30 @@ def cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def rss_kib(pid):
+def status_kib(pid, key):
+    """A KiB field of /proc/PID/status (VmRSS, VmPin, ...), 0 if absent."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def rss_kib(pid):
+    return status_kib(pid, "VmRSS")
+
+
+def stream_done(lis, con, done_note):
+    """The real stream beside the strangers: both sides exited 0 (a failure
+    with both logs), else done_note noted."""
+    rc_c = con.wait(240)
+    rc_l = lis.wait(60)
+    if rc_c != 0 or rc_l != 0:
+        fail("the real stream did not complete (connector rc %s, listener rc %s)\n"
+             "--- listener\n%s\n--- connector\n%s" %
+             (rc_c, rc_l, lis.text()[-3000:], con.text()[-3000:]))
+    else:
+        note(done_note)
 
 
 def nfds(pid):

@@ -35,14 +35,6 @@ KINDS = [("old", 200), ("ask", 200), ("wrong", 100), ("replay", 100)]
 PIN_GROWTH_MAX_KIB = 1024
 
 
-def vm_kib(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
-
-
 def rdma_res(what):
     """`rdma -j res show WHAT` as a list of dicts ([] when it fails)."""
     try:
@@ -87,7 +79,7 @@ def main():
         L.fail("no rdma_cm listener of pid %d in `rdma res show cm_id`:\n%s" %
                (lis.pid, json.dumps(rdma_res("cm_id"))[:2000]))
         return
-    pin0, qp0 = vm_kib(lis.pid, "VmPin"), qps_of(lis.pid)
+    pin0, qp0 = L.status_kib(lis.pid, "VmPin"), qps_of(lis.pid)
     L.note("listener pid %d on %s:%d (rdma_cm); VmPin %d KiB, QPs %d" %
            (lis.pid, where[0], where[1], pin0, qp0))
 
@@ -99,7 +91,7 @@ def main():
             qp_max, pin_max = qp0, pin0
             while p.poll() is None:
                 qp_max = max(qp_max, qps_of(lis.pid))
-                pin_max = max(pin_max, vm_kib(lis.pid, "VmPin"))
+                pin_max = max(pin_max, L.status_kib(lis.pid, "VmPin"))
                 time.sleep(0.1)
             rc = p.wait()
         text = open(out).read().strip()
@@ -136,14 +128,8 @@ def main():
         L.fail("the listener rejected strangers without a warning naming them")
 
     con = L.Proc([stream, "--connect", addr] + args, env, log=os.path.join(work, "connector.log"))
-    rc_c = con.wait(240)
-    rc_l = lis.wait(60)
-    if rc_c != 0 or rc_l != 0:
-        L.fail("the real stream did not complete (connector rc %s, listener rc %s)\n"
-               "--- listener\n%s\n--- connector\n%s" %
-               (rc_c, rc_l, lis.text()[-3000:], con.text()[-3000:]))
-    else:
-        L.note("a real connector (rdma_cm, challenge and proof) streamed after the strangers")
+    L.stream_done(lis, con,
+                  "a real connector (rdma_cm, challenge and proof) streamed after the strangers")
 
 
 if __name__ == "__main__":
