@@ -121,8 +121,7 @@ nft_unblock
 [ $rc -ne 0 ] || fail "criu dump succeeded although rank 0 could not drain"
 [ -e "$d/img.both-a/inventory.img" ] && fail "CRIU wrote an image although the dump was refused"
 grep -q "the dump is refused" "$d/img.both-a/dump.log" || fail "the action script did not say why"
-st=$(stage_of "$(pid_of "$job" 0)")
-[ "$st" = running ] || fail "rank 0 is $st after the refused dump, not running"
+reopened a "$job" 0 # (bounded: a cue the rank could not answer in time is served late)
 log "mid-failover: with no rail the drain could not complete: the dump was refused, rank 0 runs on"
 
 # --- restore: rank 0 dumped (killed) and restored on a ---------------------------------
