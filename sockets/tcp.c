@@ -51,7 +51,8 @@
 
 /* The rail's settings (transport/settings.h). */
 struct tcp_settings {
-    uint64_t rxbuf; /* RAILOVER_TCP_RXBUF */
+    uint64_t rxbuf;        /* RAILOVER_TCP_RXBUF */
+    char congestion[16];   /* RAILOVER_TCP_CONGESTION (TCP_CA_NAME_MAX) */
 };
 
 static void tcp_defaults(void *block)
@@ -62,6 +63,10 @@ static void tcp_defaults(void *block)
 static const struct rov_var tcp_vars[] = {
     {"RAILOVER_TCP_RXBUF", ROV_VAR_SIZE, offsetof(struct tcp_settings, rxbuf), 0, 4 * 1024,
      64 * 1024 * 1024, NULL, "receive staging buffer per tcp channel"},
+    {"RAILOVER_TCP_CONGESTION", ROV_VAR_STRING, offsetof(struct tcp_settings, congestion),
+     sizeof(((struct tcp_settings *)0)->congestion), 0, 0, NULL,
+     "TCP congestion control of tcp channels, one of the kernel's "
+     "(net.ipv4.tcp_allowed_congestion_control; empty: the system's default)"},
 };
 
 static struct rov_settings tcp_settings = {
@@ -175,6 +180,7 @@ struct tcp_rail {
     uint8_t addr[ROV_RAIL_ADDR_MAX];
     size_t addr_len;
     size_t rxbuf;
+    char congestion[16];   /* RAILOVER_TCP_CONGESTION, or empty */
     uint64_t keepalive_ns; /* TCP keepalive idle time (RAILOVER_KEEPALIVE) */
     uint64_t stall_ns;     /* a large frame that stops arriving fails (env stall_ns) */
     struct rov_net_links links; /* the interface with our address comes back */
@@ -284,6 +290,10 @@ static struct tcp_chan *chan_new(struct tcp_rail *r, int fd, bool connecting)
         return NULL;
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (r->congestion[0] && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, r->congestion,
+                                       (socklen_t)strlen(r->congestion)) < 0)
+        rov_log_ratelimited(ROV_LOG_WARN, "tcp", "RAILOVER_TCP_CONGESTION=%s on fd %d: %s "
+                            "(the system's default stays)", r->congestion, fd, strerror(errno));
     /* Until the HELLO is answered the engine sends no probes here: a peer
      * socket that vanished (its reset lost) must still show as an error. */
     rov_net_keepalive(fd, r->keepalive_ns);
@@ -1074,6 +1084,34 @@ static void chan_cb(struct rov_watch *w, uint32_t events)
 
 /* Rail ops ------------------------------------------------------------------- */
 
+/* RAILOVER_TCP_CONGESTION: one the kernel has and lets this user choose,
+ * tried on a socket of the rail's family, so that a wrong name is an error
+ * when the rail opens, not a warning per connection. */
+static rov_status_t congestion_check(const char *name, int family)
+{
+    const char *list = "net.ipv4.tcp_available_congestion_control";
+    int fd, err = 0;
+
+    if (!name[0])
+        return ROV_OK;
+    fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+    if (fd < 0) {
+        rov_error("tcp", "cannot check RAILOVER_TCP_CONGESTION=%s: socket: %m", name);
+        return ROV_ERR_IO;
+    }
+    if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)strlen(name)) < 0)
+        err = errno;
+    close(fd);
+    if (!err)
+        return ROV_OK;
+    if (err == EPERM)
+        list = "net.ipv4.tcp_allowed_congestion_control";
+    rov_error("tcp", "RAILOVER_TCP_CONGESTION=%s: %s (see sysctl %s)", name,
+              err == ENOENT ? "the kernel has no such congestion control"
+              : err == EPERM ? "not allowed for this user" : strerror(err), list);
+    return ROV_ERR_INVAL;
+}
+
 static rov_status_t tcp_open(rov_context_t *ctx, const struct rov_rail_spec *spec,
                              const struct rov_rail_env *env, const void *settings,
                              struct rov_rail **rail_p)
@@ -1091,10 +1129,16 @@ static rov_status_t tcp_open(rov_context_t *ctx, const struct rov_rail_spec *spe
         free(r);
         return st;
     }
+    st = congestion_check(set->congestion, r->local.ss_family);
+    if (st != ROV_OK) {
+        free(r);
+        return st;
+    }
     r->base.ctx = ctx;
     r->listen_fd = -1;
     r->spare_fd = -1;
     r->rxbuf = set->rxbuf;
+    memcpy(r->congestion, set->congestion, sizeof(r->congestion));
     r->keepalive_ns = env->keepalive_ns;
     r->stall_ns = env->stall_ns;
     r->base.get_max = TCP_GET_MAX;
