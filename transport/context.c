@@ -233,8 +233,10 @@ static void flush_due_acks(rov_context_t *ctx)
     uint64_t now = rov_now_ns();
 
     stamp_acks(ctx, now);
-    while (ctx->ack_head && ctx->ack_head->ack_deadline_ns <= now)
-        rov_conn_send_ack(ctx->ack_head);
+    /* (an ack held back goes to the unstamped tail: the walk ends there) */
+    while (ctx->ack_head && ctx->ack_head != ctx->ack_unstamped &&
+           ctx->ack_head->ack_deadline_ns <= now)
+        rov_conn_ack_due(ctx->ack_head, now);
 }
 
 static void push_pending(rov_context_t *ctx)

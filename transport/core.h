@@ -41,6 +41,8 @@ struct rov_conn {
     uint64_t rx_acked;                /* last ack value we sent */
     uint64_t rx_unacked_msgs, rx_unacked_bytes;
     uint64_t ack_deadline_ns;
+    uint64_t ack_defer_end_ns;        /* owed while reads from the peer run: held until
+                                       * they end or this (0: not held) */
     struct rov_conn *ack_next, *ack_prev;
     struct rov_reorder reorder;
     rov_conn_stats_t stats;
@@ -288,6 +290,7 @@ void rov_conn_push(struct rov_conn *conn);
 /* conn's bond members become mask (one bit per rail), why: what changed it. */
 void rov_conn_set_bond(struct rov_conn *conn, unsigned mask, const char *why);
 void rov_conn_send_ack(struct rov_conn *conn);
+void rov_conn_ack_due(struct rov_conn *conn, uint64_t now);
 void rov_conn_abort(struct rov_conn *conn, rov_status_t status);
 /* First connects whose try after a reset is due, and reconnects after a
  * reopen (ctx->connect_again_ns). */

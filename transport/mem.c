@@ -202,6 +202,7 @@ static rov_status_t get_on(rov_conn_t *conn, int rail, void *local, rov_mem_t *l
         free(op);
         return st == ROV_OK ? ROV_ERR_IO : st; /* a rail never finishes a read at once */
     }
+    chan->gets_out++;
     return ROV_INPROGRESS;
 }
 
@@ -323,6 +324,8 @@ void rov_rail_get_done(struct rov_chan *chan, void *cookie, rov_status_t status)
     if (status != ROV_OK)
         rov_debug("core", "a read on %s ended: %s", chan->rail->spec->name,
                   rov_status_str(status));
+    if (chan->gets_out)
+        chan->gets_out--;
     op->status = status;
     op->next = NULL;
     if (ctx->gets_tail)

@@ -80,6 +80,7 @@ struct rov_chan {
                                    * accepted: our CHALLENGE until the HELLO,
                                    * then the HELLO's nonce */
     struct rov_bond_chan bond; /* a bond's measure of it (transport/bond.c) */
+    uint32_t gets_out;         /* our reads on it the rail has not answered */
     struct rov_chan *next;     /* context's list of channels */
     struct rov_chan **pprev;   /* what points at it there: unlinked in O(1) */
 };
