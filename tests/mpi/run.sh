@@ -307,6 +307,12 @@ badparam)
         expect "Problem:    .*$problem"
         expect "init of component railover returned failure"
     done
+    # A congestion control the kernel lacks: known only when the tcp rail
+    # opens, which then fails by name (the component declines).
+    run_mpi 1 --mca btl self,railover --mca btl_railover_rails tcp@127.0.0.1 \
+        --mca btl_railover_tcp_congestion no-such-cc -- "$ROV_MPI_CHECK" ring
+    expect "RAILOVER_TCP_CONGESTION=no-such-cc: the kernel has no such congestion control"
+    expect "could not open its rails"
     # The loop rail reaches no other process: refused at once, not after
     # the unreachable timeout as "lost every rail".
     run_mpi 2 --mca btl self,railover --mca btl_railover_rails tcp@127.0.0.1,loop \
