@@ -6,7 +6,7 @@
 # `tests/vm/vmrun --two`; VM b's mailbox agent starts the remote orted
 # (tests/mpi/vm_mpi_lib.sh).
 #
-#   mpi-users-vm-job.sh PROG BTL_DIR OMPI_PKGLIBDIR ROUNDS FIGURES SCALE [BASE_BTL_DIR]
+#   mpi-users-vm-job.sh PROG BTL_DIR OMPI_PKGLIBDIR ROUNDS FIGURES SCALE MODES [BASE_BTL_DIR]
 #     PROG            the mpi-users program (built on the host)
 #     BTL_DIR         the directory of mca_btl_railover.so
 #     OMPI_PKGLIBDIR  Open MPI's own component directory
@@ -14,12 +14,14 @@
 #     FIGURES         KIND:SIZE,... (bench/mpi-users.c)
 #     SCALE           ROV_MPIU_SCALE, the iteration scale (0.05: TCG is some
 #                     20 times slower than the host)
+#     MODES           the selections below, comma-separated
 #     BASE_BTL_DIR    another build's component: adds the mode rov-base,
 #                     rov with that component, side by side
 #
 # Modes (the same as bench/mpi-perf-vm-job.sh, which explains the UCX
 # settings): ucx (pml ucx, rc_verbs on rxe0), rov (ob1 + btl railover,
-# rails verbs@rxe0:1,tcp@eth), tcp (ob1 + btl tcp on the fabric NIC).
+# rails verbs@rxe0:1,tcp@eth), rov1 (the same on verbs@rxe0:1 alone), tcp
+# (ob1 + btl tcp on the fabric NIC).
 #
 # Output, in $VMOUT: runs.csv in bench/mpi-users.py's form (round, pin, mode,
 # np, kind, size, value, unit, exit, wall_s, iters), and in
@@ -27,9 +29,9 @@
 # figures, 1 otherwise, 77 without mpirun.
 set -u
 [ "$ME" = b ] && exit 0 # b serves a's rexec calls (tests/vm/guest-run.sh)
-usage="usage: mpi-users-vm-job.sh PROG BTL_DIR OMPI_PKGLIBDIR ROUNDS FIGURES SCALE [BASE_BTL_DIR]"
+usage="usage: mpi-users-vm-job.sh PROG BTL_DIR OMPI_PKGLIBDIR ROUNDS FIGURES SCALE MODES [BASE_BTL_DIR]"
 prog=${1:?$usage} btl_dir=${2:?$usage} pkglibdir=${3:?$usage} rounds=${4:?$usage}
-figures=${5:?$usage} scale=${6:?$usage} base_dir=${7:-}
+figures=${5:?$usage} scale=${6:?$usage} modelist=${7:?$usage} base_dir=${8:-}
 command -v mpirun > /dev/null || { log "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 77; }
 here=${VM_JOB%/*} # (VM_JOB: this script, absolute)
 # shellcheck source-path=SCRIPTDIR source=../tests/mpi/vm_mpi_lib.sh
@@ -47,12 +49,13 @@ rails="verbs@$RDMA_DEV:$RDMA_PORT,tcp@$ETH_IF"
 sel_ucx=(--mca pml ucx --mca btl self -x UCX_TLS=self,rc_verbs,ud_verbs
          -x "UCX_NET_DEVICES=$RDMA_DEV:$RDMA_PORT" -x UCX_IB_GID_INDEX=0 -x ROV_MPIU_SCALE)
 # shellcheck disable=SC2054
-sel_rov=(--mca pml ob1 --mca btl self,railover --mca btl_railover_rails "$rails"
-         --mca btl_railover_tcp_if "$ETH_IF" --mca btl_railover_log "${RAILOVER_LOG:-warn}"
-         -x ROV_MPIU_SCALE)
+sel_rov=(--mca pml ob1 --mca btl self,railover --mca btl_railover_tcp_if "$ETH_IF"
+         --mca btl_railover_log "${RAILOVER_LOG:-warn}" -x ROV_MPIU_SCALE)
+sel_rov1=("${sel_rov[@]}" --mca btl_railover_rails "verbs@$RDMA_DEV:$RDMA_PORT")
+sel_rov+=(--mca btl_railover_rails "$rails")
 # shellcheck disable=SC2054
 sel_tcp=(--mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include "$FAB_IF" -x ROV_MPIU_SCALE)
-modes=(ucx rov tcp)
+IFS=, read -r -a modes <<< "$modelist"
 [[ -n $base_dir ]] && modes+=(rov-base)
 nmodes=${#modes[@]}
 
@@ -74,6 +77,7 @@ for ((rnd = 1; rnd <= rounds; rnd++)); do
         case $mode in
         ucx) sel=("${sel_ucx[@]}") ;;
         rov) sel=("${sel_rov[@]}") ;;
+        rov1) sel=("${sel_rov1[@]}") ;;
         rov-base) sel=(--mca mca_base_component_path "$pkglibdir:$base_dir" "${sel_rov[@]}") ;;
         tcp) sel=("${sel_tcp[@]}") ;;
         esac

@@ -6,10 +6,12 @@
 # (verbs@rxe0,tcp@eth) and btl tcp on the fabric NIC.  Issue 34.
 #
 #   bench/mpi-users-vm.sh BUILD_DIR [--rounds N] [--figures LIST] [--out DIR]
-#                         [--scale S] [--base-build DIR]
+#                         [--scale S] [--modes LIST] [--base-build DIR]
 #
 #   BUILD_DIR     the build directory (mpi-btl/mca_btl_railover.so)
 #   --base-build  another build: adds rov-base, rov with its component
+#   --modes LIST  selections, of ucx,rov,rov1,tcp (default ucx,rov,tcp; rov1:
+#                 rov with the verbs rail alone)
 #   --scale S     iteration scale (default 0.05: TCG is some 20 times slower
 #                 than the host)
 #   --rounds N    paired rounds (default 5), the order rotating
@@ -31,13 +33,15 @@ argv=("$0" "$@")
 build=$(readlink -f -- "$1")
 shift
 rounds=5 figures=lat:8,lat:65536,lat:1048576,bw:65536,bw:1048576,rate:8 out='' base='' scale=0.05
+modes=ucx,rov,tcp
 while (($#)); do
     case $1 in
-    --rounds | --figures | --out | --base-build | --scale)
+    --rounds | --figures | --out | --base-build | --scale | --modes)
         (($# >= 2)) || { usage >&2; exit 2; }
         case $1 in
         --rounds) rounds=$2 ;; --figures) figures=$2 ;; --out) out=$2 ;;
         --base-build) base=$(readlink -f -- "$2")/mpi-btl ;; --scale) scale=$2 ;;
+        --modes) modes=$2 ;;
         esac
         shift
         ;;
@@ -47,6 +51,8 @@ while (($#)); do
     shift
 done
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "mpi-users-vm: --rounds takes a positive integer" >&2; exit 2; }
+[[ $modes =~ ^(ucx|rov|rov1|tcp)(,(ucx|rov|rov1|tcp))*$ ]] ||
+    { echo "mpi-users-vm: --modes takes a list of ucx, rov, rov1, tcp" >&2; exit 2; }
 
 btl_dir=$build/mpi-btl
 [[ -f $btl_dir/mca_btl_railover.so ]] || skip "no railover BTL component in $btl_dir"
@@ -69,7 +75,7 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$(date +%s)
 "$repo/tests/vm/vmrun" --two --timeout "$tmo" --out "$out/vm" -- \
     "$here/mpi-users-vm-job.sh" "$out/mpi-users" "$btl_dir" "$pkglibdir" "$rounds" "$figures" "$scale" \
-    ${base:+"$base"}
+    "$modes" ${base:+"$base"}
 rc=$?
 t1=$(date +%s)
 {

@@ -502,6 +502,15 @@ def markdown(args, summary, bench):
     return "\n".join(lines)
 
 
+def congestion_control():
+    """The kernel's default TCP congestion control (new namespaces start with it)."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"
+
+
 def binding_text(args, bench):
     parts = []
     if "on" in args.pins:
@@ -584,7 +593,7 @@ def main():
         f.write("command: %s\nstarted: %s\nfinished: %s\ncommit: %s\nhost: %s %s, %d cpu\n"
                 "load before: %.2f\nload after: %.2f\nrounds: %d\nmodes: %s\npin: %s\n"
                 "scale: %g\nextra mca (railover): %s\np2p: %s\ncoll: %s\nbinding: %s\n"
-                "program: %s\n" % (
+                "program: %s\ntcp congestion control: %s\n" % (
                     " ".join(sys.argv), started.isoformat(timespec="seconds"),
                     datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                     commit(), platform.node(), platform.release(), os.cpu_count() or 1,
@@ -592,11 +601,13 @@ def main():
                     ",".join(args.pins), args.scale, " ".join(args.extra) or "-",
                     " ".join("%s:%d" % f for f in args.p2p),
                     " ".join("%s:%d" % f for f in args.coll), binding_text(args, bench),
-                    bench.prog))
+                    bench.prog, congestion_control()))
     summary = summarize(args, bench.runs)
     text = markdown(args, summary, bench)
-    text += "\n\nLoad average %.2f before, %.2f after (%d cpu); scale %g\n" % (
-        load_before, load_after, os.cpu_count() or 1, args.scale)
+    text += "\n\nLoad average %.2f before, %.2f after (%d cpu); scale %g; TCP congestion " \
+        "control %s (net.ipv4.tcp_congestion_control, inherited by the hosts' namespaces: " \
+        "under BBR both transports are paced, bench/README.md)\n" % (
+            load_before, load_after, os.cpu_count() or 1, args.scale, congestion_control())
     with open(os.path.join(args.out, "summary.md"), "w") as f:
         f.write(text)
     print(text, flush=True)
