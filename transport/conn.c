@@ -276,9 +276,9 @@ static struct rov_chan *any_ready_chan(struct rov_conn *conn)
  * reads of ours from the peer are in flight the peer is answering them, and
  * a stand-alone ack cuts into that answer: on a TCP rail it is a segment
  * into the middle of the peer's stream.  Under the kernel's BBR, where a
- * 1 MiB answer takes longer than the delay, that made an MPI 1 MiB
- * ping-pong take 1.15-1.17 times btl tcp's time, against 1.01-1.03 without
- * (bench/README.md).  So the ack goes back in the list while the reads run,
+ * 1 MiB answer takes longer than the delay, an MPI 1 MiB ping-pong took
+ * 1.15-1.16 times btl tcp's time with it, 1.05 with the ack held
+ * (bench/README.md, "an ack inside a read's answer").  So the ack goes back in the list while the reads run,
  * for at most ACK_HOLD_DELAYS delays in all: the frame that follows their
  * end usually carries it (ob1's FIN does). */
 void rov_conn_ack_due(struct rov_conn *conn, uint64_t now)

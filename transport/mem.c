@@ -196,13 +196,14 @@ static rov_status_t get_on(rov_conn_t *conn, int rail, void *local, rov_mem_t *l
         return ROV_ERR_NOMEM;
     op->cb = cb;
     op->arg = arg;
+    chan->gets_out++; /* (before: rov_rail_get_done() counts it down) */
     st = chan->rail->ops.get(chan, local, lmem->handle[rail], remote,
                              rov_get32(k + KEY_RAIL(rail)), len, op);
     if (st != ROV_INPROGRESS) {
+        chan->gets_out--;
         free(op);
         return st == ROV_OK ? ROV_ERR_IO : st; /* a rail never finishes a read at once */
     }
-    chan->gets_out++;
     return ROV_INPROGRESS;
 }
 
