@@ -88,8 +88,13 @@ static struct rov_settings tcp_settings = {
 #define TCP_FLUSH_IOV 64
 #define TCP_PAGE 4096 /* large frames: payload alignment */
 /* The largest read (ops.get), at most the reader's RAILOVER_MAX_MSG
- * (tcp_get()): an MPI library reads a larger message in pieces of this. */
-#define TCP_GET_MAX (4u << 20)
+ * (tcp_get(), and the context caps it there): an MPI library reads a
+ * larger message in pieces of this.  As large as the default
+ * RAILOVER_MAX_MSG, so that a message is one read: when some of the pieces
+ * of one message failed (a fault in the middle of a 16 MiB message read in
+ * 4 MiB pieces), ob1's fallback to send for those pieces hung the job
+ * (docs/mpi.md); a whole read that fails falls back whole. */
+#define TCP_GET_MAX (64u << 20)
 /* Answers to a peer's reads queued on a channel (not yet taken by the
  * socket) at most; more reads are refused (the peer sends instead): a peer
  * that asks without reading costs a bounded queue. */
