@@ -589,6 +589,7 @@ def main():
              "eth_tx"]
     write_csv(os.path.join(args.out, "jobs.csv"), jkeys,
               [[j[k] for k in jkeys] for j in bench.jobs])
+    cc = congestion_control()
     with open(os.path.join(args.out, "meta.txt"), "w") as f:
         f.write("command: %s\nstarted: %s\nfinished: %s\ncommit: %s\nhost: %s %s, %d cpu\n"
                 "load before: %.2f\nload after: %.2f\nrounds: %d\nmodes: %s\npin: %s\n"
@@ -601,13 +602,13 @@ def main():
                     ",".join(args.pins), args.scale, " ".join(args.extra) or "-",
                     " ".join("%s:%d" % f for f in args.p2p),
                     " ".join("%s:%d" % f for f in args.coll), binding_text(args, bench),
-                    bench.prog, congestion_control()))
+                    bench.prog, cc))
     summary = summarize(args, bench.runs)
     text = markdown(args, summary, bench)
     text += "\n\nLoad average %.2f before, %.2f after (%d cpu); scale %g; TCP congestion " \
         "control %s (net.ipv4.tcp_congestion_control, inherited by the hosts' namespaces: " \
         "under BBR both transports are paced, bench/README.md)\n" % (
-            load_before, load_after, os.cpu_count() or 1, args.scale, congestion_control())
+            load_before, load_after, os.cpu_count() or 1, args.scale, cc)
     with open(os.path.join(args.out, "summary.md"), "w") as f:
         f.write(text)
     print(text, flush=True)
