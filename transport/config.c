@@ -350,7 +350,8 @@ static const struct rov_var transport_vars[] = {
      "ROV_ERR_UNREACHABLE (0s: it reconnects for ever)"},
     {"RAILOVER_FAULT", ROV_VAR_FAULT, OFF(fault), LEN(fault), 0, 0, NULL,
      "fault injection for tests: rail=N,mode=error|silent,after=N[,every=N][,seed=N] "
-     "or at=close|last-close|close-answer instead of after="},
+     "or at=close|last-close|close-answer instead of after=, or at=read,after=N (as the "
+     "Nth read completes)"},
     {"RAILOVER_CONTROL", ROV_VAR_BOOL, OFF(control), 0, 0, 0, NULL,
      "serve the per-process control socket (railover status/force/release)"},
     {"RAILOVER_PROGRESS_THREAD", ROV_VAR_BOOL, OFF(progress_thread), 0, 0, 0, NULL,

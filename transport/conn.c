@@ -351,10 +351,7 @@ static ROV_COLD void push_end(struct rov_conn *conn, struct rov_chan *chan)
 static ROV_COLD void push_failed(struct rov_conn *conn, struct rov_chan *chan)
 {
     if (conn->ctx->in_send) {
-        if (!conn->push_more) {
-            conn->push_more = true;
-            conn->ctx->push_pending++;
-        }
+        rov_conn_push_later(conn);
         return;
     }
     rov_conn_chan_failed_reason(chan, chan->send_error,
@@ -483,6 +480,14 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
 ROV_HOT void rov_conn_push(struct rov_conn *conn)
 {
     conn_push(conn);
+}
+
+void rov_conn_push_later(struct rov_conn *conn)
+{
+    if (!conn->push_more) {
+        conn->push_more = true;
+        conn->ctx->push_pending++;
+    }
 }
 
 /* Connection life cycle ------------------------------------------------------- */

@@ -83,11 +83,15 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *out, char *why,
                 f.at_close = 1u << ROV_FAULT_CLOSE_SECOND;
             else if (strcmp(eq, "close-answer") == 0)
                 f.at_close = 1u << ROV_FAULT_CLOSE_ANSWER;
+            else if (strcmp(eq, "read") == 0)
+                f.at_read = true;
             else {
-                snprintf(why, why_len, "at='%s' is not close, last-close or close-answer", eq);
+                snprintf(why, why_len,
+                         "at='%s' is not close, last-close, close-answer or read", eq);
                 return ROV_ERR_INVAL;
             }
-            have_after = true;
+            if (!f.at_read)
+                have_after = true;
             continue;
         }
         if (*eq < '0' || *eq > '9') {
@@ -128,6 +132,10 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *out, char *why,
             f.every = v;
         }
     }
+    if (f.at_read && f.every) {
+        snprintf(why, why_len, "at=read excludes every=");
+        return ROV_ERR_INVAL;
+    }
     if (!have_rail || !have_mode || !have_after) {
         snprintf(why, why_len, "rail=, mode= and after= (or at=close) are required");
         return ROV_ERR_INVAL;
@@ -136,7 +144,7 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *out, char *why,
         snprintf(why, why_len, "at= excludes after= and every=");
         return ROV_ERR_INVAL;
     }
-    f.next = f.after; /* 0 with at=close: never on data */
+    f.next = f.at_read ? 0 : f.after; /* 0 with at=: never on data */
     f.rng = f.seed;
     if (out)
         *out = f;
@@ -175,6 +183,17 @@ void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan)
     f->next = f->every ? f->sent + f->every / 2 + splitmix(&f->rng) % (f->every + 1) : 0;
     snprintf(when, sizeof(when), "after %" PRIu64 " data frames on the rail", f->sent);
     fire(f, chan, when, true);
+}
+
+bool rov_fault_read_done(struct rov_fault *f, struct rov_chan *chan)
+{
+    char when[64];
+
+    if (!f->at_read || chan->rail->index != f->rail || ++f->reads != f->after)
+        return false;
+    snprintf(when, sizeof(when), "as read %" PRIu64 " on the rail completes", f->reads);
+    fire(f, chan, when, true);
+    return true;
 }
 
 void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan,

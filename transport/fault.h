@@ -6,6 +6,7 @@
  *
  *   RAILOVER_FAULT=rail=N,mode=error|silent,after=N[,every=M][,seed=S]
  *   RAILOVER_FAULT=rail=N,mode=error|silent,at=close|last-close|close-answer
+ *   RAILOVER_FAULT=rail=N,mode=error|silent,at=read,after=N
  *
  * After `after` data frames sent on rail N (counted over all its channels),
  * the channel that sent the last one fails: `error` as a failed send does
@@ -17,7 +18,12 @@
  * `after`, the first channel of rail N about to send a connection's CLOSE
  * fails (silent: the CLOSE is lost with it), once; with `at=last-close`, the
  * first about to send a CLOSE that goes second (the peer's is here); with
- * `at=close-answer`, the first about to answer the peer's CLOSE.  Each key
+ * `at=close-answer`, the first about to answer the peer's CLOSE.  With
+ * `at=read,after=N`, the channel that completes the Nth read (a
+ * rov_conn_get(), or a part of one, counted over rail N's channels) fails
+ * right after it, as a failed send does (from progress), with any other
+ * read in flight on it: so that a read in parts fails after some parts
+ * arrived.  Each key
  * at most once; after= and every= up to 2^48, and a number that does not
  * fit is refused, never clamped.
  */
@@ -46,6 +52,8 @@ struct rov_fault {
     uint64_t rng;
     uint64_t fired;
     unsigned at_close;        /* at=: fire on a CLOSE instead: bit 1 << rov_fault_close */
+    bool at_read;             /* at=read: fire on the after'th read completed */
+    uint64_t reads;           /* reads completed on the rail so far (at=read) */
 };
 
 /** Parse a spec; f may be NULL to validate only.  An empty spec disarms. */
@@ -53,6 +61,9 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *f, char *why, s
 
 /** Count one data frame sent on chan; fire the fault if it is due. */
 ROV_COLD void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan);
+/** A read on chan completed; fire an at=read fault if it is due (true: it
+ * fired; with mode=error, chan->send_error says so to the next push). */
+ROV_COLD bool rov_fault_read_done(struct rov_fault *f, struct rov_chan *chan);
 /** chan is about to send a CLOSE frame of this kind; fire an at= fault for it (once). */
 ROV_COLD void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan,
                                       enum rov_fault_close kind);

@@ -4,9 +4,11 @@
  * a connection sends on now.
  *
  * The transport adds nothing to a read but bookkeeping: the rail does it
- * (verbs: an RDMA READ).  A read is not retained like a message: it has no
- * effect at the owner, so a read its rail could not finish is reported
- * failed and the caller moves the data by message, which fails over.
+ * (verbs: an RDMA READ), in parts when it is longer than the rail's limit
+ * or shared over a bond (split_get()).  A read is not retained like a
+ * message: it has no effect at the owner, so a read its rail could not
+ * finish is reported failed, once and whole, and the caller moves the data
+ * by message, which fails over.
  * Completions wait in a list on the context and run from the next progress
  * call, never inside the call that started or closed anything.
  *
@@ -24,6 +26,7 @@
  * under the same numbers, so such a key is refused (ROV_ERR_UNSUPPORTED,
  * the caller sends instead) and never reaches the rail.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,18 +164,18 @@ void rov_mem_key(const rov_mem_t *mem, void *key)
             rov_put32(k + KEY_RAIL(i), mem->key[i]);
 }
 
-/* A read split over a bond's members: the caller's callback runs once,
- * when the last part is over, with the first failure if any. */
-struct bond_get {
+/* A read in parts (split_get()): the caller's callback runs once, when the
+ * last part is over, with the first failure if any. */
+struct split_get {
     rov_get_cb_t cb;
     void *arg;
     unsigned parts;
     rov_status_t status;
 };
 
-static void bond_get_part_done(void *arg, rov_status_t status)
+static void split_get_part_done(void *arg, rov_status_t status)
 {
-    struct bond_get *b = arg;
+    struct split_get *b = arg;
 
     if (status != ROV_OK && b->status == ROV_OK)
         b->status = status;
@@ -207,23 +210,47 @@ static rov_status_t get_on(rov_conn_t *conn, int rail, void *local, rov_mem_t *l
     return ROV_INPROGRESS;
 }
 
-/* RAILOVER_BOND: a read of at least twice RAILOVER_BOND_MIN goes in parts
- * over the bond's members that read remote memory with both registrations,
- * each a share in proportion to its measured rate (equal shares until
- * measured), none smaller than BOND_MIN.  ROV_ERR_UNSUPPORTED: not so (one
- * member, or too small); the read then goes on the transmit rail. */
-static rov_status_t bond_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64_t remote,
-                             const uint8_t *k, size_t len, rov_get_cb_t cb, void *arg)
+/* Start [at, at + len) of s's read on rail, in pieces of at most the rail's
+ * get_max; the bytes started (fewer when the rail refused a piece). */
+static size_t pieces_on(rov_conn_t *conn, int rail, uint8_t *local, rov_mem_t *lmem,
+                        uint64_t remote, const uint8_t *k, size_t at, size_t len,
+                        struct split_get *s)
+{
+    size_t max = conn->chans[rail]->rail->get_max, done = 0;
+
+    while (done < len) {
+        size_t part = len - done < max ? len - done : max;
+
+        s->parts++;
+        if (get_on(conn, rail, local + at + done, lmem, remote + at + done, k, part,
+                   split_get_part_done, s) != ROV_INPROGRESS) {
+            s->parts--;
+            break;
+        }
+        done += part;
+    }
+    return done;
+}
+
+/* A read in parts, each at most its rail's get_max, so that a caller sees
+ * one completion for any length (an MPI library that read a message in
+ * several gets, some failing, would fall back to sending only those: Open
+ * MPI 4.1's ob1 then never completes the send).  With RAILOVER_BOND, a read
+ * of at least twice RAILOVER_BOND_MIN is shared over the bond's members
+ * that read remote memory with both registrations, in proportion to each
+ * one's measured rate (equal shares until measured), no share smaller than
+ * BOND_MIN; otherwise it goes on the transmit rail.  What a member refuses
+ * goes on the transmit rail. */
+static rov_status_t split_get(rov_conn_t *conn, uint8_t *local, rov_mem_t *lmem, uint64_t remote,
+                              const uint8_t *k, size_t len, rov_get_cb_t cb, void *arg)
 {
     uint64_t min = conn->ctx->config.bond_min, rate[ROV_MAX_RAILS], sum = 0, top = 0;
     struct rov_chan *chans[ROV_MAX_RAILS];
-    int rails[ROV_MAX_RAILS], n = 0;
-    struct bond_get *b;
+    int rails[ROV_MAX_RAILS], n = 0, tx = conn->tx_rail;
+    struct split_get *s;
     size_t at = 0;
 
-    if (len < 2 * min)
-        return ROV_ERR_UNSUPPORTED;
-    for (int i = 0; i < conn->ctx->nrails; i++) {
+    for (int i = 0; conn->bond_mask && len >= 2 * min && i < conn->ctx->nrails; i++) {
         struct rov_chan *chan = rov_bond_member(conn, i);
 
         if (!chan || !chan->rail->get_max || !(lmem->mask & (1u << i)) || !(k[1] & (1u << i)))
@@ -233,51 +260,40 @@ static rov_status_t bond_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uin
         top = chan->bond.rate > top ? chan->bond.rate : top;
         n++;
     }
-    if (n < 2)
-        return ROV_ERR_UNSUPPORTED;
-    for (int j = 0; j < n; j++) {
-        rate[j] = rov_bond_rate(chans[j], top);
-        sum += rate[j];
+    if (n < 2) {
+        n = 1;
+        rails[0] = tx;
+        rate[0] = sum = 1;
+    } else {
+        for (int j = 0; j < n; j++) {
+            rate[j] = rov_bond_rate(chans[j], top);
+            sum += rate[j];
+        }
     }
-    b = malloc(sizeof(*b));
-    if (!b)
+    s = malloc(sizeof(*s));
+    if (!s)
         return ROV_ERR_NOMEM;
-    *b = (struct bond_get){.cb = cb, .arg = arg, .parts = 1, .status = ROV_OK};
+    *s = (struct split_get){.cb = cb, .arg = arg, .parts = 1, .status = ROV_OK};
     for (int j = 0; j < n && at < len; j++) {
-        struct rov_chan *chan = chans[j];
         size_t left = len - at;
         size_t part = j == n - 1 ? left : (size_t)((unsigned __int128)len * rate[j] / sum);
-        rov_status_t st;
+        size_t done;
 
         if (part < min)
             part = min;
         if (part > left || left - part < min) /* no tail smaller than BOND_MIN */
             part = left;
-        if (part > chan->rail->get_max)
-            part = chan->rail->get_max;
-        b->parts++;
-        st = get_on(conn, rails[j], (uint8_t *)local + at, lmem, remote + at, k, part,
-                    bond_get_part_done, b);
-        if (st != ROV_INPROGRESS) {
-            b->parts--;
+        done = pieces_on(conn, rails[j], local, lmem, remote, k, at, part, s);
+        at += done;
+        if (done < part)
             break; /* what is left goes on the transmit rail, below */
-        }
-        at += part;
     }
-    if (at < len) {
-        int tx = conn->tx_rail;
+    if (at < len && pieces_on(conn, tx, local, lmem, remote, k, at, len - at, s) < len - at)
+        s->status = ROV_ERR_IO;
+    if (--s->parts == 0) { /* nothing started: the caller hears at once */
+        rov_status_t st = s->status == ROV_OK ? ROV_ERR_IO : s->status;
 
-        b->parts++;
-        if (get_on(conn, tx, (uint8_t *)local + at, lmem, remote + at, k, len - at,
-                   bond_get_part_done, b) != ROV_INPROGRESS) {
-            b->parts--;
-            b->status = ROV_ERR_IO;
-        }
-    }
-    if (--b->parts == 0) { /* nothing started: the caller hears at once */
-        rov_status_t st = b->status == ROV_OK ? ROV_ERR_IO : b->status;
-
-        free(b);
+        free(s);
         return st;
     }
     return ROV_INPROGRESS;
@@ -289,7 +305,6 @@ rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64
     ROV_CTX_GUARD(conn->ctx);
     const uint8_t *k = rkey;
     struct rov_chan *chan;
-    rov_status_t st;
     uintptr_t at = (uintptr_t)local;
     int rail;
 
@@ -300,20 +315,15 @@ rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64
         return ROV_ERR_BUSY;
     rail = conn->tx_rail;
     chan = rail >= 0 ? conn->chans[rail] : NULL;
-    if (!chan || chan->state != ROV_CHAN_OPEN || !(lmem->mask & (1u << rail)) ||
-        !(k[1] & (1u << rail)))
+    if (!chan || chan->state != ROV_CHAN_OPEN || !chan->rail->get_max ||
+        !(lmem->mask & (1u << rail)) || !(k[1] & (1u << rail)))
         return ROV_ERR_UNSUPPORTED;
     if (rov_get32(k + KEY_GEN) != conn->peer.gen) {
         rov_debug("core", "a read refused: its key is from before the peer reopened its rails");
         return ROV_ERR_UNSUPPORTED;
     }
-    if (len > chan->rail->get_max)
-        return ROV_ERR_MSGSIZE;
-    if (conn->bond_mask) {
-        st = bond_get(conn, local, lmem, remote, k, len, cb, arg);
-        if (st != ROV_ERR_UNSUPPORTED)
-            return st;
-    }
+    if (len > chan->rail->get_max || (conn->bond_mask && len >= 2 * conn->ctx->config.bond_min))
+        return split_get(conn, local, lmem, remote, k, len, cb, arg);
     return get_on(conn, rail, local, lmem, remote, k, len, cb, arg);
 }
 
@@ -327,6 +337,9 @@ void rov_rail_get_done(struct rov_chan *chan, void *cookie, rov_status_t status)
                   rov_status_str(status));
     if (chan->gets_out)
         chan->gets_out--;
+    if (__builtin_expect(ctx->fault_armed, 0) && status == ROV_OK && chan->conn &&
+        rov_fault_read_done(&ctx->fault, chan) && chan->send_error)
+        rov_conn_push_later(chan->conn); /* the failure, from progress */
     op->status = status;
     op->next = NULL;
     if (ctx->gets_tail)
@@ -352,12 +365,12 @@ void rov_ctx_gets_deliver(rov_context_t *ctx)
     }
 }
 
+/* limits.get_max: any length when a rail reads remote memory (a read
+ * longer than its rail's limit goes in parts, split_get()), else 0. */
 size_t rov_ctx_get_max(const rov_context_t *ctx)
 {
-    size_t max = 0;
-
     for (int i = 0; i < ctx->nrails; i++)
-        if (ctx->rails[i]->get_max > max)
-            max = ctx->rails[i]->get_max;
-    return max;
+        if (ctx->rails[i]->get_max)
+            return SIZE_MAX;
+    return 0;
 }

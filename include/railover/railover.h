@@ -385,9 +385,11 @@ typedef struct rov_limits {
     size_t max_msg;
     size_t eager_limit;
     size_t conn_data_max; /* rov_connect_params_t.data_len, at most */
-    size_t get_max;       /* the largest rov_conn_get() (at most max_msg);
-                           * 0: no rail reads a peer's memory (verbs and
-                           * tcp do) */
+    size_t get_max;       /* the largest rov_conn_get(): SIZE_MAX (any
+                           * length inside the registrations: a read
+                           * longer than its rail's limit goes in parts,
+                           * with one completion) when a rail reads a
+                           * peer's memory (verbs and tcp do); 0: none */
     uint64_t bandwidth_mbps; /* what a connection may carry, Mbit/s: the
                               * preferred rail's link speed, or with
                               * RAILOVER_BOND the sum of the rails' (those
@@ -638,13 +640,13 @@ typedef void (*rov_get_cb_t)(void *arg, rov_status_t status);
 /**
  * Read len bytes at the peer's address remote, inside the peer's
  * registration whose key is rkey, into local (inside lmem, registered
- * here).  Never blocks and never calls cb before it returns.
+ * here).  Never blocks and never calls cb before it returns.  A read
+ * longer than the rail's own limit is made in parts; cb still runs once.
  * ROV_INPROGRESS: cb follows.  ROV_ERR_UNSUPPORTED: the connection is not
  * on a rail that reads remote memory now, the key names none on it, or the
  * key is from before the peer closed and reopened its rails: move the data
- * by message.  ROV_ERR_MSGSIZE: len > limits.get_max.  ROV_ERR_BUSY: the
- * connection is not established (connecting, quiesced, reopening).
- * ROV_ERR_INVAL: bad arguments (local outside lmem, a malformed key).
+ * by message.  ROV_ERR_BUSY: the connection is not established
+ * (connecting, quiesced, reopening).  ROV_ERR_INVAL: bad arguments (local outside lmem, a malformed key).
  */
 rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64_t remote,
                           const void *rkey, size_t len, rov_get_cb_t cb, void *arg);
