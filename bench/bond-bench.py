@@ -32,6 +32,12 @@ on cpu 1 (--no-pin: anywhere):
   rov-bond   `railover perf`, RAILOVER_RAILS=tcp@<fab0>,tcp@<fab1>,
              RAILOVER_BOND=on; skipped (said so) while the library does not
              know RAILOVER_BOND (not in `railover info`'s settings)
+  btl-rov-bond  Open MPI, pml ob1, btl self,railover, btl_railover_rails
+             tcp@fab0,tcp@fab1, btl_railover_bond on (the --build's
+             component): what an MPI user of the bond gets, large messages
+             by RDMA get (reads in pieces over the members)
+  btl-rov-bond-base  the same with --base-build's component (only when
+             given), side by side
 
 Figures (one-way times, bandwidth in MB/s = 10^6 B/s):
 
@@ -104,8 +110,16 @@ FAB1 = ("192.0.2.65", "192.0.2.66")
 FABS = ("fab0", "fab1")
 IPPROTO_MPTCP = 262
 
-CONFIGS = ("one-link", "tcp-one", "mptcp", "btl-tcp-1", "btl-tcp-2", "rov-bond")
-MPI_CONFIGS = {"btl-tcp-1": "fab0", "btl-tcp-2": "fab0,fab1"}
+CONFIGS = ("one-link", "tcp-one", "mptcp", "btl-tcp-1", "btl-tcp-2", "rov-bond", "btl-rov-bond",
+           "btl-rov-bond-base")
+_ROV_BOND = ["--mca", "btl", "self,railover", "--mca", "btl_railover_rails", "tcp@fab0,tcp@fab1",
+             "--mca", "btl_railover_bond", "on"]
+MPI_CONFIGS = {
+    "btl-tcp-1": ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "fab0"],
+    "btl-tcp-2": ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "fab0,fab1"],
+    "btl-rov-bond": _ROV_BOND,
+    "btl-rov-bond-base": _ROV_BOND,
+}
 DEFAULT_SIZES = "64k,1m,4m"
 PP_SIZE = 4194304
 BASE = "one-link"
@@ -262,6 +276,9 @@ def parse_args(argv=None):
                     help="ROV_MPIU_SCALE of the MPI jobs (default 1, smoke 0.05)")
     ap.add_argument("--job-timeout", type=float, default=None,
                     help="seconds after which a job counts as hung (default 120, smoke 30)")
+    ap.add_argument("--base-build", default=None, metavar="DIR",
+                    help="another build directory: adds btl-rov-bond-base, btl-rov-bond with "
+                    "that build's component, side by side")
     ap.add_argument("--no-pin", action="store_true",
                     help="do not pin A's end to cpu 0 and B's to cpu 1")
     ap.add_argument("--smoke", action="store_true",
@@ -294,7 +311,8 @@ def parse_args(argv=None):
         ap.error("--sizes: sizes from 1 byte")
     if args.bw_bytes < (4 << 20):
         ap.error("--bw-bytes: at least 4M (one 4 MiB message)")
-    args.configs = [c.strip() for c in (args.configs or ",".join(CONFIGS)).split(",")
+    default = [c for c in CONFIGS if c != "btl-rov-bond-base" or args.base_build]
+    args.configs = [c.strip() for c in (args.configs or ",".join(default)).split(",")
                     if c.strip()]
     bad = [c for c in args.configs if c not in CONFIGS]
     if bad or not args.configs:
@@ -363,10 +381,13 @@ class Bench:
 
     def mpi_setup(self, prog, pkglibdir):
         ns = argparse.Namespace(out=self.out, scale=self.args.mpi_scale, extra=[])
-        for cfg, ifs in MPI_CONFIGS.items():
-            mu.SELECTION[cfg] = ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", ifs]
-        self.mpi = mu.Bench(ns, self.topo, pkglibdir, prog)
+        for cfg, sel in MPI_CONFIGS.items():
+            mu.SELECTION[cfg] = sel
+        path = "%s:%s" % (pkglibdir, os.path.join(self.args.build, "mpi-btl"))
+        self.mpi = mu.Bench(ns, self.topo, path, prog)
         self.mpi.env["RAILOVER_LOG"] = "warn"
+        self.mpi_env_base = dict(self.mpi.env, OMPI_MCA_mca_base_component_path="%s:%s" % (
+            pkglibdir, os.path.join(self.args.base_build or self.args.build, "mpi-btl")))
 
     # -- one job -----------------------------------------------------------
 
@@ -470,7 +491,8 @@ class Bench:
             self.shown.add(cfg)
             log("$ " + " ".join(argv))
         with open(jobout, "w") as f:
-            p = subprocess.Popen(argv, env=self.mpi.env, stdout=f, stderr=subprocess.STDOUT,
+            p = subprocess.Popen(argv, env=self.mpi_env_base if cfg.endswith("-base")
+                                 else self.mpi.env, stdout=f, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL)
             try:
                 rc = p.wait(timeout=self.args.job_timeout)
@@ -639,6 +661,11 @@ def main():
     for c in MPI_CONFIGS:
         if c in configs and pkglibdir is None:
             skipped[c] = why
+    for c, build in (("btl-rov-bond", args.build), ("btl-rov-bond-base", args.base_build)):
+        so = os.path.join(build or "", "mpi-btl", "mca_btl_railover.so")
+        if c in configs and c not in skipped and not (build and os.path.exists(so)):
+            skipped[c] = "no %s (%s)" % (so, "--base-build" if c.endswith("-base") else
+                                         "a build with Open MPI's development headers")
     for c, why in skipped.items():
         print("SKIP: %s: %s" % (c, why), flush=True)
     configs = [c for c in configs if c not in skipped]

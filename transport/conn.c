@@ -614,6 +614,7 @@ void rov_conn_free(struct rov_conn *conn)
     }
     ctx->conn_now[conn->state]--;
     rov_conn_abort(conn, ROV_ERR_CANCELED);
+    rov_conn_splits_orphan(conn);
     explicit_bzero(conn->secret, ROV_KEY_LEN);
     conn->has_secret = false;
     if (conn->push_more)

@@ -35,6 +35,7 @@ struct rov_conn {
     bool in_ack_list;
     bool push_more;                   /* rov_conn_push() stopped at its budget */
     struct rov_chan *chans[ROV_MAX_RAILS]; /* adopted channel per rail */
+    struct rov_split_get *splits;     /* its reads in pieces (mem.c) */
     size_t max_send;                  /* RAILOVER_MAX_MSG here and at the peer */
     struct rov_retain tx;             /* retained sends */
     uint64_t rx_seq;                  /* last delivered in order */
@@ -360,6 +361,8 @@ void rov_ctx_gets_deliver(rov_context_t *ctx);
 void rov_ctx_mem_unregister(rov_context_t *ctx);
 void rov_ctx_mem_reregister(rov_context_t *ctx);
 size_t rov_ctx_get_max(const rov_context_t *ctx);
+/* The connection is being freed: its reads in pieces start no more. */
+void rov_conn_splits_orphan(rov_conn_t *conn);
 /* A channel that lost a connect race is kept in reserve (parked) for its
  * connection, or leaves the reserve; the context counts them, so that a
  * failing channel looks for a parked sibling only when there is one. */

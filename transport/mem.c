@@ -4,7 +4,7 @@
  * a connection sends on now.
  *
  * The transport adds nothing to a read but bookkeeping: the rail does it
- * (verbs: an RDMA READ), in parts when it is longer than the rail's limit
+ * (verbs: an RDMA READ), in pieces when it is longer than the rail's limit
  * or shared over a bond (split_get()).  A read is not retained like a
  * message: it has no effect at the owner, so a read its rail could not
  * finish is reported failed, once and whole, and the caller moves the data
@@ -51,11 +51,14 @@ struct rov_mem {
     uint32_t key[ROV_MAX_RAILS];
 };
 
-/* A read in progress, then done and waiting for its callback. */
+/* A read in progress, then done and waiting for its callback: the
+ * caller's, or, for a piece of a split read, split_piece_done(). */
 struct rov_get_op {
     struct rov_get_op *next;
     rov_get_cb_t cb;
     void *arg;
+    struct rov_split_get *split; /* a piece of this read, on rail */
+    int rail;
     rov_status_t status;
 };
 
@@ -164,32 +167,41 @@ void rov_mem_key(const rov_mem_t *mem, void *key)
             rov_put32(k + KEY_RAIL(i), mem->key[i]);
 }
 
-/* A read in parts (split_get()): the caller's callback runs once, when the
- * last part is over, with the first failure if any. */
-struct split_get {
+/* A read in pieces (split_get()).  The pieces are handed out as members
+ * finish earlier ones, at most SPLIT_OUT in flight on each: a faster member
+ * reads more, with no rate to measure (a read's data comes the other way
+ * from what a member's send queue shows), and a read longer than a rail's
+ * limit keeps a bounded number of its pieces in flight.  The caller hears
+ * once, when the last piece is over, with the first failure: an MPI
+ * library that read a message in several gets, some failing, would fall
+ * back to sending only those, and Open MPI 4.1's ob1 then never completes
+ * the send (docs/mpi.md). */
+#define SPLIT_OUT 2    /* pieces in flight per member */
+#define SPLIT_PIECES 32 /* a bonded read: about this many pieces per member */
+
+struct rov_split_get {
+    struct rov_split_get *next, *prev; /* conn->splits */
+    rov_conn_t *conn;                  /* NULL: the connection is gone */
     rov_get_cb_t cb;
     void *arg;
-    unsigned parts;
+    uint8_t *local;
+    rov_mem_t *lmem;
+    uint64_t remote;
+    uint8_t key[ROV_MEM_KEY_LEN];
+    size_t len, at, piece;             /* at: handed out so far */
+    unsigned out;                      /* pieces in flight */
+    uint8_t out_on[ROV_MAX_RAILS];     /* of them, per rail */
+    unsigned refused;                  /* rails that would not start a piece */
+    rov_status_t refusal;              /* the last one's reason */
+    bool bond;                         /* over the bond's members, else the transmit rail */
     rov_status_t status;
 };
 
-static void split_get_part_done(void *arg, rov_status_t status)
-{
-    struct split_get *b = arg;
-
-    if (status != ROV_OK && b->status == ROV_OK)
-        b->status = status;
-    if (--b->parts)
-        return;
-    b->cb(b->arg, b->status);
-    free(b);
-}
-
 /* Start one read of len bytes on chan (rail's registrations); the rail
- * answers at rov_rail_get_done(). */
+ * answers at rov_rail_get_done().  split: a piece of that read. */
 static rov_status_t get_on(rov_conn_t *conn, int rail, void *local, rov_mem_t *lmem,
                            uint64_t remote, const uint8_t *k, size_t len, rov_get_cb_t cb,
-                           void *arg)
+                           void *arg, struct rov_split_get *split)
 {
     struct rov_chan *chan = conn->chans[rail];
     struct rov_get_op *op = malloc(sizeof(*op));
@@ -199,6 +211,8 @@ static rov_status_t get_on(rov_conn_t *conn, int rail, void *local, rov_mem_t *l
         return ROV_ERR_NOMEM;
     op->cb = cb;
     op->arg = arg;
+    op->split = split;
+    op->rail = rail;
     chan->gets_out++; /* (before: rov_rail_get_done() counts it down) */
     st = chan->rail->ops.get(chan, local, lmem->handle[rail], remote,
                              rov_get32(k + KEY_RAIL(rail)), len, op);
@@ -210,92 +224,127 @@ static rov_status_t get_on(rov_conn_t *conn, int rail, void *local, rov_mem_t *l
     return ROV_INPROGRESS;
 }
 
-/* Start [at, at + len) of s's read on rail, in pieces of at most the rail's
- * get_max; the bytes started (fewer when the rail refused a piece). */
-static size_t pieces_on(rov_conn_t *conn, int rail, uint8_t *local, rov_mem_t *lmem,
-                        uint64_t remote, const uint8_t *k, size_t at, size_t len,
-                        struct split_get *s)
+/* The channel a piece of s may go on now, on rail i, or NULL. */
+static struct rov_chan *split_chan(const struct rov_split_get *s, int i)
 {
-    size_t max = conn->chans[rail]->rail->get_max, done = 0;
+    rov_conn_t *conn = s->conn;
+    struct rov_chan *chan;
 
-    while (done < len) {
-        size_t part = len - done < max ? len - done : max;
-
-        s->parts++;
-        if (get_on(conn, rail, local + at + done, lmem, remote + at + done, k, part,
-                   split_get_part_done, s) != ROV_INPROGRESS) {
-            s->parts--;
-            break;
-        }
-        done += part;
-    }
-    return done;
+    if (!conn || conn->state != ROV_CONN_ESTABLISHED || (s->refused & (1u << i)) ||
+        rov_get32(s->key + KEY_GEN) != conn->peer.gen)
+        return NULL;
+    if (s->bond)
+        chan = rov_bond_member(conn, i);
+    else
+        chan = i == conn->tx_rail && conn->chans[i] &&
+                       conn->chans[i]->state == ROV_CHAN_OPEN ? conn->chans[i] : NULL;
+    if (!chan || !chan->rail->get_max || !(s->lmem->mask & (1u << i)) ||
+        !(s->key[1] & (1u << i)))
+        return NULL;
+    return chan;
 }
 
-/* A read in parts, each at most its rail's get_max, so that a caller sees
- * one completion for any length (an MPI library that read a message in
- * several gets, some failing, would fall back to sending only those: Open
- * MPI 4.1's ob1 then never completes the send).  With RAILOVER_BOND, a read
- * of at least twice RAILOVER_BOND_MIN is shared over the bond's members
- * that read remote memory with both registrations, in proportion to each
- * one's measured rate (equal shares until measured), no share smaller than
- * BOND_MIN; otherwise it goes on the transmit rail.  What a member refuses
- * goes on the transmit rail. */
+/* Hand out what is left of s to every rail with room for a piece. */
+static void split_issue(struct rov_split_get *s)
+{
+    for (int i = 0; s->conn && i < s->conn->ctx->nrails && s->at < s->len; i++) {
+        struct rov_chan *chan;
+
+        while (s->at < s->len && s->out_on[i] < SPLIT_OUT && (chan = split_chan(s, i))) {
+            size_t part = s->len - s->at;
+            rov_status_t st;
+
+            part = part < s->piece ? part : s->piece;
+            part = part < chan->rail->get_max ? part : chan->rail->get_max;
+            st = get_on(s->conn, i, s->local + s->at, s->lmem, s->remote + s->at, s->key, part,
+                        NULL, NULL, s);
+            if (st != ROV_INPROGRESS) { /* the other members may go on */
+                s->refused |= 1u << i;
+                s->refusal = st;
+                break;
+            }
+            s->out++;
+            s->out_on[i]++;
+            s->at += part;
+        }
+    }
+}
+
+static void split_unlink(struct rov_split_get *s)
+{
+    if (!s->conn)
+        return;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        s->conn->splits = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+}
+
+/* A piece of s on rail is over (from rov_ctx_gets_deliver()). */
+static void split_piece_done(struct rov_split_get *s, int rail, rov_status_t status)
+{
+    s->out--;
+    s->out_on[rail]--;
+    if (status != ROV_OK && s->status == ROV_OK)
+        s->status = status;
+    if (s->status == ROV_OK)
+        split_issue(s); /* a refusal now still lets the other members go on */
+    if (s->out)
+        return;
+    if (s->at < s->len && s->status == ROV_OK) /* nowhere to go on */
+        s->status = !s->conn ? ROV_ERR_CANCELED : s->refusal ? s->refusal : ROV_ERR_UNSUPPORTED;
+    split_unlink(s);
+    s->cb(s->arg, s->status);
+    free(s);
+}
+
+void rov_conn_splits_orphan(rov_conn_t *conn)
+{
+    for (struct rov_split_get *s = conn->splits; s; s = s->next)
+        s->conn = NULL;
+    conn->splits = NULL;
+}
+
+/* A read in pieces: over the bond's members (one of at least twice
+ * RAILOVER_BOND_MIN, when the bond has two that read remote memory with
+ * both registrations), else on the transmit rail in pieces of its limit. */
 static rov_status_t split_get(rov_conn_t *conn, uint8_t *local, rov_mem_t *lmem, uint64_t remote,
                               const uint8_t *k, size_t len, rov_get_cb_t cb, void *arg)
 {
-    uint64_t min = conn->ctx->config.bond_min, rate[ROV_MAX_RAILS], sum = 0, top = 0;
-    struct rov_chan *chans[ROV_MAX_RAILS];
-    int rails[ROV_MAX_RAILS], n = 0, tx = conn->tx_rail;
-    struct split_get *s;
-    size_t at = 0;
+    size_t min = conn->ctx->config.bond_min;
+    struct rov_split_get *s = malloc(sizeof(*s));
+    rov_status_t st;
+    int members = 0;
 
-    for (int i = 0; conn->bond_mask && len >= 2 * min && i < conn->ctx->nrails; i++) {
-        struct rov_chan *chan = rov_bond_member(conn, i);
-
-        if (!chan || !chan->rail->get_max || !(lmem->mask & (1u << i)) || !(k[1] & (1u << i)))
-            continue;
-        rails[n] = i;
-        chans[n] = chan;
-        top = chan->bond.rate > top ? chan->bond.rate : top;
-        n++;
-    }
-    if (n < 2) {
-        n = 1;
-        rails[0] = tx;
-        rate[0] = sum = 1;
-    } else {
-        for (int j = 0; j < n; j++) {
-            rate[j] = rov_bond_rate(chans[j], top);
-            sum += rate[j];
-        }
-    }
-    s = malloc(sizeof(*s));
     if (!s)
         return ROV_ERR_NOMEM;
-    *s = (struct split_get){.cb = cb, .arg = arg, .parts = 1, .status = ROV_OK};
-    for (int j = 0; j < n && at < len; j++) {
-        size_t left = len - at;
-        size_t part = j == n - 1 ? left : (size_t)((unsigned __int128)len * rate[j] / sum);
-        size_t done;
-
-        if (part < min)
-            part = min;
-        if (part > left || left - part < min) /* no tail smaller than BOND_MIN */
-            part = left;
-        done = pieces_on(conn, rails[j], local, lmem, remote, k, at, part, s);
-        at += done;
-        if (done < part)
-            break; /* what is left goes on the transmit rail, below */
+    *s = (struct rov_split_get){.conn = conn, .cb = cb, .arg = arg, .local = local,
+                                .lmem = lmem, .remote = remote, .len = len, .status = ROV_OK};
+    memcpy(s->key, k, ROV_MEM_KEY_LEN);
+    if (conn->bond_mask && len >= 2 * min) {
+        s->bond = true;
+        for (int i = 0; i < conn->ctx->nrails; i++)
+            members += split_chan(s, i) != NULL;
+        s->bond = members >= 2;
     }
-    if (at < len && pieces_on(conn, tx, local, lmem, remote, k, at, len - at, s) < len - at)
-        s->status = ROV_ERR_IO;
-    if (--s->parts == 0) { /* nothing started: the caller hears at once */
-        rov_status_t st = s->status == ROV_OK ? ROV_ERR_IO : s->status;
-
+    s->piece = s->bond ? len / (SPLIT_PIECES * (size_t)members) : len;
+    if (s->piece < min)
+        s->piece = min;
+    if (s->bond)
+        rov_debug("bond", "conn %llu: a read of %zu bytes in pieces of %zu over %d members",
+                  (unsigned long long)conn->id, len, s->piece, members);
+    split_issue(s);
+    if (!s->out) { /* nothing started: the caller hears at once */
+        st = s->refusal ? s->refusal : ROV_ERR_IO;
         free(s);
         return st;
     }
+    s->next = conn->splits;
+    if (conn->splits)
+        conn->splits->prev = s;
+    conn->splits = s;
     return ROV_INPROGRESS;
 }
 
@@ -324,7 +373,7 @@ rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64
     }
     if (len > chan->rail->get_max || (conn->bond_mask && len >= 2 * conn->ctx->config.bond_min))
         return split_get(conn, local, lmem, remote, k, len, cb, arg);
-    return get_on(conn, rail, local, lmem, remote, k, len, cb, arg);
+    return get_on(conn, rail, local, lmem, remote, k, len, cb, arg, NULL);
 }
 
 void rov_rail_get_done(struct rov_chan *chan, void *cookie, rov_status_t status)
@@ -360,7 +409,10 @@ void rov_ctx_gets_deliver(rov_context_t *ctx)
         if (!ctx->gets_done)
             ctx->gets_tail = NULL;
         ctx->events++;
-        op->cb(op->arg, op->status);
+        if (op->split)
+            split_piece_done(op->split, op->rail, op->status);
+        else
+            op->cb(op->arg, op->status);
         free(op);
     }
 }
