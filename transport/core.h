@@ -35,7 +35,7 @@ struct rov_conn {
     bool in_ack_list;
     bool push_more;                   /* rov_conn_push() stopped at its budget */
     struct rov_chan *chans[ROV_MAX_RAILS]; /* adopted channel per rail */
-    struct rov_split_get *splits;     /* its reads in pieces (mem.c) */
+    struct rov_split_get *splits, *splits_tail; /* its reads in pieces, oldest first (mem.c) */
     size_t max_send;                  /* RAILOVER_MAX_MSG here and at the peer */
     struct rov_retain tx;             /* retained sends */
     uint64_t rx_seq;                  /* last delivered in order */

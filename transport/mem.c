@@ -167,20 +167,28 @@ void rov_mem_key(const rov_mem_t *mem, void *key)
             rov_put32(k + KEY_RAIL(i), mem->key[i]);
 }
 
-/* A read in pieces (split_get()).  The pieces are handed out as members
- * finish earlier ones, at most SPLIT_OUT in flight on each: a faster member
- * reads more, with no rate to measure (a read's data comes the other way
- * from what a member's send queue shows), and a read longer than a rail's
- * limit keeps a bounded number of its pieces in flight.  The caller hears
- * once, when the last piece is over, with the first failure: an MPI
- * library that read a message in several gets, some failing, would fall
- * back to sending only those, and Open MPI 4.1's ob1 then never completes
- * the send (docs/mpi.md). */
-#define SPLIT_OUT 2    /* pieces in flight per member */
-#define SPLIT_PIECES 32 /* a bonded read: about this many pieces per member */
+/* A read in pieces (split_get()).
+ *
+ * On a bonded connection every read goes in pieces (none smaller than
+ * RAILOVER_BOND_MIN, about SPLIT_PIECES per member) into the connection's
+ * queue of reads, oldest first, and a member takes the next piece when it
+ * has fewer than BOND_READS_OUT reads of ours in flight: a faster member
+ * finishes more and so reads more, with no rate to measure (a read's data
+ * comes the other way from what a member's send queue shows), a slower one
+ * holds little at any time, and a stream of reads too small to split still
+ * uses every member.  Elsewhere a read longer than the rail's limit goes
+ * in pieces of that limit, SPLIT_OUT in flight.
+ *
+ * The caller hears once, when the last piece is over, with the first
+ * failure: an MPI library that read a message in several gets, some
+ * failing, would fall back to sending only those, and Open MPI 4.1's ob1
+ * then never completes the send (docs/mpi.md). */
+#define SPLIT_OUT 2       /* pieces in flight per read, not bonded */
+#define BOND_READS_OUT 4  /* reads in flight per bond member */
+#define SPLIT_PIECES 32   /* a bonded read: about this many pieces per member */
 
 struct rov_split_get {
-    struct rov_split_get *next, *prev; /* conn->splits */
+    struct rov_split_get *next, *prev; /* conn->splits, oldest first */
     rov_conn_t *conn;                  /* NULL: the connection is gone */
     rov_get_cb_t cb;
     void *arg;
@@ -224,14 +232,14 @@ static rov_status_t get_on(rov_conn_t *conn, int rail, void *local, rov_mem_t *l
     return ROV_INPROGRESS;
 }
 
-/* The channel a piece of s may go on now, on rail i, or NULL. */
+/* The channel a piece of s may go on, on rail i, capacity aside, or NULL. */
 static struct rov_chan *split_chan(const struct rov_split_get *s, int i)
 {
     rov_conn_t *conn = s->conn;
     struct rov_chan *chan;
 
-    if (!conn || conn->state != ROV_CONN_ESTABLISHED || (s->refused & (1u << i)) ||
-        rov_get32(s->key + KEY_GEN) != conn->peer.gen)
+    if (!conn || s->status != ROV_OK || conn->state != ROV_CONN_ESTABLISHED ||
+        (s->refused & (1u << i)) || rov_get32(s->key + KEY_GEN) != conn->peer.gen)
         return NULL;
     if (s->bond)
         chan = rov_bond_member(conn, i);
@@ -244,72 +252,173 @@ static struct rov_chan *split_chan(const struct rov_split_get *s, int i)
     return chan;
 }
 
-/* Hand out what is left of s to every rail with room for a piece. */
-static void split_issue(struct rov_split_get *s)
+/* Start the next piece of s on rail i (chan); false: the rail refused it. */
+static bool split_start(struct rov_split_get *s, int i, struct rov_chan *chan)
 {
-    for (int i = 0; s->conn && i < s->conn->ctx->nrails && s->at < s->len; i++) {
-        struct rov_chan *chan;
+    size_t part = s->len - s->at;
+    rov_status_t st;
 
-        while (s->at < s->len && s->out_on[i] < SPLIT_OUT && (chan = split_chan(s, i))) {
-            size_t part = s->len - s->at;
-            rov_status_t st;
-
-            part = part < s->piece ? part : s->piece;
-            part = part < chan->rail->get_max ? part : chan->rail->get_max;
-            st = get_on(s->conn, i, s->local + s->at, s->lmem, s->remote + s->at, s->key, part,
-                        NULL, NULL, s);
-            if (st != ROV_INPROGRESS) { /* the other members may go on */
-                s->refused |= 1u << i;
-                s->refusal = st;
-                break;
-            }
-            s->out++;
-            s->out_on[i]++;
-            s->at += part;
-        }
+    part = part < s->piece ? part : s->piece;
+    part = part < chan->rail->get_max ? part : chan->rail->get_max;
+    st = get_on(s->conn, i, s->local + s->at, s->lmem, s->remote + s->at, s->key, part, NULL,
+                NULL, s);
+    if (st != ROV_INPROGRESS) { /* the other members may go on */
+        s->refused |= 1u << i;
+        s->refusal = st;
+        return false;
     }
+    s->out++;
+    s->out_on[i]++;
+    s->at += part;
+    return true;
+}
+
+static bool split_room(const struct rov_split_get *s, int i, const struct rov_chan *chan)
+{
+    return s->bond ? chan->gets_out < BOND_READS_OUT : s->out_on[i] < SPLIT_OUT;
+}
+
+/* Hand out pieces, the oldest reads first, to every rail with room.  When
+ * then no piece of any read is in flight (the members are full of reads
+ * from before the bond), the oldest that can go on starts one anyway: a
+ * piece's end is what hands out the rest. */
+static void split_pull(rov_conn_t *conn)
+{
+    bool flowing = false;
+
+    for (struct rov_split_get *s = conn->splits; s; s = s->next) {
+        for (int i = 0; i < conn->ctx->nrails && s->at < s->len; i++) {
+            struct rov_chan *chan;
+
+            while (s->at < s->len && (chan = split_chan(s, i)) && split_room(s, i, chan) &&
+                   split_start(s, i, chan))
+                ;
+        }
+        flowing |= s->out > 0;
+    }
+    for (struct rov_split_get *s = conn->splits; s && !flowing; s = s->next)
+        for (int i = 0; i < conn->ctx->nrails && !flowing && s->at < s->len; i++) {
+            struct rov_chan *chan = split_chan(s, i);
+
+            flowing = chan && split_start(s, i, chan);
+        }
+}
+
+/* s can go on: some rail would take a piece of it, room or not. */
+static bool split_alive(const struct rov_split_get *s)
+{
+    for (int i = 0; s->conn && i < s->conn->ctx->nrails; i++)
+        if (split_chan(s, i))
+            return true;
+    return false;
+}
+
+/* Nothing of s in flight, and done, failed, or with nowhere to go. */
+static bool split_over(const struct rov_split_get *s)
+{
+    return !s->out && (s->at == s->len || s->status != ROV_OK || !split_alive(s));
+}
+
+static void split_finish(struct rov_split_get *s)
+{
+    if (s->at < s->len && s->status == ROV_OK) /* nowhere to go on */
+        s->status = !s->conn ? ROV_ERR_CANCELED : s->refusal ? s->refusal : ROV_ERR_UNSUPPORTED;
+    s->cb(s->arg, s->status);
+    free(s);
 }
 
 static void split_unlink(struct rov_split_get *s)
 {
-    if (!s->conn)
-        return;
     if (s->prev)
         s->prev->next = s->next;
     else
         s->conn->splits = s->next;
     if (s->next)
         s->next->prev = s->prev;
+    else
+        s->conn->splits_tail = s->prev;
 }
 
-/* A piece of s on rail is over (from rov_ctx_gets_deliver()). */
+/* The reads of conn that are over: out of the queue, then their callbacks
+ * (which may read again). */
+static void split_reap(rov_conn_t *conn)
+{
+    struct rov_split_get *over = NULL, *s = conn->splits;
+
+    while (s) {
+        struct rov_split_get *next = s->next;
+
+        if (split_over(s)) {
+            split_unlink(s);
+            s->next = over;
+            over = s;
+        }
+        s = next;
+    }
+    while (over) {
+        s = over;
+        over = s->next;
+        split_finish(s);
+    }
+}
+
+/* A piece of s on rail is over (from rov_ctx_gets_deliver()); rail < 0:
+ * the orphaned read's own turn (rov_conn_splits_orphan()). */
 static void split_piece_done(struct rov_split_get *s, int rail, rov_status_t status)
 {
+    rov_conn_t *conn = s->conn;
+
     s->out--;
-    s->out_on[rail]--;
+    if (rail >= 0)
+        s->out_on[rail]--;
     if (status != ROV_OK && s->status == ROV_OK)
         s->status = status;
-    if (s->status == ROV_OK)
-        split_issue(s); /* a refusal now still lets the other members go on */
-    if (s->out)
+    if (!conn) {
+        if (!s->out)
+            split_finish(s);
         return;
-    if (s->at < s->len && s->status == ROV_OK) /* nowhere to go on */
-        s->status = !s->conn ? ROV_ERR_CANCELED : s->refusal ? s->refusal : ROV_ERR_UNSUPPORTED;
-    split_unlink(s);
-    s->cb(s->arg, s->status);
-    free(s);
+    }
+    split_pull(conn);
+    split_reap(conn);
+}
+
+/* Queue op as over with status (its callback from the next progress). */
+static void get_op_done(rov_context_t *ctx, struct rov_get_op *op, rov_status_t status)
+{
+    op->status = status;
+    op->next = NULL;
+    if (ctx->gets_tail)
+        ctx->gets_tail->next = op;
+    else
+        ctx->gets_done = op;
+    ctx->gets_tail = op;
+    ctx->gets_ready = true;
 }
 
 void rov_conn_splits_orphan(rov_conn_t *conn)
 {
-    for (struct rov_split_get *s = conn->splits; s; s = s->next)
+    struct rov_split_get *s = conn->splits;
+
+    conn->splits = conn->splits_tail = NULL;
+    while (s) {
+        struct rov_split_get *next = s->next;
+        struct rov_get_op *op;
+
         s->conn = NULL;
-    conn->splits = NULL;
+        if (!s->out && (op = calloc(1, sizeof(*op)))) { /* nothing will end it: a turn */
+            op->split = s;
+            op->rail = -1;
+            s->out++;
+            get_op_done(conn->ctx, op, ROV_ERR_CANCELED);
+        } else if (!s->out) {
+            s->status = ROV_ERR_NOMEM; /* (its callback now, out of memory) */
+            split_finish(s);
+        }
+        s = next;
+    }
 }
 
-/* A read in pieces: over the bond's members (one of at least twice
- * RAILOVER_BOND_MIN, when the bond has two that read remote memory with
- * both registrations), else on the transmit rail in pieces of its limit. */
+/* A read in pieces, into conn's queue. */
 static rov_status_t split_get(rov_conn_t *conn, uint8_t *local, rov_mem_t *lmem, uint64_t remote,
                               const uint8_t *k, size_t len, rov_get_cb_t cb, void *arg)
 {
@@ -323,28 +432,31 @@ static rov_status_t split_get(rov_conn_t *conn, uint8_t *local, rov_mem_t *lmem,
     *s = (struct rov_split_get){.conn = conn, .cb = cb, .arg = arg, .local = local,
                                 .lmem = lmem, .remote = remote, .len = len, .status = ROV_OK};
     memcpy(s->key, k, ROV_MEM_KEY_LEN);
-    if (conn->bond_mask && len >= 2 * min) {
+    if (conn->bond_mask) {
         s->bond = true;
         for (int i = 0; i < conn->ctx->nrails; i++)
             members += split_chan(s, i) != NULL;
-        s->bond = members >= 2;
+        s->bond = members > 0;
     }
     s->piece = s->bond ? len / (SPLIT_PIECES * (size_t)members) : len;
     if (s->piece < min)
         s->piece = min;
-    if (s->bond)
+    if (s->bond && s->piece < len)
         rov_debug("bond", "conn %llu: a read of %zu bytes in pieces of %zu over %d members",
                   (unsigned long long)conn->id, len, s->piece, members);
-    split_issue(s);
-    if (!s->out) { /* nothing started: the caller hears at once */
+    s->prev = conn->splits_tail;
+    if (conn->splits_tail)
+        conn->splits_tail->next = s;
+    else
+        conn->splits = s;
+    conn->splits_tail = s;
+    split_pull(conn);
+    if (!s->out && !split_alive(s)) { /* the caller hears at once */
         st = s->refusal ? s->refusal : ROV_ERR_IO;
+        split_unlink(s);
         free(s);
         return st;
     }
-    s->next = conn->splits;
-    if (conn->splits)
-        conn->splits->prev = s;
-    conn->splits = s;
     return ROV_INPROGRESS;
 }
 
@@ -371,7 +483,7 @@ rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64
         rov_debug("core", "a read refused: its key is from before the peer reopened its rails");
         return ROV_ERR_UNSUPPORTED;
     }
-    if (len > chan->rail->get_max || (conn->bond_mask && len >= 2 * conn->ctx->config.bond_min))
+    if (len > chan->rail->get_max || conn->bond_mask)
         return split_get(conn, local, lmem, remote, k, len, cb, arg);
     return get_on(conn, rail, local, lmem, remote, k, len, cb, arg, NULL);
 }
@@ -379,7 +491,6 @@ rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64
 void rov_rail_get_done(struct rov_chan *chan, void *cookie, rov_status_t status)
 {
     rov_context_t *ctx = chan->rail->ctx;
-    struct rov_get_op *op = cookie;
 
     if (status != ROV_OK)
         rov_debug("core", "a read on %s ended: %s", chan->rail->spec->name,
@@ -389,14 +500,7 @@ void rov_rail_get_done(struct rov_chan *chan, void *cookie, rov_status_t status)
     if (__builtin_expect(ctx->fault_armed, 0) && status == ROV_OK && chan->conn &&
         rov_fault_read_done(&ctx->fault, chan) && chan->send_error)
         rov_conn_push_later(chan->conn); /* the failure, from progress */
-    op->status = status;
-    op->next = NULL;
-    if (ctx->gets_tail)
-        ctx->gets_tail->next = op;
-    else
-        ctx->gets_done = op;
-    ctx->gets_tail = op;
-    ctx->gets_ready = true;
+    get_op_done(ctx, cookie, status);
 }
 
 void rov_ctx_gets_deliver(rov_context_t *ctx)
