@@ -40,7 +40,9 @@ struct rov_chan *rov_bond_member(const struct rov_conn *conn, int rail)
                ? chan : NULL;
 }
 
-uint64_t rov_bond_rate(const struct rov_chan *chan, uint64_t top)
+/* What the bond counts chan's rate as: its measured rate, the best
+ * member's (top) while it has none, or 1 for all while none is measured. */
+static uint64_t bond_rate(const struct rov_chan *chan, uint64_t top)
 {
     return top ? (chan->bond.rate ? chan->bond.rate : top) : 1;
 }
@@ -106,7 +108,7 @@ struct rov_chan *rov_bond_pick(struct rov_conn *conn, size_t len, uint64_t now, 
     /* Smallest (queued + len) / rate, compared as cross products. */
     unsigned __int128 best_t = 0, best_r = 1;
     for (int k = 0; k < n; k++) {
-        uint64_t r = rov_bond_rate(chans[k], top);
+        uint64_t r = bond_rate(chans[k], top);
         unsigned __int128 t = (unsigned __int128)(queued[k] + len);
 
         if (queued[k] >= share)

@@ -25,9 +25,6 @@ struct rov_bond_chan {
 /** conn's channel on rail when that rail is in its bond and the channel
  * is ready to send (open, handshaken, no send failed); NULL otherwise. */
 struct rov_chan *rov_bond_member(const struct rov_conn *conn, int rail);
-/** What the bond counts chan's rate as: its measured rate, the best
- * member's (top) while it has none, or 1 for all while none is measured. */
-uint64_t rov_bond_rate(const struct rov_chan *chan, uint64_t top);
 /** The member of conn's bond (conn->bond_mask) whose queue drains first
  * with len more bytes; NULL when fewer than two members are ready (the
  * message goes on the transmit rail, as without a bond), or, with *full
