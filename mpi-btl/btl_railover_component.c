@@ -369,11 +369,12 @@ static mca_btl_base_module_t **railover_init(int *num_btls, bool progress_thread
     *num_btls = 1;
     opal_output_verbose(10, c->verbose,
                         "btl railover: %d rail(s), first %s; eager limit %zu, max send size %zu, "
-                        "RDMA get %s (up to %zu bytes), bandwidth %u Mbit/s",
+                        "RDMA get %s, bandwidth %u Mbit/s",
                         rov_context_rail_count(c->ctx), rov_context_rail_name(c->ctx, 0),
                         modules[0]->btl_eager_limit, modules[0]->btl_max_send_size,
-                        (modules[0]->btl_flags & MCA_BTL_FLAGS_GET) ? "on" : "off",
-                        modules[0]->btl_get_limit, modules[0]->btl_bandwidth);
+                        (modules[0]->btl_flags & MCA_BTL_FLAGS_GET)
+                            ? "on (a message in one get, the rails' reads in pieces)" : "off",
+                        modules[0]->btl_bandwidth);
     return modules;
 fail:
     context_close();
