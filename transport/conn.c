@@ -404,8 +404,7 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
             struct rov_chan *b = rov_bond_pick(conn, m->len, rov_now_ns(), &full);
 
             if (full) {
-                conn->push_more = true;
-                conn->ctx->push_pending++; /* again at the next progress */
+                rov_conn_push_later(conn); /* again at the next progress */
                 return;
             }
             on = b ? b : chan;
@@ -413,8 +412,7 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
 
         /* The budget is spent (one message goes, however large). */
         if ((budget_msgs == 0 || budget_bytes < m->len) && budget_msgs < PUSH_BUDGET_MSGS) {
-            conn->push_more = true;
-            conn->ctx->push_pending++; /* the context's progress goes on */
+            rov_conn_push_later(conn); /* the context's progress goes on */
             return;
         }
         if (!fresh && m->queued_serial == on->serial) {
@@ -482,13 +480,6 @@ ROV_HOT void rov_conn_push(struct rov_conn *conn)
     conn_push(conn);
 }
 
-void rov_conn_push_later(struct rov_conn *conn)
-{
-    if (!conn->push_more) {
-        conn->push_more = true;
-        conn->ctx->push_pending++;
-    }
-}
 
 /* Connection life cycle ------------------------------------------------------- */
 

@@ -289,7 +289,13 @@ bool rov_conn_chan_ready(const struct rov_chan *chan);
  * meanwhile.  The context's progress sends the rest (context.c). */
 void rov_conn_push(struct rov_conn *conn);
 /* rov_conn_push() at the next progress (not inside the caller's call). */
-void rov_conn_push_later(struct rov_conn *conn);
+static inline void rov_conn_push_later(struct rov_conn *conn)
+{
+    if (!conn->push_more) {
+        conn->push_more = true;
+        conn->ctx->push_pending++;
+    }
+}
 /* conn's bond members become mask (one bit per rail), why: what changed it. */
 void rov_conn_set_bond(struct rov_conn *conn, unsigned mask, const char *why);
 void rov_conn_send_ack(struct rov_conn *conn);

@@ -232,6 +232,13 @@ static rov_status_t get_on(rov_conn_t *conn, int rail, void *local, rov_mem_t *l
     return ROV_INPROGRESS;
 }
 
+/* chan, on rail i, reads the peer's memory of key k into lmem. */
+static bool chan_reads(const struct rov_chan *chan, int i, const rov_mem_t *lmem,
+                       const uint8_t *k)
+{
+    return chan && chan->rail->get_max && (lmem->mask & (1u << i)) && (k[1] & (1u << i));
+}
+
 /* The channel a piece of s may go on, on rail i, capacity aside, or NULL. */
 static struct rov_chan *split_chan(const struct rov_split_get *s, int i)
 {
@@ -246,10 +253,7 @@ static struct rov_chan *split_chan(const struct rov_split_get *s, int i)
     else
         chan = i == conn->tx_rail && conn->chans[i] &&
                        conn->chans[i]->state == ROV_CHAN_OPEN ? conn->chans[i] : NULL;
-    if (!chan || !chan->rail->get_max || !(s->lmem->mask & (1u << i)) ||
-        !(s->key[1] & (1u << i)))
-        return NULL;
-    return chan;
+    return chan_reads(chan, i, s->lmem, s->key) ? chan : NULL;
 }
 
 /* Start the next piece of s on rail i (chan); false: the rail refused it. */
@@ -476,8 +480,7 @@ rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64
         return ROV_ERR_BUSY;
     rail = conn->tx_rail;
     chan = rail >= 0 ? conn->chans[rail] : NULL;
-    if (!chan || chan->state != ROV_CHAN_OPEN || !chan->rail->get_max ||
-        !(lmem->mask & (1u << rail)) || !(k[1] & (1u << rail)))
+    if (!chan || chan->state != ROV_CHAN_OPEN || !chan_reads(chan, rail, lmem, k))
         return ROV_ERR_UNSUPPORTED;
     if (rov_get32(k + KEY_GEN) != conn->peer.gen) {
         rov_debug("core", "a read refused: its key is from before the peer reopened its rails");
