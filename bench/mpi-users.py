@@ -6,13 +6,16 @@ bandwidth and message rate, MPI_Allreduce, MPI_Alltoall) over Open MPI in
 the two network namespaces of bench/mpi-perf.py (tests/failover's netfault
 Topology: fabric veth 192.0.2.0/24, ethernet veth 198.51.100.0/24; mpirun
 in A, a plm_rsh_agent starts B's orted, Open MPI's out-of-band traffic on
-the ethernet link), under three selections (pml ob1, mpi_yield_when_idle 1):
+the ethernet link), under these selections (mpi_yield_when_idle 1):
 
-  tcp    --mca btl self,tcp --mca btl_tcp_if_include 192.0.2.0/24
-  rov1   --mca btl self,railover --mca btl_railover_rails tcp@fab
-  rov2   --mca btl self,railover --mca btl_railover_rails tcp@fab,tcp@eth
+  tcp    --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include 192.0.2.0/24
+  rov1   --mca pml ob1 --mca btl self,railover --mca btl_railover_rails tcp@fab
+  rov2   --mca pml ob1 --mca btl self,railover --mca btl_railover_rails tcp@fab,tcp@eth
+  ucx    --mca pml ucx (pml_ucx_tls and pml_ucx_devices any: Open MPI 4.1
+         declines UCX over TCP alone otherwise) -x UCX_TLS=tcp,self
+         -x UCX_NET_DEVICES=fab: Open MPI's other PML on the same link
 
-(the railover component is on the component path for all three; it
+(the railover component is on the component path for all of them; it
 declines where it is not named; --extra-mca adds to rov1 and rov2 only).
 
 Per round, pinning and selection two jobs: a 2-rank job (one rank per host)
@@ -48,7 +51,7 @@ row per figure and job, with the iteration count used), jobs.csv (per job: exit,
 bytes sent on fab and eth), summary.md, meta.txt (command, time, commit,
 load); a failed job's output stays as job-*.out.
 
---smoke: 1 round, unpinned, --scale 0.05, all three selections: proves that
+--smoke: 1 round, unpinned, --scale 0.05, every selection: proves that
 the benchmark works (a CI smoke), asserts no number.
 
 Exit: 0 done, 1 a job failed (output kept), 77 skipped (not root, no
@@ -94,11 +97,18 @@ HIGHER_BETTER = ("MB/s", "msg/s")
 P2P_KINDS = ("lat", "bw", "rate")
 COLL_NP = 4
 
-MODES = ("tcp", "rov1", "rov2", "rov1-base")
+MODES = ("tcp", "rov1", "rov2", "rov1-base", "ucx")
+OB1 = ["--mca", "pml", "ob1"]
 SELECTION = {
-    "tcp": ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", nf.FAB_NET],
-    "rov1": ["--mca", "btl", "self,railover", "--mca", "btl_railover_rails", "tcp@fab"],
-    "rov2": ["--mca", "btl", "self,railover", "--mca", "btl_railover_rails", "tcp@fab,tcp@eth"],
+    "tcp": OB1 + ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", nf.FAB_NET],
+    "rov1": OB1 + ["--mca", "btl", "self,railover", "--mca", "btl_railover_rails", "tcp@fab"],
+    "rov2": OB1 + ["--mca", "btl", "self,railover", "--mca", "btl_railover_rails",
+                   "tcp@fab,tcp@eth"],
+    # UCX's own TCP transport on the fabric veth (no RDMA here): what a user
+    # of Open MPI's other PML gets on these links.
+    "ucx": ["--mca", "pml", "ucx", "--mca", "pml_ucx_tls", "any", "--mca", "pml_ucx_devices",
+            "any", "--mca", "btl", "self", "-x", "UCX_TLS=tcp,self",
+            "-x", "UCX_NET_DEVICES=fab"],
 }
 # rov1-base: rov1 with the component (and so the library) of --base-build.
 SELECTION["rov1-base"] = SELECTION["rov1"]
@@ -207,12 +217,12 @@ def parse_args():
         ap.error("--rounds must be at least 1")
     if not args.scale > 0:
         ap.error("--scale must be positive")
-    default_modes = MODES if args.base_build else MODES[:3]
-    args.modes = [m.strip() for m in (args.modes or ",".join(default_modes)).split(",")
+    allowed = [m for m in MODES if args.base_build or m != "rov1-base"]
+    args.modes = [m.strip() for m in (args.modes or ",".join(allowed)).split(",")
                   if m.strip()]
-    bad = [m for m in args.modes if m not in default_modes]
+    bad = [m for m in args.modes if m not in allowed]
     if bad or not args.modes or len(set(args.modes)) != len(args.modes):
-        ap.error("--modes: a subset of %s" % ",".join(default_modes))
+        ap.error("--modes: a subset of %s" % ",".join(allowed))
     args.modes = [m for m in MODES if m in args.modes]
     try:
         args.p2p = parse_figures(args.p2p, P2P_KINDS)
@@ -249,6 +259,9 @@ def prerequisites(args):
         if not os.path.isfile(os.path.join(base, "mca_btl_railover.so")):
             raise nf.Skip("no railover BTL component in %s (--base-build)" % base)
         args.base_path = "%s:%s" % (pkglibdir, base)
+    if "ucx" in args.modes and not os.path.isfile(os.path.join(pkglibdir, "mca_pml_ucx.so")):
+        print("# no pml ucx in %s: selection ucx left out" % pkglibdir, flush=True)
+        args.modes.remove("ucx")
     return "%s:%s" % (pkglibdir, btl_dir)
 
 
@@ -314,8 +327,8 @@ class Bench:
             "mpirun", "--allow-run-as-root", "--hostfile", self.hosts, "-np", str(np)] + opts + [
             "--mca", "plm_rsh_agent", agent, "--mca", "plm_rsh_no_tree_spawn", "1",
             "--mca", "oob_tcp_if_include", nf.ETH_NET,
-            "--mca", "pml", "ob1", "--mca", "mpi_yield_when_idle", "1"] + SELECTION[mode] +
-            (self.args.extra if mode != "tcp" else []) +
+            "--mca", "mpi_yield_when_idle", "1"] + SELECTION[mode] +
+            (self.args.extra if mode.startswith("rov") else []) +
             [self.prog] + ["%s:%d" % f for f in figs])
 
     def check_binding(self, tag, pin, plan, aff):

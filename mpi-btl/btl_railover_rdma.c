@@ -12,6 +12,15 @@
  * over whatever rail the connection is on and fails over like any send.
  * The job sees nothing of it.  Such failures are completed from progress,
  * never inside btl_get (ob1 does not expect its callback there).
+ *
+ * Memory Railover cannot register (out of memory, a rail's registration
+ * failing) takes the same way: register_mem never answers NULL.  To ob1
+ * 4.1, NULL means "no RDMA for this message", and it then moves a
+ * contiguous message by its RDMA pipeline, where the receiver asks the
+ * sender to *put* (pml_ob1_recvreq.c, recv_request_ack): this BTL has no
+ * put, and ob1 calls btl_put regardless.  So a failed registration gets a
+ * handle that names none (unregistered), the get of it fails, and ob1 sends
+ * that message instead (mpi_register_fault).
  */
 #include "opal_config.h"
 
@@ -45,25 +54,28 @@ typedef struct railover_get {
 
 static railover_get_t *failed_head, *failed_tail;
 
+/* What a registration that could not be made answers: its key names no
+ * registration (rov_conn_get() refuses it), and it has no memory. */
+static railover_reg_t unregistered;
+
 static mca_btl_base_registration_handle_t *
 railover_register_mem(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *base,
                       size_t size, uint32_t flags)
 {
     railover_reg_t *reg = malloc(sizeof(*reg));
-    rov_status_t st;
+    rov_status_t st = ROV_ERR_NOMEM;
 
-    if (NULL == reg)
-        return NULL;
-    mca_btl_railover_lock();
-    st = rov_mem_register(mca_btl_railover_component.ctx, base, size, &reg->mem);
-    mca_btl_railover_unlock();
+    if (NULL != reg) {
+        mca_btl_railover_lock();
+        st = rov_mem_register(mca_btl_railover_component.ctx, base, size, &reg->mem);
+        mca_btl_railover_unlock();
+    }
     if (ROV_OK != st) {
-        /* ob1 then moves the message by send: slower, never wrong. */
         opal_output_verbose(20, mca_btl_railover_component.verbose,
-                            "btl railover: cannot register %zu bytes for RDMA: %s", size,
-                            rov_status_str(st));
+                            "btl railover: cannot register %zu bytes for RDMA (%s): ob1 moves "
+                            "them by send", size, rov_status_str(st));
         free(reg);
-        return NULL;
+        return &unregistered.handle;
     }
     rov_mem_key(reg->mem, reg->handle.key);
     return &reg->handle;
@@ -74,6 +86,8 @@ static int railover_deregister_mem(mca_btl_base_module_t *btl,
 {
     railover_reg_t *reg = (railover_reg_t *) handle;
 
+    if (reg == &unregistered)
+        return OPAL_SUCCESS;
     mca_btl_railover_lock();
     /* After finalize the context, and the rails' registrations with it,
      * are gone: a late deregistration only frees our record. */
@@ -145,7 +159,8 @@ static int railover_get(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *end
     g->cbdata = cbdata;
     g->size = size;
     mca_btl_railover_lock();
-    if (NULL != endpoint->conn && NULL != local_handle && NULL != remote_handle)
+    if (NULL != endpoint->conn && NULL != local_handle && NULL != remote_handle &&
+        NULL != ((railover_reg_t *) local_handle)->mem)
         st = rov_conn_get(endpoint->conn, local_address, ((railover_reg_t *) local_handle)->mem,
                           remote_address, remote_handle->key, size, get_done, g);
     if (ROV_INPROGRESS != st) {

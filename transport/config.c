@@ -351,7 +351,7 @@ static const struct rov_var transport_vars[] = {
     {"RAILOVER_FAULT", ROV_VAR_FAULT, OFF(fault), LEN(fault), 0, 0, NULL,
      "fault injection for tests: rail=N,mode=error|silent,after=N[,every=N][,seed=N] "
      "or at=close|last-close|close-answer instead of after=, or at=read,after=N (as the "
-     "Nth read completes)"},
+     "Nth read completes), or mode=error,at=register,after=N (the Nth registration fails)"},
     {"RAILOVER_CONTROL", ROV_VAR_BOOL, OFF(control), 0, 0, 0, NULL,
      "serve the per-process control socket (railover status/force/release)"},
     {"RAILOVER_PROGRESS_THREAD", ROV_VAR_BOOL, OFF(progress_thread), 0, 0, 0, NULL,

@@ -85,12 +85,14 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *out, char *why,
                 f.at_close = 1u << ROV_FAULT_CLOSE_ANSWER;
             else if (strcmp(eq, "read") == 0)
                 f.at_read = true;
+            else if (strcmp(eq, "register") == 0)
+                f.at_register = true;
             else {
                 snprintf(why, why_len,
-                         "at='%s' is not close, last-close, close-answer or read", eq);
+                         "at='%s' is not close, last-close, close-answer, read or register", eq);
                 return ROV_ERR_INVAL;
             }
-            if (!f.at_read)
+            if (f.at_close)
                 have_after = true;
             continue;
         }
@@ -132,19 +134,24 @@ rov_status_t rov_fault_parse(const char *spec, struct rov_fault *out, char *why,
             f.every = v;
         }
     }
-    if (f.at_read && f.every) {
-        snprintf(why, why_len, "at=read excludes every=");
+    if ((f.at_read || f.at_register) && f.every) {
+        snprintf(why, why_len, "at=%s excludes every=", f.at_read ? "read" : "register");
         return ROV_ERR_INVAL;
     }
     if (!have_rail || !have_mode || !have_after) {
         snprintf(why, why_len, "rail=, mode= and after= (or at=close) are required");
         return ROV_ERR_INVAL;
     }
+    if (f.at_register && f.mode != ROV_FAULT_ERROR) {
+        snprintf(why, why_len, "at=register takes mode=error (a registration fails; no "
+                 "channel goes silent)");
+        return ROV_ERR_INVAL;
+    }
     if (f.at_close && (f.after || f.every)) {
         snprintf(why, why_len, "at= excludes after= and every=");
         return ROV_ERR_INVAL;
     }
-    f.next = f.at_read ? 0 : f.after; /* 0 with at=: never on data */
+    f.next = f.at_read || f.at_register ? 0 : f.after; /* 0 with at=: never on data */
     f.rng = f.seed;
     if (out)
         *out = f;
@@ -193,6 +200,16 @@ bool rov_fault_read_done(struct rov_fault *f, struct rov_chan *chan)
         return false;
     snprintf(when, sizeof(when), "as read %" PRIu64 " on the rail completes", f->reads);
     fire(f, chan, when, true);
+    return true;
+}
+
+bool rov_fault_register(struct rov_fault *f, int rail)
+{
+    if (!f->at_register || rail != f->rail || ++f->regs != f->after)
+        return false;
+    f->fired++;
+    rov_info("fault", "RAILOVER_FAULT: registration %" PRIu64 " on rail %d fails", f->regs,
+             rail);
     return true;
 }
 

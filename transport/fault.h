@@ -7,6 +7,7 @@
  *   RAILOVER_FAULT=rail=N,mode=error|silent,after=N[,every=M][,seed=S]
  *   RAILOVER_FAULT=rail=N,mode=error|silent,at=close|last-close|close-answer
  *   RAILOVER_FAULT=rail=N,mode=error|silent,at=read,after=N
+ *   RAILOVER_FAULT=rail=N,mode=error,at=register,after=N
  *
  * After `after` data frames sent on rail N (counted over all its channels),
  * the channel that sent the last one fails: `error` as a failed send does
@@ -23,7 +24,10 @@
  * rov_conn_get(), or a part of one, counted over rail N's channels) fails
  * right after it, as a failed send does (from progress), with any other
  * read in flight on it: so that a read in parts fails after some parts
- * arrived.  Each key
+ * arrived.  With `at=register,after=N`, the Nth registration of memory on
+ * rail N (rov_mem_register(), counted over the process's registrations)
+ * fails as a rail's own does (ibv_reg_mr out of locked memory): the
+ * registration fails, no channel does.  Each key
  * at most once; after= and every= up to 2^48, and a number that does not
  * fit is refused, never clamped.
  */
@@ -54,6 +58,8 @@ struct rov_fault {
     unsigned at_close;        /* at=: fire on a CLOSE instead: bit 1 << rov_fault_close */
     bool at_read;             /* at=read: fire on the after'th read completed */
     uint64_t reads;           /* reads completed on the rail so far (at=read) */
+    bool at_register;         /* at=register: fail the after'th registration */
+    uint64_t regs;            /* registrations on the rail so far (at=register) */
 };
 
 /** Parse a spec; f may be NULL to validate only.  An empty spec disarms. */
@@ -64,6 +70,9 @@ ROV_COLD void rov_fault_data_sent(struct rov_fault *f, struct rov_chan *chan);
 /** A read on chan completed; fire an at=read fault if it is due (true: it
  * fired; with mode=error, chan->send_error says so to the next push). */
 ROV_COLD bool rov_fault_read_done(struct rov_fault *f, struct rov_chan *chan);
+/** Memory is about to be registered on rail index rail: true when an
+ * at=register fault fails this registration. */
+ROV_COLD bool rov_fault_register(struct rov_fault *f, int rail);
 /** chan is about to send a CLOSE frame of this kind; fire an at= fault for it (once). */
 ROV_COLD void rov_fault_close_sending(struct rov_fault *f, struct rov_chan *chan,
                                       enum rov_fault_close kind);

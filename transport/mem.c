@@ -79,8 +79,11 @@ static rov_status_t mem_register(rov_mem_t *mem)
     mem->gen = ctx->rails_gen;
     for (int i = 0; i < ctx->nrails; i++) {
         struct rov_rail *rail = ctx->rails[i];
-        rov_status_t st = rail->ops.mem_reg(rail, (void *)mem->base, mem->len, &mem->handle[i],
-                                            &mem->key[i]);
+        rov_status_t st = ROV_ERR_IO;
+
+        if (!__builtin_expect(ctx->fault_armed, 0) || !rov_fault_register(&ctx->fault, i))
+            st = rail->ops.mem_reg(rail, (void *)mem->base, mem->len, &mem->handle[i],
+                                   &mem->key[i]);
 
         if (st == ROV_ERR_UNSUPPORTED)
             continue;

@@ -22,6 +22,13 @@
 #                          completes a send whose gets only partly failed: the
 #                          transport reads a message in parts with one
 #                          completion, docs/mpi.md.)
+#   regfault TEST...       a registration of memory fails (RAILOVER_FAULT
+#                          at=register: the 1st, 2nd, 5th of each rank, one job
+#                          each, so both a send buffer ob1 offers for a get and
+#                          a receive buffer a get lands in): ob1 moves that
+#                          message by send, the job passes.  (A NULL handle
+#                          sent Open MPI 4.1's ob1 to its put pipeline, and the
+#                          sender crashed in the BTL's missing btl_put.)
 #   oneconn                4 ranks connecting to each other at once: while they
 #                          exchange, `railover status` shows each with exactly
 #                          one connection per peer, all established, and its
@@ -165,6 +172,20 @@ readfault)
         expect "fails as read $after on the rail completes"
         expect "moved from tcp@127.0.0.1 to tcp@127.0.0.2"
         echo "fault at read $after: passed, $(grep -c 'a read on tcp@127.0.0.1 ended' "$out") read(s) failed"
+    done
+    ;;
+regfault)
+    for after in 1 2 5; do
+        run_mpi 2 --mca btl self,railover --mca btl_base_verbose 20 \
+            --mca btl_railover_rails tcp@127.0.0.1 \
+            --mca btl_railover_fault rail=0,mode=error,at=register,after=$after \
+            --mca btl_railover_verbose info \
+            -- "$ROV_MPI_CHECK" "$@"
+        [ "$rc" -eq 0 ] || fail "the job with registration $after failing exited with $rc"
+        expect "PASSED: 2 rank(s), 0 failure(s)"
+        expect "registration $after on rail 0 fails"
+        expect "ob1 moves them by send"
+        echo "registration $after failing: passed"
     done
     ;;
 oneconn)

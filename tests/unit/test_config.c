@@ -856,6 +856,9 @@ START_TEST(test_failover_vars)
         {"RAILOVER_FAULT", "rail=0,mode=error,at=answer"},
         {"RAILOVER_FAULT", "rail=0,mode=error,at=read"},
         {"RAILOVER_FAULT", "rail=0,mode=error,at=read,after=3,every=10"},
+        {"RAILOVER_FAULT", "rail=0,mode=error,at=register"},
+        {"RAILOVER_FAULT", "rail=0,mode=silent,at=register,after=2"},
+        {"RAILOVER_FAULT", "rail=0,mode=error,at=register,after=2,every=5"},
         {"RAILOVER_RUN_DIR", "relative/dir"},
     };
     rov_config_t *c;
@@ -884,6 +887,8 @@ START_TEST(test_failover_vars)
     ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAULT", "rail=0,mode=error,at=close-answer",
                                     err, sizeof(err)), ROV_OK);
     ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAULT", "rail=0,mode=error,at=read,after=3",
+                                    err, sizeof(err)), ROV_OK);
+    ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAULT", "rail=1,mode=error,at=register,after=2",
                                     err, sizeof(err)), ROV_OK);
     ck_assert_int_eq(rov_config_set(c, "RAILOVER_FAILBACK_RETRY", "10s", err, sizeof(err)),
                      ROV_ERR_INVAL); /* above RAILOVER_FAILBACK_RETRY_MAX */
