@@ -360,6 +360,24 @@ static ROV_COLD void push_failed(struct rov_conn *conn, struct rov_chan *chan)
                                 chan->send_reason);
 }
 
+/* A bond member other than the transmit rail whose failure waits for
+ * progress: only an injected fault on a read it completed leaves one
+ * (rov_rail_get_done()); every other failed send fails at once.  True when
+ * one failed (the push comes again). */
+static ROV_COLD bool member_failed(struct rov_conn *conn)
+{
+    for (int i = 0; i < conn->ctx->nrails; i++) {
+        struct rov_chan *c = conn->chans[i];
+
+        if (i != conn->tx_rail && (conn->bond_mask & 1u << i) && c && c->send_error) {
+            rov_conn_push_later(conn);
+            push_failed(conn, c);
+            return true;
+        }
+    }
+    return false;
+}
+
 /* rov_conn_push(), inlined into rov_conn_send(): it makes the rail's send
  * call, and so the system call (transport/compiler.h). */
 static ROV_INLINE void conn_push(struct rov_conn *conn)
@@ -382,6 +400,8 @@ static ROV_INLINE void conn_push(struct rov_conn *conn)
         push_failed(conn, chan);
         return;
     }
+    if (__builtin_expect(conn->ctx->fault_armed, 0) && conn->bond_mask && member_failed(conn))
+        return;
     if (!chan_ready(chan))
         return;
     while ((m = conn->tx.next_tx) != NULL) {

@@ -25,7 +25,7 @@
  * right after it, as a failed send does (from progress), with any other
  * read in flight on it: so that a read in parts fails after some parts
  * arrived.  With `at=register,after=N`, the Nth registration of memory on
- * rail N (rov_mem_register(), counted over the process's registrations)
+ * rail N (rov_mem_register(), counted over the context's registrations)
  * fails as a rail's own does (ibv_reg_mr out of locked memory): the
  * registration fails, no channel does.  Each key
  * at most once; after= and every= up to 2^48, and a number that does not

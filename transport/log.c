@@ -21,7 +21,7 @@ static const char *const level_names[] = {"error", "warn", "info", "debug", "tra
  * the helpers that pass one on: rov_state_change(), rov_net_resolve()).
  * RAILOVER_LOG's overrides name one of these: a new tag goes here. */
 static const char *const tags[] = {
-    "auth", "ccp", "config", "conn", "core", "ctl", "failover", "fault",
+    "auth", "bond", "ccp", "config", "conn", "core", "ctl", "failover", "fault",
     "helper", "loop", "netlink", "stage", "tcp", "ucx", "verbs",
 };
 #define NTAGS (sizeof(tags) / sizeof(tags[0]))

@@ -58,6 +58,7 @@ struct rov_get_op {
     rov_get_cb_t cb;
     void *arg;
     struct rov_split_get *split; /* a piece of this read, on rail */
+    size_t at, len;              /* the piece: offset in the read, bytes */
     int rail;
     rov_status_t status;
 };
@@ -182,6 +183,12 @@ void rov_mem_key(const rov_mem_t *mem, void *key)
  * uses every member.  Elsewhere a read longer than the rail's limit goes
  * in pieces of that limit, SPLIT_OUT in flight.
  *
+ * A bonded read's piece whose member failed under it is read again by the
+ * others (by the transmit rail once the bond is down to it), as the bond
+ * resends a failed member's messages; a piece the owner refused
+ * (ROV_ERR_INVAL: no such registration or range) is not, and after
+ * SPLIT_REDO_MAX pieces read again the next failure ends the read.
+ *
  * The caller hears once, when the last piece is over, with the first
  * failure: an MPI library that read a message in several gets, some
  * failing, would fall back to sending only those, and Open MPI 4.1's ob1
@@ -189,6 +196,12 @@ void rov_mem_key(const rov_mem_t *mem, void *key)
 #define SPLIT_OUT 2       /* pieces in flight per read, not bonded */
 #define BOND_READS_OUT 4  /* reads in flight per bond member */
 #define SPLIT_PIECES 32   /* a bonded read: about this many pieces per member */
+#define SPLIT_REDO_MAX 64 /* pieces of one read read again, at most */
+
+struct rov_split_range {
+    struct rov_split_range *next;
+    size_t at, len;
+};
 
 struct rov_split_get {
     struct rov_split_get *next, *prev; /* conn->splits, oldest first */
@@ -200,6 +213,8 @@ struct rov_split_get {
     uint64_t remote;
     uint8_t key[ROV_MEM_KEY_LEN];
     size_t len, at, piece;             /* at: handed out so far */
+    struct rov_split_range *redo;      /* failed pieces to read again, before at */
+    unsigned redone;                   /* pieces put back in redo so far */
     unsigned out;                      /* pieces in flight */
     uint8_t out_on[ROV_MAX_RAILS];     /* of them, per rail */
     unsigned refused;                  /* rails that would not start a piece */
@@ -223,6 +238,8 @@ static rov_status_t get_on(rov_conn_t *conn, int rail, void *local, rov_mem_t *l
     op->cb = cb;
     op->arg = arg;
     op->split = split;
+    op->at = split ? (size_t)((uint8_t *)local - split->local) : 0;
+    op->len = len;
     op->rail = rail;
     chan->gets_out++; /* (before: rov_rail_get_done() counts it down) */
     st = chan->rail->ops.get(chan, local, lmem->handle[rail], remote,
@@ -251,7 +268,7 @@ static struct rov_chan *split_chan(const struct rov_split_get *s, int i)
     if (!conn || s->status != ROV_OK || conn->state != ROV_CONN_ESTABLISHED ||
         (s->refused & (1u << i)) || rov_get32(s->key + KEY_GEN) != conn->peer.gen)
         return NULL;
-    if (s->bond)
+    if (s->bond && conn->bond_mask)
         chan = rov_bond_member(conn, i);
     else
         chan = i == conn->tx_rail && conn->chans[i] &&
@@ -259,16 +276,24 @@ static struct rov_chan *split_chan(const struct rov_split_get *s, int i)
     return chan_reads(chan, i, s->lmem, s->key) ? chan : NULL;
 }
 
-/* Start the next piece of s on rail i (chan); false: the rail refused it. */
+/* Pieces of s not handed out yet (failed ones to read again included). */
+static bool split_more(const struct rov_split_get *s)
+{
+    return s->at < s->len || s->redo;
+}
+
+/* Start the next piece of s on rail i (chan): a failed one first, else
+ * from at; false: the rail refused it. */
 static bool split_start(struct rov_split_get *s, int i, struct rov_chan *chan)
 {
-    size_t part = s->len - s->at;
+    struct rov_split_range *r = s->redo;
+    size_t at = r ? r->at : s->at, part = r ? r->len : s->len - s->at;
     rov_status_t st;
 
     part = part < s->piece ? part : s->piece;
     part = part < chan->rail->get_max ? part : chan->rail->get_max;
-    st = get_on(s->conn, i, s->local + s->at, s->lmem, s->remote + s->at, s->key, part, NULL,
-                NULL, s);
+    st = get_on(s->conn, i, s->local + at, s->lmem, s->remote + at, s->key, part, NULL, NULL,
+                s);
     if (st != ROV_INPROGRESS) { /* the other members may go on */
         s->refused |= 1u << i;
         s->refusal = st;
@@ -276,7 +301,12 @@ static bool split_start(struct rov_split_get *s, int i, struct rov_chan *chan)
     }
     s->out++;
     s->out_on[i]++;
-    s->at += part;
+    if (!r)
+        s->at += part;
+    else if ((r->at += part, r->len -= part) == 0) {
+        s->redo = r->next;
+        free(r);
+    }
     return true;
 }
 
@@ -294,17 +324,17 @@ static void split_pull(rov_conn_t *conn)
     bool flowing = false;
 
     for (struct rov_split_get *s = conn->splits; s; s = s->next) {
-        for (int i = 0; i < conn->ctx->nrails && s->at < s->len; i++) {
+        for (int i = 0; i < conn->ctx->nrails && split_more(s); i++) {
             struct rov_chan *chan;
 
-            while (s->at < s->len && (chan = split_chan(s, i)) && split_room(s, i, chan) &&
+            while (split_more(s) && (chan = split_chan(s, i)) && split_room(s, i, chan) &&
                    split_start(s, i, chan))
                 ;
         }
         flowing |= s->out > 0;
     }
     for (struct rov_split_get *s = conn->splits; s && !flowing; s = s->next)
-        for (int i = 0; i < conn->ctx->nrails && !flowing && s->at < s->len; i++) {
+        for (int i = 0; i < conn->ctx->nrails && !flowing && split_more(s); i++) {
             struct rov_chan *chan = split_chan(s, i);
 
             flowing = chan && split_start(s, i, chan);
@@ -323,13 +353,19 @@ static bool split_alive(const struct rov_split_get *s)
 /* Nothing of s in flight, and done, failed, or with nowhere to go. */
 static bool split_over(const struct rov_split_get *s)
 {
-    return !s->out && (s->at == s->len || s->status != ROV_OK || !split_alive(s));
+    return !s->out && (!split_more(s) || s->status != ROV_OK || !split_alive(s));
 }
 
 static void split_finish(struct rov_split_get *s)
 {
-    if (s->at < s->len && s->status == ROV_OK) /* nowhere to go on */
+    if (split_more(s) && s->status == ROV_OK) /* nowhere to go on */
         s->status = !s->conn ? ROV_ERR_CANCELED : s->refusal ? s->refusal : ROV_ERR_UNSUPPORTED;
+    while (s->redo) {
+        struct rov_split_range *r = s->redo;
+
+        s->redo = r->next;
+        free(r);
+    }
     s->cb(s->arg, s->status);
     free(s);
 }
@@ -369,16 +405,36 @@ static void split_reap(rov_conn_t *conn)
     }
 }
 
-/* A piece of s on rail is over (from rov_ctx_gets_deliver()); rail < 0:
- * the orphaned read's own turn (rov_conn_splits_orphan()). */
-static void split_piece_done(struct rov_split_get *s, int rail, rov_status_t status)
+/* A bonded read's piece [at, at + len) failed with status: true when it
+ * goes back into the read's queue, to be read by another member. */
+static bool split_redo(struct rov_split_get *s, size_t at, size_t len, rov_status_t status)
+{
+    struct rov_split_range *r;
+
+    if (!s->bond || !s->conn || s->status != ROV_OK || status == ROV_ERR_INVAL ||
+        s->redone >= SPLIT_REDO_MAX || !(r = malloc(sizeof(*r))))
+        return false;
+    r->at = at;
+    r->len = len;
+    r->next = s->redo;
+    s->redo = r;
+    s->redone++;
+    rov_debug("bond", "conn %llu: a piece of %zu bytes of a read failed (%s): read again",
+              (unsigned long long)s->conn->id, len, rov_status_str(status));
+    return true;
+}
+
+/* A piece [at, at + len) of s on rail is over (from rov_ctx_gets_deliver());
+ * rail < 0: the orphaned read's own turn (rov_conn_splits_orphan()). */
+static void split_piece_done(struct rov_split_get *s, int rail, size_t at, size_t len,
+                             rov_status_t status)
 {
     rov_conn_t *conn = s->conn;
 
     s->out--;
     if (rail >= 0)
         s->out_on[rail]--;
-    if (status != ROV_OK && s->status == ROV_OK)
+    if (status != ROV_OK && s->status == ROV_OK && !split_redo(s, at, len, status))
         s->status = status;
     if (!conn) {
         if (!s->out)
@@ -520,7 +576,7 @@ void rov_ctx_gets_deliver(rov_context_t *ctx)
             ctx->gets_tail = NULL;
         ctx->events++;
         if (op->split)
-            split_piece_done(op->split, op->rail, op->status);
+            split_piece_done(op->split, op->rail, op->at, op->len, op->status);
         else
             op->cb(op->arg, op->status);
         free(op);

@@ -30,6 +30,15 @@
  *                            verbs, or tcp, which reads by message)
  *   rov_rdma_get --no-rdma  (no rail reads, e.g. loop: register and the
  *                            limit say so)
+ *   rov_rdma_get --bond-fault
+ *                           (RAILOVER_BOND=on, RAILOVER_FAULT failing rail 1
+ *                            as its first read completes) only this: once
+ *                            rail 1 joined the bond, 4 reads of 2 MiB at
+ *                            once, in pieces over both members; rail 1's
+ *                            channel fails under its pieces (so pieces went
+ *                            there), rail 0 reads them again: every read
+ *                            completes once, done, with the data right;
+ *                            rail 1 left the bond and joins it again
  *
  * Exit 0 when every case passed.
  */
@@ -155,6 +164,58 @@ static int read_one(rov_mem_t *mb, const uint8_t *key, size_t off, size_t doff, 
         return 0;
     }
     return r.done == 1;
+}
+
+static uint64_t bond_stat(int leaves)
+{
+    rov_conn_stats_t st;
+
+    rov_conn_stats(b.conn, &st);
+    return leaves ? st.bond_leaves : st.bond_joins;
+}
+
+static int wait_bond_joins(uint64_t want, double limit)
+{
+    double end = now_s() + limit;
+
+    while (bond_stat(0) < want && now_s() < end)
+        spin();
+    return bond_stat(0) >= want;
+}
+
+/* --bond-fault: see the top. */
+static int bond_fault(rov_mem_t *mb, const uint8_t *key)
+{
+    enum { N = 4, LEN = 4u << 20 };
+    struct read r[N];
+    int ok = 1;
+
+    if (!wait_bond_joins(1, 30)) {
+        fprintf(stderr, "FAIL: rail 1 never joined the bond (RAILOVER_BOND=on?)\n");
+        return 1;
+    }
+    memset(r, 0, sizeof(r));
+    memset(dst, 0, (size_t)N * LEN / 2);
+    for (int i = 0; i < N; i++) /* dst holds BUF: 4 reads of 2 MiB apart, overlapping none */
+        ok &= rov_conn_get(b.conn, dst + (size_t)i * (LEN / 2), mb,
+                           (uint64_t)(uintptr_t)(src + (size_t)i * 4099), key, LEN / 2, on_read,
+                           &r[i]) == ROV_INPROGRESS;
+    for (int i = 0; i < N && ok; i++)
+        ok &= wait_for(&r[i].done, 1, 30);
+    for (double t = now_s() + 0.2; now_s() < t;)
+        spin(); /* no second callback */
+    for (int i = 0; i < N; i++) {
+        if (r[i].done && r[i].status != ROV_OK)
+            printf("  read %d: %s\n", i, rov_status_str(r[i].status));
+        ok &= r[i].done == 1 && r[i].status == ROV_OK &&
+              memcmp(dst + (size_t)i * (LEN / 2), src + (size_t)i * 4099, LEN / 2) == 0;
+    }
+    check(ok, "bond-fault: reads in pieces over both members, rail 1 failing under some: "
+              "every read done once, data right");
+    check(bond_stat(1) >= 1, "bond-fault: rail 1 carried pieces, failed and left the bond");
+    check(wait_bond_joins(2, 60) && read_one(mb, key, 3, 0, LEN),
+          "bond-fault: rail 1 joined the bond again, reads work");
+    return failures != 0;
 }
 
 static int wait_stage(rov_context_stage_t stage, double limit)
@@ -284,6 +345,18 @@ int main(int argc, char **argv)
         return 1;
     }
     rov_mem_key(ma, key);
+    if (argc > 1 && strcmp(argv[1], "--bond-fault") == 0) {
+        int rc = bond_fault(mb, key);
+
+        rov_mem_deregister(mb);
+        rov_mem_deregister(ma);
+        rov_context_destroy(b.ctx);
+        rov_context_destroy(a.ctx);
+        free(src);
+        free(dst);
+        printf("%s\n", rc ? "FAILED" : "all cases passed");
+        return rc;
+    }
 
     /* sizes */
     ok = 1;

@@ -373,7 +373,7 @@ static const struct {
     {"loud", "'loud' is not a log level"},
     {"", "'' is not a log level"},
     {"warn,", "'' is not a log level"},
-    {"warn,verb=debug", "'verb' is not a subsystem (auth, ccp, config, "},
+    {"warn,verb=debug", "'verb' is not a subsystem (auth, bond, ccp, config, "},
     {"warn,=debug", "'' is not a subsystem"},
     {"warn,verbs=loud", "verbs: 'loud' is not a log level"},
     {"warn,verbs=", "verbs: '' is not a log level"},
