@@ -186,8 +186,9 @@ void rov_mem_key(const rov_mem_t *mem, void *key)
  * A bonded read's piece whose member failed under it is read again by the
  * others (by the transmit rail once the bond is down to it), as the bond
  * resends a failed member's messages; a piece the owner refused
- * (ROV_ERR_INVAL: no such registration or range) is not, and after
- * SPLIT_REDO_MAX pieces read again the next failure ends the read.
+ * (ROV_ERR_INVAL: no such registration or range; on verbs, the key the
+ * peer's HCA refused) is not, and after SPLIT_REDO_MAX pieces read again
+ * the next failure ends the read.
  *
  * The caller hears once, when the last piece is over, with the first
  * failure: an MPI library that read a message in several gets, some
@@ -196,7 +197,7 @@ void rov_mem_key(const rov_mem_t *mem, void *key)
 #define SPLIT_OUT 2       /* pieces in flight per read, not bonded */
 #define BOND_READS_OUT 4  /* reads in flight per bond member */
 #define SPLIT_PIECES 32   /* a bonded read: about this many pieces per member */
-#define SPLIT_REDO_MAX 64 /* pieces of one read read again, at most */
+#define SPLIT_REDO_MAX 16 /* pieces of one read read again, at most */
 
 struct rov_split_range {
     struct rov_split_range *next;

@@ -863,11 +863,12 @@ static void on_wc(struct vb_chan *c, const struct ibv_wc *wc)
         if (kind == VB_WR_READ) {
             if (wc->status == IBV_WC_REM_ACCESS_ERR) {
                 /* The key came from the application (the peer's, passed
-                 * on): that read fails, and the QP with it, not the
-                 * connection. */
+                 * on): that read fails, as the TCP rail's refusal does
+                 * (ROV_ERR_INVAL: a bond does not read it again), and the
+                 * QP with it, not the connection. */
                 why = "verbs: a read named memory the peer does not expose "
                       "(IBV_WC_REM_ACCESS_ERR)";
-                st = ROV_ERR_IO;
+                st = ROV_ERR_INVAL;
             }
             read_done(c, st);
         }
