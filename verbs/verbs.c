@@ -861,16 +861,19 @@ static void on_wc(struct vb_chan *c, const struct ibv_wc *wc)
         rov_status_t st = wc_status(wc->status, &why);
 
         if (kind == VB_WR_READ) {
+            rov_status_t read_st = st;
+
             if (wc->status == IBV_WC_REM_ACCESS_ERR) {
                 /* The key came from the application (the peer's, passed
                  * on): that read fails, as the TCP rail's refusal does
                  * (ROV_ERR_INVAL: a bond does not read it again), and the
-                 * QP with it, not the connection. */
+                 * QP with it (an I/O error), not the connection. */
                 why = "verbs: a read named memory the peer does not expose "
                       "(IBV_WC_REM_ACCESS_ERR)";
-                st = ROV_ERR_INVAL;
+                read_st = ROV_ERR_INVAL;
+                st = ROV_ERR_IO;
             }
-            read_done(c, st);
+            read_done(c, read_st);
         }
         if (!c->dead)
             rov_info(VB, "qp %u: work completion %s (%s, vendor error 0x%x)", c->qp->qp_num,
