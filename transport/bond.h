@@ -20,6 +20,9 @@ struct rov_bond_chan {
     uint64_t sample_ns; /* the current measuring interval began, 0: none yet */
     uint64_t rate;      /* bytes per second its transport acknowledges, 0: unknown */
     bool busy;          /* queued something throughout the current interval */
+    uint64_t read_rate; /* bytes per second our reads' pieces came at, 0: unknown */
+    uint64_t read_mark_ns; /* the last piece ended, or the first began (mem.c) */
+    uint64_t read_bytes, read_ns; /* pieces and reading time since the last sample */
 };
 
 /** conn's channel on rail when that rail is in its bond and the channel

@@ -176,11 +176,14 @@ void rov_mem_key(const rov_mem_t *mem, void *key)
  * On a bonded connection every read goes in pieces (none smaller than
  * RAILOVER_BOND_MIN, about SPLIT_PIECES per member) into the connection's
  * queue of reads, oldest first, and a member takes the next piece when it
- * has fewer than BOND_READS_OUT reads of ours in flight: a faster member
- * finishes more and so reads more, with no rate to measure (a read's data
- * comes the other way from what a member's send queue shows), a slower one
- * holds little at any time, and a stream of reads too small to split still
- * uses every member.  Elsewhere a read longer than the rail's limit goes
+ * has fewer reads of ours in flight than its share of BOND_READS_OUT: a
+ * faster member finishes more and so reads more; a slower one holds fewer
+ * at once, in proportion to the rate its pieces came at (bond.read_rate,
+ * measured per member while it reads: a read's data comes the other way
+ * from what a member's send queue shows, so the bond's send rates do not
+ * apply), so that what is left on it when the queue runs dry takes no
+ * longer than on the others; and a stream of reads too small to split
+ * still uses every member.  Elsewhere a read longer than the rail's limit goes
  * in pieces of that limit, SPLIT_OUT in flight.
  *
  * A bonded read's piece whose member failed under it is read again by the
@@ -242,6 +245,8 @@ static rov_status_t get_on(rov_conn_t *conn, int rail, void *local, rov_mem_t *l
     op->at = split ? (size_t)((uint8_t *)local - split->local) : 0;
     op->len = len;
     op->rail = rail;
+    if (split && split->bond && !chan->gets_out)
+        chan->bond.read_mark_ns = rov_now_ns(); /* busy from now */
     chan->gets_out++; /* (before: rov_rail_get_done() counts it down) */
     st = chan->rail->ops.get(chan, local, lmem->handle[rail], remote,
                              rov_get32(k + KEY_RAIL(rail)), len, op);
@@ -311,9 +316,31 @@ static bool split_start(struct rov_split_get *s, int i, struct rov_chan *chan)
     return true;
 }
 
+/* Reads a bond member may have in flight: BOND_READS_OUT for the fastest
+ * reader, a slower one fewer, in proportion (rounded up), so that what is
+ * left on it when the queue runs dry takes no longer than on the others. */
+static unsigned member_reads(const rov_conn_t *conn, const struct rov_chan *chan)
+{
+    uint64_t top = 0;
+
+    if (!chan->bond.read_rate)
+        return BOND_READS_OUT;
+    for (int i = 0; i < conn->ctx->nrails; i++) {
+        const struct rov_chan *c = rov_bond_member(conn, i);
+
+        if (c && c->bond.read_rate > top)
+            top = c->bond.read_rate;
+    }
+    if (!top || chan->bond.read_rate >= top)
+        return BOND_READS_OUT;
+    return (unsigned)((BOND_READS_OUT * chan->bond.read_rate + top - 1) / top);
+}
+
 static bool split_room(const struct rov_split_get *s, int i, const struct rov_chan *chan)
 {
-    return s->bond ? chan->gets_out < BOND_READS_OUT : s->out_on[i] < SPLIT_OUT;
+    if (!s->bond)
+        return s->out_on[i] < SPLIT_OUT;
+    return chan->gets_out < (s->conn->bond_mask ? member_reads(s->conn, chan) : BOND_READS_OUT);
 }
 
 /* Hand out pieces, the oldest reads first, to every rail with room.  When
@@ -551,15 +578,41 @@ rov_status_t rov_conn_get(rov_conn_t *conn, void *local, rov_mem_t *lmem, uint64
     return get_on(conn, rail, local, lmem, remote, k, len, cb, arg, NULL);
 }
 
+/* A bond member's read rate: its pieces' bytes over the time it spent
+ * reading them (each piece from the end of the one before it there, or
+ * from when the member began reading, get_on()), sampled every
+ * READ_SAMPLE_NS of reading (a piece alone comes in a burst or after a
+ * pause on a shaped or shared link), the last two samples averaged. */
+#define READ_SAMPLE_NS 2000000ull
+
+static void read_rate_sample(struct rov_chan *chan, size_t len)
+{
+    struct rov_bond_chan *b = &chan->bond;
+    uint64_t now = rov_now_ns();
+
+    b->read_ns += now - b->read_mark_ns;
+    b->read_bytes += len;
+    b->read_mark_ns = now;
+    if (b->read_ns >= READ_SAMPLE_NS) {
+        uint64_t rate = (uint64_t)((double)b->read_bytes * 1e9 / (double)b->read_ns);
+
+        b->read_rate = b->read_rate ? (b->read_rate + rate) / 2 : rate;
+        b->read_bytes = b->read_ns = 0;
+    }
+}
+
 void rov_rail_get_done(struct rov_chan *chan, void *cookie, rov_status_t status)
 {
     rov_context_t *ctx = chan->rail->ctx;
+    struct rov_get_op *op = cookie;
 
     if (status != ROV_OK)
         rov_debug("core", "a read on %s ended: %s", chan->rail->spec->name,
                   rov_status_str(status));
     if (chan->gets_out)
         chan->gets_out--;
+    if (status == ROV_OK && op->split && op->split->bond)
+        read_rate_sample(chan, op->len);
     if (__builtin_expect(ctx->fault_armed, 0) && status == ROV_OK && chan->conn &&
         rov_fault_read_done(&ctx->fault, chan) && chan->send_error)
         rov_conn_push_later(chan->conn); /* the failure, from progress */
