@@ -183,8 +183,8 @@ void rov_mem_key(const rov_mem_t *mem, void *key)
  * from what a member's send queue shows, so the bond's send rates do not
  * apply), so that what is left on it when the queue runs dry takes no
  * longer than on the others; and a stream of reads too small to split
- * still uses every member.  Elsewhere a read longer than the rail's limit goes
- * in pieces of that limit, SPLIT_OUT in flight.
+ * still uses every member.  Elsewhere a read longer than the rail's limit
+ * goes in pieces of that limit, SPLIT_OUT in flight.
  *
  * A bonded read's piece whose member failed under it is read again by the
  * others (by the transmit rail once the bond is down to it), as the bond
