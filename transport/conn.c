@@ -500,7 +500,6 @@ ROV_HOT void rov_conn_push(struct rov_conn *conn)
     conn_push(conn);
 }
 
-
 /* Connection life cycle ------------------------------------------------------- */
 
 /* Every channel of the connection, parked ones included. */

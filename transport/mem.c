@@ -317,7 +317,8 @@ static bool split_start(struct rov_split_get *s, int i, struct rov_chan *chan)
 }
 
 /* Reads a bond member may have in flight: BOND_READS_OUT for the fastest
- * reader, a slower one fewer, in proportion (rounded up), so that what is
+ * reader (and for every rail while the bond is down to one, or no rate is
+ * known), a slower one fewer, in proportion (rounded up), so that what is
  * left on it when the queue runs dry takes no longer than on the others. */
 static unsigned member_reads(const rov_conn_t *conn, const struct rov_chan *chan)
 {
@@ -338,9 +339,7 @@ static unsigned member_reads(const rov_conn_t *conn, const struct rov_chan *chan
 
 static bool split_room(const struct rov_split_get *s, int i, const struct rov_chan *chan)
 {
-    if (!s->bond)
-        return s->out_on[i] < SPLIT_OUT;
-    return chan->gets_out < (s->conn->bond_mask ? member_reads(s->conn, chan) : BOND_READS_OUT);
+    return s->bond ? chan->gets_out < member_reads(s->conn, chan) : s->out_on[i] < SPLIT_OUT;
 }
 
 /* Hand out pieces, the oldest reads first, to every rail with room.  When
